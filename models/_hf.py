@@ -1,0 +1,268 @@
+"""Shared machinery for Hugging Face transformer models behind the :mod:`models.base` contract.
+
+Loading (device, dtype, threads, provenance), thread-safe tokenization, and the forward loop that
+sorts items by length, runs padded micro-batches and restores the caller's order. The embedder and
+the cross-encoder only supply the network call and the post-processing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from models.base import ModelLoadError, TokenBatch
+
+logger = logging.getLogger(__name__)
+
+InputT = TypeVar("InputT")
+
+PROVENANCE_FILE = "engram_provenance.json"
+"""Optional file in a model folder: ``{"name": ..., "provenance": ..., "random_weights": bool}``."""
+
+_DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "half": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+}
+_SANE_MAX_LENGTH = 100_000  # tokenizers without a limit report int(1e30)
+
+
+def resolve_device(device: str) -> torch.device:
+    """``"cpu"``, ``"cuda"`` or ``"cuda:N"``; CUDA must exist when asked for."""
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as exc:
+        raise ModelLoadError(f"unknown device {device!r}: {exc}") from exc
+    if resolved.type not in ("cpu", "cuda"):
+        raise ModelLoadError(f"unsupported device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError(f"device {device!r} requested but torch sees no CUDA device")
+    return resolved
+
+
+def resolve_dtype(dtype: torch.dtype | str | None, device: torch.device) -> torch.dtype:
+    """None → float32 on CPU, float16 on CUDA."""
+    if dtype is None:
+        return torch.float16 if device.type == "cuda" else torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return _DTYPES[dtype.lower().removeprefix("torch.")]
+    except KeyError:
+        raise ModelLoadError(f"unknown dtype {dtype!r}; use one of {sorted(_DTYPES)}") from None
+
+
+def set_cpu_threads(num_threads: int) -> None:
+    """Set torch's intra-op CPU threads. Process-wide: call once from the composition root."""
+    if num_threads < 1:
+        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+    if torch.get_num_threads() != num_threads:
+        logger.info("torch intra-op threads %d -> %d", torch.get_num_threads(), num_threads)
+        torch.set_num_threads(num_threads)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a model came from, for ``describe()``."""
+
+    name: str
+    path: str
+    provenance: str
+    random_weights: bool
+
+
+def resolve_origin(path_or_id: str | Path, *, name: str | None, provenance: str | None) -> Origin:
+    local = Path(path_or_id).expanduser()
+    if local.is_dir():
+        resolved = local.resolve()
+        meta: dict[str, Any] = {}
+        meta_file = resolved / PROVENANCE_FILE
+        if meta_file.is_file():
+            meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        return Origin(
+            name=name or str(meta.get("name") or resolved.name),
+            path=str(resolved),
+            provenance=provenance or str(meta.get("provenance") or f"local:{resolved}"),
+            random_weights=bool(meta.get("random_weights", False)),
+        )
+    if isinstance(path_or_id, Path) or local.is_absolute() or str(path_or_id).startswith("."):
+        raise ModelLoadError(f"model folder {str(path_or_id)!r} does not exist")
+    hub_id = str(path_or_id)
+    return Origin(
+        name=name or hub_id,
+        path=hub_id,
+        provenance=provenance or f"hub:{hub_id}",
+        random_weights=False,
+    )
+
+
+def load_pretrained(auto_cls: Any, origin: Origin, *, dtype: torch.dtype, device: torch.device) -> tuple[Any, Any]:
+    """(tokenizer, model in eval mode on ``device``) through the transformers Auto* loaders."""
+    from transformers import AutoTokenizer  # heavy import, kept out of module import time
+
+    started = time.perf_counter()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(origin.path, use_fast=True)
+        model = auto_cls.from_pretrained(origin.path, dtype=dtype)
+    except (OSError, ValueError) as exc:
+        hint = "" if Path(origin.path).is_dir() else " (hub ids need a network; HF_HUB_OFFLINE may be set)"
+        raise ModelLoadError(f"cannot load {origin.path!r}{hint}: {exc}") from exc
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelLoadError(f"{origin.path!r} has no fast (Rust) tokenizer; one is required")
+    model.to(device)
+    model.eval()
+    logger.info(
+        "loaded %s (%s) on %s as %s in %.2fs [%s]",
+        origin.name, type(model).__name__, device, dtype, time.perf_counter() - started, origin.provenance,
+    )
+    return tokenizer, model
+
+
+def effective_max_length(requested: int, tokenizer: Any, config: Any) -> int:
+    if requested < 2:
+        raise ModelLoadError(f"max_length must be >= 2, got {requested}")
+    limit = int(getattr(tokenizer, "model_max_length", _SANE_MAX_LENGTH) or _SANE_MAX_LENGTH)
+    if limit >= _SANE_MAX_LENGTH:
+        limit = int(getattr(config, "max_position_embeddings", requested))
+    if requested > limit:
+        logger.warning("max_length %d exceeds the model's limit %d; using %d", requested, limit, limit)
+        return limit
+    return requested
+
+
+class HFRunner(Generic[InputT]):
+    """Tokenize / sorted micro-batched forward / warm-up for a transformers model.
+
+    Subclasses implement :meth:`_encode` (tokenizer call), :meth:`_run` (padded tensors → float32
+    tensor, one row per item), :meth:`_empty_output` and :meth:`_warmup_items`.
+    """
+
+    kind = "model"
+
+    def __init__(
+        self,
+        *,
+        tokenizer: Any,
+        model: Any,
+        origin: Origin,
+        device: torch.device,
+        dtype: torch.dtype,
+        max_length: int,
+        batch_size: int,
+    ) -> None:
+        if batch_size < 1:
+            raise ModelLoadError(f"batch_size must be >= 1, got {batch_size}")
+        self._tokenizer = tokenizer
+        self._model = model
+        self._origin = origin
+        self._torch_device = device
+        self._dtype = dtype
+        self._tokenizer_lock = threading.Lock()  # fast tokenizers raise "Already borrowed" when shared
+        self._pad_id = int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else 0
+        self._uses_token_types = "token_type_ids" in tokenizer.model_input_names
+        self.name = origin.name
+        self.device = str(device)
+        self.max_length = effective_max_length(max_length, tokenizer, model.config)
+        self.batch_size = batch_size
+
+    # --- subclass hooks -------------------------------------------------------------------
+    def _encode(self, items: Sequence[InputT]) -> Any:
+        raise NotImplementedError
+
+    def _run(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _empty_output(self) -> npt.NDArray[np.float32]:
+        raise NotImplementedError
+
+    def _warmup_items(self) -> list[InputT]:
+        raise NotImplementedError
+
+    def _describe_extra(self) -> dict[str, Any]:
+        return {}
+
+    # --- contract -------------------------------------------------------------------------
+    def tokenize(self, items: Sequence[InputT]) -> TokenBatch:
+        if len(items) == 0:
+            return TokenBatch(input_ids=(), token_type_ids=())
+        with self._tokenizer_lock:
+            encoded = self._encode(items)
+        ids = tuple(np.asarray(row, dtype=np.int64) for row in encoded["input_ids"])
+        types = tuple(np.asarray(row, dtype=np.int64) for row in encoded["token_type_ids"])
+        return TokenBatch(input_ids=ids, token_type_ids=types)
+
+    def count_tokens(self, items: Sequence[InputT]) -> list[int]:
+        return [int(n) for n in self.tokenize(items).lengths]
+
+    def forward(self, batch: TokenBatch) -> npt.NDArray[np.float32]:
+        """Run ``batch`` longest-first in micro-batches of ``batch_size``; rows in the caller's order."""
+        if len(batch) == 0:
+            return self._empty_output()
+        order = np.argsort(-batch.lengths, kind="stable")
+        out: npt.NDArray[np.float32] | None = None
+        with torch.inference_mode():
+            for rows in _chunks(order, self.batch_size):
+                result = self._run(self._pad(batch, rows)).float().cpu().numpy()
+                if out is None:
+                    out = np.empty((len(batch), *result.shape[1:]), dtype=np.float32)
+                out[rows] = result
+        assert out is not None
+        return out
+
+    def warmup(self) -> None:
+        started = time.perf_counter()
+        items = self._warmup_items()
+        self.forward(self.tokenize(items))
+        if self._torch_device.type == "cuda":
+            torch.cuda.synchronize(self._torch_device)
+        logger.info("warmed up %s on %s in %.2fs", self.name, self.device, time.perf_counter() - started)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "path": self._origin.path,
+            "device": self.device,
+            "dtype": str(self._dtype).removeprefix("torch."),
+            "provenance": self._origin.provenance,
+            "random_weights": self._origin.random_weights,
+            "max_length": self.max_length,
+            "batch_size": self.batch_size,
+            "architecture": type(self._model).__name__,
+            **self._describe_extra(),
+        }
+
+    # --- helpers --------------------------------------------------------------------------
+    def _pad(self, batch: TokenBatch, rows: npt.NDArray[np.intp]) -> dict[str, torch.Tensor]:
+        lengths = batch.lengths[rows]
+        width = int(lengths.max())
+        ids = np.full((rows.shape[0], width), self._pad_id, dtype=np.int64)
+        types = np.zeros((rows.shape[0], width), dtype=np.int64)
+        for r, i in enumerate(rows):
+            n = int(lengths[r])
+            ids[r, :n] = batch.input_ids[i]
+            types[r, :n] = batch.token_type_ids[i]
+        mask = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)
+        inputs = {"input_ids": ids, "attention_mask": mask}
+        if self._uses_token_types:
+            inputs["token_type_ids"] = types
+        return {k: torch.from_numpy(v).to(self._torch_device) for k, v in inputs.items()}
+
+
+def _chunks(order: npt.NDArray[np.intp], size: int) -> Iterator[npt.NDArray[np.intp]]:
+    for start in range(0, order.shape[0], size):
+        yield order[start : start + size]

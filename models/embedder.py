@@ -1,0 +1,115 @@
+"""Sentence embedder: any Hugging Face encoder, mean (or CLS) pooling, L2-normalized float32 vectors."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from models._hf import HFRunner, load_pretrained, resolve_device, resolve_dtype, resolve_origin, set_cpu_threads
+from models.base import ModelLoadError
+
+logger = logging.getLogger(__name__)
+
+Pooling = Literal["mean", "cls"]
+
+
+class HFEmbedder(HFRunner[str]):
+    """Implements :class:`models.base.Embedder`. Build with :meth:`load`."""
+
+    kind = "embedder"
+
+    def __init__(self, *, pooling: Pooling, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pooling: Pooling = pooling
+        self.dim = int(self._model.config.hidden_size)
+
+    @classmethod
+    def load(
+        cls,
+        path_or_id: str | Path,
+        *,
+        device: str = "cpu",
+        dtype: torch.dtype | str | None = None,
+        max_length: int = 256,
+        batch_size: int = 64,
+        pooling: Pooling | None = None,
+        num_threads: int | None = None,
+        name: str | None = None,
+        provenance: str | None = None,
+    ) -> HFEmbedder:
+        """Load tokenizer and ``AutoModel`` from a local folder (or a hub id where a network exists).
+
+        ``dtype`` None → float32 on CPU, float16 on CUDA. ``pooling`` None → the folder's
+        sentence-transformers ``1_Pooling/config.json`` when present, else mean. ``num_threads`` sets
+        torch's process-wide CPU threads when given (None leaves them alone).
+        """
+        from transformers import AutoModel
+
+        if num_threads is not None:
+            set_cpu_threads(num_threads)
+        torch_device = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, torch_device)
+        origin = resolve_origin(path_or_id, name=name, provenance=provenance)
+        tokenizer, model = load_pretrained(AutoModel, origin, dtype=torch_dtype, device=torch_device)
+        return cls(
+            tokenizer=tokenizer,
+            model=model,
+            origin=origin,
+            device=torch_device,
+            dtype=torch_dtype,
+            max_length=max_length,
+            batch_size=batch_size,
+            pooling=pooling or _pooling_from_folder(origin.path),
+        )
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """``(len(texts), dim)`` float32, each row of unit L2 norm, in the order of ``texts``."""
+        return self.forward(self.tokenize(texts))
+
+    def _encode(self, items: Sequence[str]) -> Any:
+        return self._tokenizer(
+            list(items),
+            truncation=True,
+            max_length=self.max_length,
+            padding=False,
+            return_attention_mask=False,
+            return_token_type_ids=True,
+        )
+
+    def _run(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        hidden = self._model(**inputs).last_hidden_state.float()
+        if self.pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
+
+    def _empty_output(self) -> npt.NDArray[np.float32]:
+        return np.zeros((0, self.dim), dtype=np.float32)
+
+    def _warmup_items(self) -> list[str]:
+        long_text = " ".join(["memory"] * self.max_length)
+        return ["warm up", long_text, *(["a short warm-up sentence"] * 2)]
+
+    def _describe_extra(self) -> dict[str, Any]:
+        return {"dim": self.dim, "pooling": self.pooling, "normalized": True}
+
+
+def _pooling_from_folder(path: str) -> Pooling:
+    config = Path(path) / "1_Pooling" / "config.json"
+    if not config.is_file():
+        return "mean"
+    settings = json.loads(config.read_text(encoding="utf-8"))
+    if settings.get("pooling_mode_mean_tokens"):
+        return "mean"
+    if settings.get("pooling_mode_cls_token"):
+        return "cls"
+    raise ModelLoadError(f"{config}: only mean or CLS pooling is supported, found {settings}")

