@@ -1,0 +1,45 @@
+# engram: `make serve` runs the server on the embedded CPU default; `make test` runs the test suite.
+# Both create .venv and install the pinned dependencies on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: install serve test test-slow proto bench-quality bench-serving bench-index lint clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps pyserini==1.6.0
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+serve: $(STAMP)
+	$(VENV)/bin/engram serve --listen 127.0.0.1:50051 --data-dir ./data
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m "slow"
+
+proto: $(STAMP)
+	$(PY) proto/generate.py
+
+bench-quality: $(STAMP)
+	$(PY) -m benchmarks.quality.run
+
+bench-serving: $(STAMP)
+	$(PY) -m benchmarks.serving.run
+
+bench-index: $(STAMP)
+	$(PY) -m benchmarks.index.run
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,136 @@
+"""The composition root: config → models → kernels → tenants → engine → frontends.
+
+Everything is built once here and the same engine is handed to every frontend. Nothing is built at
+import time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from kernels import get_decay_ranker
+from models.base import Embedder, Reranker
+from server.config import ServerConfig
+from server.engine.engine import Engine
+from server.grpc.server import GrpcFrontend
+from server.tenants.catalog import Catalog
+from server.tenants.registry import TenantRegistry
+
+log = logging.getLogger(__name__)
+
+
+def resolve_device(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@dataclass
+class App:
+    config: ServerConfig
+    engine: Engine
+    frontend: GrpcFrontend
+    new_admin_key: str | None
+    pools: list[ThreadPoolExecutor] = field(default_factory=list)
+    _flusher: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return self.frontend.port
+
+    async def start(self) -> None:
+        await self.engine.start()
+        await self.frontend.start()
+        await self.frontend.set_serving(True)
+        self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+        log.info("engram serving on port %d (device %s)", self.port, self.engine.device)
+
+    async def _flush_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.config.lucene_commit_interval_s)
+            try:
+                await loop.run_in_executor(self.engine.write_pool, self.engine.flush)
+            except Exception:
+                log.exception("periodic flush failed")
+
+    async def stop(self) -> None:
+        """Health → NOT_SERVING, finish in-flight calls, drain batchers, flush indexes, close logs."""
+        await self.frontend.stop(self.config.grace_s)
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+        await self.engine.close()
+        await asyncio.get_running_loop().run_in_executor(self.engine.write_pool, self.engine.registry.close)
+        self.engine.registry.catalog.close()
+        for pool in self.pools:
+            pool.shutdown(wait=True)
+        log.info("engram stopped")
+
+    async def serve_until_signal(self) -> None:
+        await self.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("signal received: shutting down")
+        await self.stop()
+
+
+def load_embedder(config: ServerConfig, device: str) -> Embedder:
+    """The configured embedder, or the packaged all-MiniLM-L6-v2 when none is configured."""
+    from models.embedder import HFEmbedder
+    from models.packaged import MINILM_NAME, minilm_path, minilm_provenance
+
+    max_length = config.models.embed_max_length
+    if config.models.embedder:
+        return HFEmbedder.load(config.models.embedder, device=device, max_length=max_length)
+    return HFEmbedder.load(minilm_path(), device=device, max_length=max_length, name=MINILM_NAME,
+                           provenance=minilm_provenance())
+
+
+def _load_reranker(config: ServerConfig, device: str) -> Reranker | None:
+    if not config.models.reranker:
+        return None
+    from models.reranker import HFCrossEncoder
+
+    return HFCrossEncoder.load(config.models.reranker, device=device, max_length=config.models.rerank_max_length)
+
+
+def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranker: Reranker | None = None) -> App:
+    """Builds every component (models load and warm up here; the JVM starts here). Tests and benchmarks
+    may hand in models already loaded, to share them between several apps in one process."""
+    from server.lexical.jvm import start_jvm
+
+    log.info("effective config: %s", config.effective())
+    device = resolve_device(config.models.device)
+    start_jvm(heap_mb=config.jvm_heap_mb)
+    if embedder is None:
+        embedder = load_embedder(config, device)
+    if reranker is None:
+        reranker = _load_reranker(config, device)
+        if reranker is not None:
+            reranker.warmup()
+    embedder.warmup()
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    catalog = Catalog(config.data_dir / "system")
+    new_admin_key = catalog.ensure_admin_key(config.admin_key)
+    registry = TenantRegistry(data_dir=config.data_dir, catalog=catalog, dim=embedder.dim)
+    device_pool = ThreadPoolExecutor(1, thread_name_prefix="device")
+    cpu_pool = ThreadPoolExecutor(4, thread_name_prefix="cpu")
+    write_pool = ThreadPoolExecutor(2, thread_name_prefix="write")
+    engine = Engine(config=config, registry=registry, embedder=embedder, reranker=reranker,
+                    ranker=get_decay_ranker(device), device=device, device_pool=device_pool, cpu_pool=cpu_pool,
+                    write_pool=write_pool)
+    frontend = GrpcFrontend(engine, listen=config.listen)
+    return App(config=config, engine=engine, frontend=frontend, new_admin_key=new_admin_key,
+               pools=[device_pool, cpu_pool, write_pool])

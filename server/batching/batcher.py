@@ -1,0 +1,155 @@
+"""The async side of batching: a bounded queue, a loop that asks the scheduler for batches, and a
+runner that executes them. The scheduler decides (``scheduler.next_batch``); this module only waits,
+hands out and resolves futures. Never sleep-polls: it wakes on arrivals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from server.batching.scheduler import next_batch
+from server.errors import DeadlineExceeded, NotReady, Overloaded
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class Entry(Generic[T]):
+    tenant_id: str
+    tokens: int
+    deadline_ns: int | None
+    payload: T
+    future: asyncio.Future[Any]
+    enqueued_ns: int = field(default_factory=time.monotonic_ns)
+    started_ns: int = 0
+
+    def cancelled(self) -> bool:
+        return self.future.cancelled()
+
+    def resolve(self, value: Any) -> None:
+        if not self.future.done():
+            self.future.set_result(value)
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(exc)
+
+
+@dataclass
+class BatcherStats:
+    batches: int = 0
+    items: int = 0
+    dropped: int = 0
+    rejected: int = 0
+
+    @property
+    def mean_batch_size(self) -> float:
+        return self.items / self.batches if self.batches else 0.0
+
+
+class Batcher(Generic[T]):
+    """Groups submitted payloads into batches run by ``run_batch`` (which resolves every entry)."""
+
+    def __init__(self, *, name: str, run_batch: Callable[[list[Entry[T]]], Awaitable[None]],
+                 max_tokens: int, max_requests: int, max_wait_ms: float, capacity: int,
+                 max_in_flight: int = 2) -> None:
+        self.name = name
+        self._run_batch = run_batch
+        self.max_tokens = max_tokens
+        self.max_requests = max_requests
+        self.max_wait_s = max_wait_ms / 1000.0
+        self.capacity = capacity
+        self._queue: list[Entry[T]] = []
+        self._arrived = asyncio.Event()
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._in_flight = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._closed = False
+        self.stats = BatcherStats()
+
+    def start(self) -> None:
+        self._loop_task = asyncio.get_running_loop().create_task(self._loop(), name=f"batcher-{self.name}")
+
+    @property
+    def depth(self) -> int:
+        return len(self._queue)
+
+    async def submit(self, *, tenant_id: str, tokens: int, payload: T, deadline_ns: int | None) -> Any:
+        if self._closed:
+            raise NotReady("the server is shutting down")
+        if len(self._queue) >= self.capacity:
+            self.stats.rejected += 1
+            raise Overloaded(f"{self.name} queue is full ({self.capacity}); retry later")
+        if deadline_ns is not None and deadline_ns <= time.monotonic_ns():
+            raise DeadlineExceeded("deadline passed before the request was queued")
+        entry: Entry[T] = Entry(tenant_id=tenant_id, tokens=max(1, tokens), deadline_ns=deadline_ns,
+                                payload=payload, future=asyncio.get_running_loop().create_future())
+        self._queue.append(entry)
+        self._arrived.set()
+        return await entry.future
+
+    async def _loop(self) -> None:
+        while True:
+            await self._arrived.wait()
+            self._arrived.clear()
+            while self._queue:
+                await self._slots.acquire()
+                if self.max_wait_s > 0 and self._in_flight > 0 and len(self._queue) < self.max_requests:
+                    # The device is busy anyway: give stragglers a moment to join this batch.
+                    try:
+                        await asyncio.wait_for(self._arrived.wait(), timeout=self.max_wait_s)
+                    except TimeoutError:
+                        pass
+                    self._arrived.clear()
+                plan = next_batch(self._queue, max_tokens=self.max_tokens, max_requests=self.max_requests,
+                                  now_ns=time.monotonic_ns())
+                self._queue = plan.remaining
+                for entry in plan.dropped:
+                    self.stats.dropped += 1
+                    entry.fail(DeadlineExceeded("deadline passed while queued"))
+                if not plan.batch:
+                    self._slots.release()
+                    continue
+                self._in_flight += 1
+                task = asyncio.get_running_loop().create_task(self._run(plan.batch))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, batch: list[Entry[T]]) -> None:
+        now = time.monotonic_ns()
+        for entry in batch:
+            entry.started_ns = now
+        self.stats.batches += 1
+        self.stats.items += len(batch)
+        try:
+            await self._run_batch(batch)
+        except Exception as exc:  # a failed batch fails only its own requests
+            log.exception("%s batch of %d failed", self.name, len(batch))
+            for entry in batch:
+                entry.fail(exc)
+        finally:
+            self._in_flight -= 1
+            self._slots.release()
+
+    async def close(self) -> None:
+        """Stops taking work, lets running batches finish, fails what is still queued."""
+        self._closed = True
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            try:
+                await self._loop_task
+            except asyncio.CancelledError:
+                pass
+        for entry in self._queue:
+            entry.fail(NotReady("the server is shutting down"))
+        self._queue.clear()

@@ -1,0 +1,212 @@
+"""One frozen configuration, validated at startup.
+
+This is the only module that reads ``ENGRAM_*`` environment variables. Every other module receives the
+piece of config it needs as keyword arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from server.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+HOUR_S = 3600.0
+DAY_S = 24 * HOUR_S
+
+
+@dataclass(frozen=True)
+class ModelsConfig:
+    embedder: str = ""           # local path or hub id; "" = the packaged all-MiniLM-L6-v2
+    reranker: str = ""           # "" = no reranking
+    device: str = "auto"         # auto | cpu | cuda
+    embed_max_length: int = 256
+    rerank_max_length: int = 320
+
+
+@dataclass(frozen=True)
+class BatchingConfig:
+    enabled: bool = True
+    max_batch_requests: int = 64
+    max_batch_tokens: int = 16384
+    max_wait_ms: float = 2.0
+    queue_capacity: int = 1024
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    default_top_k: int = 10
+    candidates: int = 100        # per-list depth before fusion
+    rrf_k: float = 60.0
+    dense_weight: float = 1.0
+    lexical_weight: float = 1.0
+    dense_weight_cjk: float = 0.3   # multiplies dense_weight for queries in CJK scripts
+    rerank_depth: int = 30       # fused candidates the cross-encoder sees, when configured
+
+
+@dataclass(frozen=True)
+class ScoringConfig:
+    episodic_half_life_s: float = 48 * HOUR_S
+    semantic_half_life_s: float = 30 * DAY_S
+    procedural_half_life_s: float = 0.0   # 0: never decays
+    importance_weight: float = 0.5        # weight = (1 - w) + w * importance
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    default_importance: float = 0.5
+    pending_below_confidence: float = 0.5
+    dedupe_cosine: float = 0.95
+    capacity_per_tenant: int = 0          # 0: unlimited
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    max_memories_per_write: int = 512
+    max_content_bytes: int = 16384
+    max_queries_per_search: int = 64
+    max_top_k: int = 1000
+    max_candidates: int = 2000
+    max_page_size: int = 1000
+    max_query_bytes: int = 4096
+    max_entities: int = 64
+    max_metadata_entries: int = 64
+    max_tenant_id_len: int = 128
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    listen: str = "127.0.0.1:50051"
+    data_dir: Path = Path("data")
+    admin_key: str = ""                   # "" = create one on first start and print it once
+    grace_s: float = 10.0
+    log_level: str = "INFO"
+    jvm_heap_mb: int = 2048
+    lucene_commit_interval_s: float = 5.0
+    models: ModelsConfig = field(default_factory=ModelsConfig)
+    batching: BatchingConfig = field(default_factory=BatchingConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+
+    def validate(self) -> ServerConfig:
+        checks: list[tuple[bool, str]] = [
+            (":" in self.listen, "listen must be host:port"),
+            (self.models.device in ("auto", "cpu", "cuda"), "models.device must be auto, cpu or cuda"),
+            (self.batching.max_batch_requests >= 1, "batching.max_batch_requests must be >= 1"),
+            (self.batching.max_batch_tokens >= 64, "batching.max_batch_tokens must be >= 64"),
+            (0.0 <= self.batching.max_wait_ms <= 100.0, "batching.max_wait_ms must be in [0, 100]"),
+            (self.batching.queue_capacity >= 1, "batching.queue_capacity must be >= 1"),
+            (self.search.rrf_k > 0, "search.rrf_k must be > 0"),
+            (1 <= self.search.candidates <= self.limits.max_candidates, "search.candidates out of range"),
+            (1 <= self.search.default_top_k <= self.limits.max_top_k, "search.default_top_k out of range"),
+            (self.search.rerank_depth >= 0, "search.rerank_depth must be >= 0"),
+            (0.0 <= self.scoring.importance_weight <= 1.0, "scoring.importance_weight must be in [0, 1]"),
+            (0.0 <= self.memory.default_importance <= 1.0, "memory.default_importance must be in [0, 1]"),
+            (0.0 <= self.memory.pending_below_confidence <= 1.0, "memory.pending_below_confidence in [0, 1]"),
+            (0.0 < self.memory.dedupe_cosine <= 1.01, "memory.dedupe_cosine must be in (0, 1.01]"),
+        ]
+        for name in ("episodic_half_life_s", "semantic_half_life_s", "procedural_half_life_s"):
+            value = getattr(self.scoring, name)
+            checks.append((math.isfinite(value) and value >= 0, f"scoring.{name} must be finite and >= 0"))
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+        return self
+
+    def effective(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["admin_key"] = "<set>" if self.admin_key else "<generated on first start>"
+        out["data_dir"] = str(self.data_dir)
+        return out
+
+
+_SECTIONS = {"models", "batching", "search", "scoring", "memory", "limits"}
+
+
+def _coerce(value: str, current: Any) -> Any:
+    if isinstance(current, bool):
+        if value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"not a boolean: {value!r}")
+    try:
+        if isinstance(current, int):
+            return int(value)
+        if isinstance(current, float):
+            return float(value)
+    except ValueError as exc:
+        raise ConfigError(f"not a number: {value!r}") from exc
+    if isinstance(current, Path):
+        return Path(value)
+    return value
+
+
+def _apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
+    changes: dict[str, Any] = {}
+    known = {f.name for f in dataclasses.fields(cfg)}
+    for name, value in overrides.items():
+        if name not in known:
+            raise ConfigError(f"unknown config option: {name}")
+        current = getattr(cfg, name)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"config section {name} needs a table")
+            changes[name] = _apply(current, value)
+        else:
+            changes[name] = _coerce(value, current) if isinstance(value, str) else value
+    return dataclasses.replace(cfg, **changes)
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    """ENGRAM_SEARCH__RRF_K=30 → {"search": {"rrf_k": "30"}}; ENGRAM_LISTEN → {"listen": ...}."""
+    out: dict[str, Any] = {}
+    for name, value in env.items():
+        if not name.startswith("ENGRAM_") or name == "ENGRAM_CONFIG":
+            continue
+        parts = name[len("ENGRAM_"):].lower().split("__")
+        if len(parts) == 2 and parts[0] in _SECTIONS:
+            out.setdefault(parts[0], {})[parts[1]] = value
+        elif len(parts) == 1:
+            out[parts[0]] = value
+        else:
+            raise ConfigError(f"unknown config variable: {name}")
+    return out
+
+
+def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for name, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(name), Mapping):
+            merged[name] = _merge(dict(merged[name]), value)
+        else:
+            merged[name] = value
+    return merged
+
+
+def load_config(*, env: Mapping[str, str] | None = None, toml_path: Path | None = None,
+                overrides: Mapping[str, Any] | None = None) -> ServerConfig:
+    """Defaults ← TOML file (ENGRAM_CONFIG or toml_path) ← ENGRAM_* variables ← explicit overrides."""
+    env = os.environ if env is None else env
+    layered: dict[str, Any] = {}
+    path = toml_path or (Path(env["ENGRAM_CONFIG"]) if env.get("ENGRAM_CONFIG") else None)
+    if path is not None:
+        import tomllib
+
+        try:
+            layered = _merge(layered, tomllib.loads(path.read_text()))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    layered = _merge(layered, _env_overrides(env))
+    layered = _merge(layered, overrides or {})
+    return _apply(ServerConfig(), layered).validate()

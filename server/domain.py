@@ -1,0 +1,215 @@
+"""Domain types: frozen dataclasses that the engine, store and indexes share. No gRPC types here."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+class MemoryType(enum.IntEnum):
+    EPISODIC = 1
+    SEMANTIC = 2
+    PROCEDURAL = 3
+
+
+class MemoryStatus(enum.IntEnum):
+    ACTIVE = 1
+    PENDING = 2
+    SUPERSEDED = 3
+    EXPIRED = 4
+    ARCHIVED = 5
+
+
+class WriteOutcome(enum.IntEnum):
+    CREATED = 1
+    MERGED = 2
+    PENDING = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    memory_id: str
+    doc_id: int                  # the tenant-local int64 id used by FAISS and Lucene
+    content: str
+    type: MemoryType
+    importance: float
+    created_at_ms: int
+    last_access_at_ms: int
+    access_count: int
+    entities: tuple[str, ...]
+    source_ref: str
+    scope: str
+    confidence: float
+    key: str
+    status: MemoryStatus
+    supersedes: tuple[str, ...]
+    superseded_by: str
+    pinned: bool
+    expires_at_ms: int
+    metadata: Mapping[str, str]
+    source_refs: tuple[str, ...]
+    updated_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryInput:
+    content: str
+    type: MemoryType = MemoryType.SEMANTIC
+    importance: float | None = None
+    created_at_ms: int = 0
+    entities: tuple[str, ...] = ()
+    source_ref: str = ""
+    scope: str = ""
+    confidence: float | None = None
+    key: str = ""
+    supersedes: tuple[str, ...] = ()
+    pinned: bool = False
+    expires_at_ms: int = 0
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    last_access_at_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    types: frozenset[MemoryType] = frozenset()
+    statuses: frozenset[MemoryStatus] = frozenset()
+    scope: str | None = None
+    entities_any: frozenset[str] = frozenset()
+    entities_all: frozenset[str] = frozenset()
+    key: str | None = None
+    created_after_ms: int = 0
+    created_before_ms: int = 0
+    accessed_after_ms: int = 0
+    accessed_before_ms: int = 0
+    min_importance: float | None = None
+
+    def matches(self, m: Memory, *, statuses: frozenset[MemoryStatus]) -> bool:
+        """True when ``m`` passes every set field; ``statuses`` is the effective status set."""
+        if statuses and m.status not in statuses:
+            return False
+        if self.types and m.type not in self.types:
+            return False
+        if self.scope is not None and m.scope != self.scope:
+            return False
+        if self.key is not None and m.key != self.key:
+            return False
+        if self.entities_any and self.entities_any.isdisjoint(m.entities):
+            return False
+        if self.entities_all and not self.entities_all.issubset(m.entities):
+            return False
+        if self.created_after_ms and m.created_at_ms < self.created_after_ms:
+            return False
+        if self.created_before_ms and m.created_at_ms >= self.created_before_ms:
+            return False
+        if self.accessed_after_ms and m.last_access_at_ms < self.accessed_after_ms:
+            return False
+        if self.accessed_before_ms and m.last_access_at_ms >= self.accessed_before_ms:
+            return False
+        return self.min_importance is None or m.importance >= self.min_importance
+
+
+@dataclass(frozen=True, slots=True)
+class Scoring:
+    """Per-request overrides of the configured scoring; None means "the server's default"."""
+
+    disable_decay: bool = False
+    disable_importance: bool = False
+    episodic_half_life_s: float | None = None
+    semantic_half_life_s: float | None = None
+    procedural_half_life_s: float | None = None
+    importance_weight: float | None = None
+    now_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    text: str
+    top_k: int = 0
+    filter: Filter = field(default_factory=Filter)
+    include_history: bool = False
+    include_pending: bool = False
+    rerank_depth: int = 0
+    scoring: Scoring = field(default_factory=Scoring)
+    candidates: int = 0
+    context_block: bool = False
+    context_items: int = 0
+    lexical_only: bool = False
+    dense_only: bool = False
+
+    def effective_statuses(self) -> frozenset[MemoryStatus]:
+        if self.filter.statuses:
+            return self.filter.statuses
+        statuses = {MemoryStatus.ACTIVE}
+        if self.include_history:
+            statuses.add(MemoryStatus.SUPERSEDED)
+        if self.include_pending:
+            statuses.add(MemoryStatus.PENDING)
+        return frozenset(statuses)
+
+
+@dataclass(frozen=True, slots=True)
+class Breakdown:
+    dense_rank: int
+    dense_score: float
+    bm25_rank: int
+    bm25_score: float
+    rrf: float
+    rerank: float | None
+    relevance: float
+    decay: float
+    importance_weight: float
+    final: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    memory: Memory
+    breakdown: Breakdown
+
+
+@dataclass(slots=True)
+class Timings:
+    """Per-stage wall time in nanoseconds (a mutable accumulator; copied per query at the end)."""
+
+    queue_ns: int = 0
+    embed_ns: int = 0
+    ann_ns: int = 0
+    bm25_ns: int = 0
+    fusion_ns: int = 0
+    rerank_ns: int = 0
+    decay_ns: int = 0
+    total_ns: int = 0
+    batch_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    hits: tuple[Hit, ...]
+    timings: Timings
+    context_block: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    memory_id: str
+    outcome: WriteOutcome
+    status: MemoryStatus
+    merged_into: str = ""
+    superseded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyScope:
+    """What a credential may touch."""
+
+    key_id: str
+    name: str
+    tenant_ids: frozenset[str]
+    tenant_prefixes: tuple[str, ...]
+    admin: bool
+
+    def covers(self, tenant_id: str) -> bool:
+        if self.admin or tenant_id in self.tenant_ids:
+            return True
+        return any(tenant_id.startswith(p) for p in self.tenant_prefixes)

@@ -1,0 +1,215 @@
+"""The engine: the one object every frontend (gRPC, CLI, benchmarks) drives.
+
+Every tenant-scoped method authorizes the principal for the tenant before any other work. Blocking
+work (models, FAISS, Lucene, disk) runs on executor threads; the event loop only schedules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kernels.decay import DecayRanker
+from models.base import Embedder, Reranker
+from server.batching.batcher import Batcher, Entry
+from server.config import ServerConfig
+from server.domain import Filter, KeyScope, Memory, MemoryInput, QueryResult, SearchQuery, WriteResult
+from server.engine.search import SearchItem, SearchPipeline
+from server.engine.validation import validate_memories, validate_memory_ids, validate_queries
+from server.engine.write import commit_writes
+from server.errors import InvalidArgument, NotFound, PermissionDenied
+from server.tenants.catalog import validate_tenant_id
+from server.tenants.registry import TenantRegistry
+from server.tenants.shard import TenantShard
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class Page:
+    memories: list[Memory]
+    next_token: str
+
+
+class Engine:
+    def __init__(self, *, config: ServerConfig, registry: TenantRegistry, embedder: Embedder,
+                 reranker: Reranker | None, ranker: DecayRanker, device: str, device_pool: Executor,
+                 cpu_pool: Executor, write_pool: Executor) -> None:
+        self.config = config
+        self.registry = registry
+        self.embedder = embedder
+        self.reranker = reranker
+        self.device = device
+        self.device_pool = device_pool
+        self.cpu_pool = cpu_pool
+        self.write_pool = write_pool
+        self.search_pipeline = SearchPipeline(embedder=embedder, reranker=reranker, ranker=ranker,
+                                              device_pool=device_pool, cpu_pool=cpu_pool,
+                                              search=config.search, scoring=config.scoring)
+        b = config.batching
+        max_requests = b.max_batch_requests if b.enabled else 1
+        wait = b.max_wait_ms if b.enabled else 0.0
+        self.search_batcher: Batcher[SearchItem] = Batcher(
+            name="search", run_batch=self.search_pipeline.run_batch, max_tokens=b.max_batch_tokens,
+            max_requests=max_requests, max_wait_ms=wait, capacity=b.queue_capacity)
+        self.write_batcher: Batcher[list[str]] = Batcher(
+            name="write-embed", run_batch=self._embed_batch, max_tokens=b.max_batch_tokens * 4,
+            max_requests=max_requests, max_wait_ms=wait, capacity=b.queue_capacity)
+
+    async def start(self) -> None:
+        self.search_batcher.start()
+        self.write_batcher.start()
+
+    async def close(self) -> None:
+        await self.search_batcher.close()
+        await self.write_batcher.close()
+
+    # -- helpers --------------------------------------------------------------------------------------
+    def authorize(self, principal: KeyScope, tenant_id: str) -> None:
+        validate_tenant_id(tenant_id, max_len=self.config.limits.max_tenant_id_len)
+        if not principal.covers(tenant_id):
+            raise PermissionDenied(f"this key does not cover tenant {tenant_id!r}")
+
+    async def _shard(self, principal: KeyScope, tenant_id: str) -> TenantShard:
+        self.authorize(principal, tenant_id)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.cpu_pool, self.registry.shard, tenant_id)
+
+    def _tokens(self, texts: Sequence[str]) -> int:
+        return sum(min(self.config.models.embed_max_length, len(t) // 3 + 2) for t in texts)
+
+    async def _embed_batch(self, batch: list[Entry[list[str]]]) -> None:
+        texts = [t for entry in batch for t in entry.payload]
+        vectors = await asyncio.get_running_loop().run_in_executor(self.device_pool, self.embedder.embed, texts)
+        start = 0
+        for entry in batch:
+            entry.resolve(vectors[start:start + len(entry.payload)])
+            start += len(entry.payload)
+
+    # -- memory RPCs ------------------------------------------------------------------------------------
+    async def write(self, principal: KeyScope, tenant_id: str, memories: Sequence[MemoryInput], *,
+                    deadline_ns: int | None = None) -> list[WriteResult]:
+        shard = await self._shard(principal, tenant_id)
+        validate_memories(memories, limits=self.config.limits)
+        texts = [m.content for m in memories]
+        vectors: np.ndarray = await self.write_batcher.submit(
+            tenant_id=tenant_id, tokens=self._tokens(texts), payload=texts, deadline_ns=deadline_ns)
+        return await asyncio.get_running_loop().run_in_executor(self.write_pool, self._commit, shard, memories,
+                                                                vectors)
+
+    def _commit(self, shard: TenantShard, memories: Sequence[MemoryInput], vectors: np.ndarray) -> list[WriteResult]:
+        with shard.write_lock:
+            return commit_writes(shard, memories, vectors, cfg=self.config.memory, now_ms=now_ms())
+
+    async def search(self, principal: KeyScope, tenant_id: str, queries: Sequence[SearchQuery], *,
+                     deadline_ns: int | None = None) -> list[QueryResult]:
+        shard = await self._shard(principal, tenant_id)
+        validate_queries(queries, limits=self.config.limits)
+        now = now_ms()
+        jobs = [self.search_batcher.submit(
+            tenant_id=tenant_id, tokens=self._tokens([q.text]), deadline_ns=deadline_ns,
+            payload=SearchItem(shard=shard, query=q, now_ms=q.scoring.now_ms or now)) for q in queries]
+        return list(await asyncio.gather(*jobs))
+
+    async def get(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str]) -> tuple[list[Memory], list[str]]:
+        shard = await self._shard(principal, tenant_id)
+        validate_memory_ids(memory_ids, limit=self.config.limits.max_page_size)
+        found, missing = [], []
+        for memory_id in memory_ids:
+            memory = shard.store.get(memory_id)
+            (found if memory is not None else missing).append(memory or memory_id)
+        return found, missing  # type: ignore[return-value]
+
+    async def delete(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str]) -> tuple[int, list[str]]:
+        shard = await self._shard(principal, tenant_id)
+        validate_memory_ids(memory_ids, limit=self.config.limits.max_page_size)
+
+        def run() -> tuple[int, list[str]]:
+            with shard.write_lock:
+                present = [i for i in dict.fromkeys(memory_ids) if shard.store.get(i) is not None]
+                missing = [i for i in memory_ids if shard.store.get(i) is None]
+                shard.apply(deletes=present)
+                return len(present), missing
+
+        return await asyncio.get_running_loop().run_in_executor(self.write_pool, run)
+
+    async def list_memories(self, principal: KeyScope, tenant_id: str, *, flt: Filter, page_size: int,
+                            page_token: str) -> Page:
+        shard = await self._shard(principal, tenant_id)
+        limits = self.config.limits
+        if not 0 <= page_size <= limits.max_page_size:
+            raise InvalidArgument(f"page_size must be in [0, {limits.max_page_size}]")
+        size = page_size or 100
+        after = _decode_token(page_token)
+        statuses = flt.statuses
+        memories = sorted((m for m in shard.store.all() if m.doc_id > after and flt.matches(m, statuses=statuses)),
+                          key=lambda m: m.doc_id)
+        page = memories[:size]
+        token = _encode_token(page[-1].doc_id) if len(memories) > size else ""
+        return Page(memories=page, next_token=token)
+
+    # -- admin ------------------------------------------------------------------------------------------
+    def require_admin(self, principal: KeyScope) -> None:
+        if not principal.admin:
+            raise PermissionDenied("this call needs an admin key")
+
+    async def create_tenant(self, principal: KeyScope, tenant_id: str,
+                            initial: Sequence[MemoryInput] = ()) -> int:
+        self.require_admin(principal)
+        validate_tenant_id(tenant_id, max_len=self.config.limits.max_tenant_id_len)
+        if initial:
+            validate_memories(initial, limits=self.config.limits)
+        await asyncio.get_running_loop().run_in_executor(self.write_pool, self.registry.create, tenant_id)
+        if initial:
+            await self.write(principal, tenant_id, initial)
+        return len(initial)
+
+    def list_tenants(self, principal: KeyScope) -> list[str]:
+        return [t for t in self.registry.catalog.tenants() if principal.covers(t)]
+
+    def create_key(self, principal: KeyScope, *, name: str, tenant_ids: list[str], prefixes: list[str],
+                   admin: bool) -> tuple[str, str]:
+        self.require_admin(principal)
+        return self.registry.catalog.create_key(name=name, tenant_ids=tenant_ids, prefixes=prefixes, admin=admin)
+
+    def info(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "device": self.device,
+            "embedder": self.embedder.describe(),
+            "reranker": self.reranker.describe() if self.reranker is not None else None,
+            "limits": c.limits, "batching": c.batching, "rrf_k": c.search.rrf_k,
+            "half_life_s": {"EPISODIC": c.scoring.episodic_half_life_s, "SEMANTIC": c.scoring.semantic_half_life_s,
+                            "PROCEDURAL": c.scoring.procedural_half_life_s},
+        }
+
+    def flush(self) -> None:
+        self.registry.flush()
+
+
+def _encode_token(doc_id: int) -> str:
+    return base64.urlsafe_b64encode(f"d{doc_id}".encode()).decode()
+
+
+def _decode_token(token: str) -> int:
+    if not token:
+        return 0
+    try:
+        raw = base64.urlsafe_b64decode(token.encode()).decode()
+        if not raw.startswith("d"):
+            raise ValueError(raw)
+        return int(raw[1:])
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidArgument("page_token is not one this server issued") from exc

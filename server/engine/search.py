@@ -1,0 +1,270 @@
+"""The query pipeline, run one batch at a time: BM25 (CPU pool) overlaps one embedding forward pass
+(device thread); dense search per tenant group; RRF; one cross-encoder pass over every (query,
+candidate) pair of the batch; one decay × importance kernel call over every candidate (segmented);
+top_k per query. Stage functions are synchronous and run on executor threads; ``run_batch`` only
+schedules them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kernels.decay import DecayRanker
+from models.base import Embedder, Reranker
+from server.batching.batcher import Entry
+from server.config import ScoringConfig, SearchConfig
+from server.domain import Breakdown, Hit, Memory, MemoryType, QueryResult, SearchQuery, Timings
+from server.fusion.rrf import rrf, rrf_max
+from server.tenants.shard import TenantShard
+
+CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+@dataclass
+class SearchItem:
+    shard: TenantShard
+    query: SearchQuery
+    now_ms: int
+    vector: np.ndarray | None = None           # filled by the embed stage (or the cache)
+
+
+@dataclass
+class _Candidates:
+    """One query's fused candidates, best first, with what the breakdown needs."""
+
+    memories: list[Memory] = field(default_factory=list)
+    rrf: list[float] = field(default_factory=list)
+    dense: dict[int, tuple[int, float]] = field(default_factory=dict)   # doc → (rank, score)
+    lexical: dict[int, tuple[int, float]] = field(default_factory=dict)
+    relevance: list[float] = field(default_factory=list)
+    rerank: list[float | None] = field(default_factory=list)
+
+
+def has_cjk(text: str) -> bool:
+    return CJK_RE.search(text) is not None
+
+
+def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: np.ndarray,
+              ) -> tuple[list[int], dict[int, tuple[int, float]]]:
+    """Drops padding, unknown (deleted) docs and filtered-out memories; ranks are 1-based after it."""
+    statuses = query.effective_statuses()
+    kept: list[int] = []
+    info: dict[int, tuple[int, float]] = {}
+    for score, doc in zip(scores.tolist(), ids.tolist(), strict=True):
+        if doc < 0 or doc in info:
+            continue
+        memory = shard.store.by_doc(doc)
+        if memory is None or not query.filter.matches(memory, statuses=statuses):
+            continue
+        kept.append(doc)
+        info[doc] = (len(kept), float(score))
+    return kept, info
+
+
+class SearchPipeline:
+    def __init__(self, *, embedder: Embedder, reranker: Reranker | None, ranker: DecayRanker,
+                 device_pool: Executor, cpu_pool: Executor, search: SearchConfig,
+                 scoring: ScoringConfig) -> None:
+        self.embedder = embedder
+        self.reranker = reranker
+        self.ranker = ranker
+        self.device_pool = device_pool
+        self.cpu_pool = cpu_pool
+        self.cfg = search
+        self.scoring = scoring
+
+    def depth(self, query: SearchQuery) -> int:
+        base = query.candidates or self.cfg.candidates
+        # A filter that is not the default drops candidates after retrieval: look deeper.
+        return base * 4 if (query.filter.statuses or query.filter.types or query.filter.scope is not None
+                            or query.filter.key is not None or query.filter.entities_any
+                            or query.filter.entities_all) else base
+
+    def rerank_depth(self, query: SearchQuery) -> int:
+        if self.reranker is None or query.rerank_depth < 0:
+            return 0
+        return query.rerank_depth or self.cfg.rerank_depth
+
+    # -- the batch ----------------------------------------------------------------------------------
+    async def run_batch(self, batch: list[Entry[SearchItem]]) -> None:
+        loop = asyncio.get_running_loop()
+        items = [entry.payload for entry in batch]
+        timings = Timings(batch_size=len(batch))
+        lexical = loop.run_in_executor(self.cpu_pool, self._lexical_stage, items)
+        need = [it for it in items if it.vector is None and not it.query.lexical_only]
+        if need:
+            t0 = time.monotonic_ns()
+            vectors = await loop.run_in_executor(self.device_pool, self.embedder.embed,
+                                                 [it.query.text for it in need])
+            timings.embed_ns = time.monotonic_ns() - t0
+            for it, vec in zip(need, vectors, strict=True):
+                it.vector = vec
+        t0 = time.monotonic_ns()
+        dense = await loop.run_in_executor(self.cpu_pool, self._dense_stage, items)
+        timings.ann_ns = time.monotonic_ns() - t0
+        lexical_results, timings.bm25_ns = await lexical
+        results = await loop.run_in_executor(self.device_pool, self._score_stage, items, dense,
+                                             lexical_results, timings)
+        for entry, result in zip(batch, results, strict=True):
+            own = Timings(**{f: getattr(result.timings, f) for f in Timings.__slots__})  # type: ignore[attr-defined]
+            own.queue_ns = entry.started_ns - entry.enqueued_ns
+            own.total_ns = time.monotonic_ns() - entry.enqueued_ns
+            entry.resolve(QueryResult(hits=result.hits, timings=own, context_block=result.context_block))
+
+    # -- stages (executor threads) -------------------------------------------------------------------
+    def _lexical_stage(self, items: Sequence[SearchItem]) -> tuple[list[tuple[np.ndarray, np.ndarray] | None], int]:
+        t0 = time.monotonic_ns()
+        out: list[tuple[np.ndarray, np.ndarray] | None] = []
+        for it in items:
+            if it.query.dense_only:
+                out.append(None)
+            else:
+                out.append(it.shard.lexical.search(it.query.text, self.depth(it.query)))
+        return out, time.monotonic_ns() - t0
+
+    def _dense_stage(self, items: Sequence[SearchItem]) -> list[tuple[np.ndarray, np.ndarray] | None]:
+        out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(items)
+        groups: dict[int, list[int]] = {}
+        for i, it in enumerate(items):
+            if it.vector is not None and not it.query.lexical_only:
+                groups.setdefault(id(it.shard), []).append(i)
+        for members in groups.values():
+            shard = items[members[0]].shard
+            k = max(self.depth(items[i].query) for i in members)
+            scores, ids = shard.dense.search(np.stack([items[i].vector for i in members]), k)  # type: ignore[misc]
+            for row, i in enumerate(members):
+                out[i] = (scores[row], ids[row])
+        return out
+
+    def _weights(self, query: SearchQuery) -> tuple[float, float]:
+        if query.lexical_only:
+            return 0.0, 1.0
+        if query.dense_only:
+            return 1.0, 0.0
+        dense_w = self.cfg.dense_weight
+        if has_cjk(query.text):
+            dense_w *= self.cfg.dense_weight_cjk   # the packaged embedder is English-only
+        return dense_w, self.cfg.lexical_weight
+
+    def _fuse(self, it: SearchItem, dense: tuple[np.ndarray, np.ndarray] | None,
+              lexical: tuple[np.ndarray, np.ndarray] | None) -> _Candidates:
+        cand = _Candidates()
+        dense_ids: list[int] = []
+        lexical_ids: list[int] = []
+        if dense is not None:
+            dense_ids, cand.dense = _filtered(it.shard, it.query, *dense)
+        if lexical is not None:
+            lexical_ids, cand.lexical = _filtered(it.shard, it.query, *lexical)
+        weights = self._weights(it.query)
+        scores, ids = rrf([np.asarray(dense_ids, dtype=np.int64), np.asarray(lexical_ids, dtype=np.int64)],
+                          k=self.cfg.rrf_k, weights=weights)
+        top = rrf_max(k=self.cfg.rrf_k, weights=weights)
+        for score, doc in zip(scores.tolist(), ids.tolist(), strict=True):
+            memory = it.shard.store.by_doc(doc)
+            if memory is None:
+                continue
+            cand.memories.append(memory)
+            cand.rrf.append(score)
+            cand.relevance.append(score / top)
+            cand.rerank.append(None)
+        return cand
+
+    def _rerank(self, items: Sequence[SearchItem], cands: list[_Candidates], timings: Timings) -> None:
+        if self.reranker is None:
+            return
+        pairs: list[tuple[str, str]] = []
+        owners: list[tuple[int, int]] = []
+        for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
+            for ci in range(min(self.rerank_depth(it.query), len(cand.memories))):
+                pairs.append((it.query.text, cand.memories[ci].content))
+                owners.append((qi, ci))
+        if not pairs:
+            return
+        t0 = time.monotonic_ns()
+        logits = self.reranker.score(pairs)
+        timings.rerank_ns = time.monotonic_ns() - t0
+        for (qi, ci), logit in zip(owners, logits.tolist(), strict=True):
+            cands[qi].rerank[ci] = float(logit)
+        for it, cand in zip(items, cands, strict=True):
+            depth = min(self.rerank_depth(it.query), len(cand.memories))
+            if depth == 0:
+                continue
+            rel = [1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, cand.rerank[i] or 0.0)))) for i in range(depth)]
+            floor = min(rel)
+            last_rrf = cand.rrf[depth - 1]
+            # Candidates past the rerank depth stay below every reranked one, in fused order.
+            tail = [floor * 0.5 * cand.rrf[i] / last_rrf for i in range(depth, len(cand.memories))]
+            cand.relevance = rel + tail
+
+    def _half_lives(self, query: SearchQuery) -> dict[MemoryType, float]:
+        s, cfg = query.scoring, self.scoring
+        if s.disable_decay:
+            return {t: 0.0 for t in MemoryType}
+        return {
+            MemoryType.EPISODIC: cfg.episodic_half_life_s if s.episodic_half_life_s is None else s.episodic_half_life_s,
+            MemoryType.SEMANTIC: cfg.semantic_half_life_s if s.semantic_half_life_s is None else s.semantic_half_life_s,
+            MemoryType.PROCEDURAL: (cfg.procedural_half_life_s if s.procedural_half_life_s is None
+                                    else s.procedural_half_life_s),
+        }
+
+    def _importance_weight(self, query: SearchQuery) -> float:
+        if query.scoring.disable_importance:
+            return 0.0
+        w = query.scoring.importance_weight
+        return self.scoring.importance_weight if w is None else w
+
+    def _score_stage(self, items: Sequence[SearchItem], dense: list, lexical: list,
+                     timings: Timings) -> list[QueryResult]:
+        t0 = time.monotonic_ns()
+        cands = [self._fuse(it, d, lx) for it, d, lx in zip(items, dense, lexical, strict=True)]
+        timings.fusion_ns = time.monotonic_ns() - t0
+        self._rerank(items, cands, timings)
+        t0 = time.monotonic_ns()
+        relevance: list[float] = []
+        age_s: list[float] = []
+        half_life: list[float] = []
+        weight_in: list[float] = []
+        pinned: list[bool] = []
+        offsets = [0]
+        for it, cand in zip(items, cands, strict=True):
+            lives = self._half_lives(it.query)
+            w = self._importance_weight(it.query)
+            for memory, rel in zip(cand.memories, cand.relevance, strict=True):
+                relevance.append(rel)
+                age_s.append(max(0.0, (it.now_ms - memory.last_access_at_ms) / 1000.0))
+                half_life.append(lives[memory.type])
+                # Per-query importance weights ride in one launch: pass the finished weight, w = 1.
+                weight_in.append((1.0 - w) + w * memory.importance)
+                pinned.append(memory.pinned)
+            offsets.append(len(relevance))
+        top_k = max((it.query.top_k or self.cfg.default_top_k) for it in items)
+        ranked = self.ranker(np.asarray(relevance, dtype=np.float32), np.asarray(age_s, dtype=np.float32),
+                             np.asarray(half_life, dtype=np.float32), np.asarray(weight_in, dtype=np.float32),
+                             np.asarray(pinned, dtype=np.bool_), np.asarray(offsets, dtype=np.int64),
+                             top_k=top_k, importance_weight=1.0)
+        timings.decay_ns = time.monotonic_ns() - t0
+        results: list[QueryResult] = []
+        for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
+            hits: list[Hit] = []
+            for gi in ranked.indices[qi, : it.query.top_k or self.cfg.default_top_k].tolist():
+                if gi < 0:
+                    break
+                ci = gi - offsets[qi]
+                memory = cand.memories[ci]
+                d_rank, d_score = cand.dense.get(memory.doc_id, (0, 0.0))
+                l_rank, l_score = cand.lexical.get(memory.doc_id, (0, 0.0))
+                hits.append(Hit(memory=memory, breakdown=Breakdown(
+                    dense_rank=d_rank, dense_score=d_score, bm25_rank=l_rank, bm25_score=l_score,
+                    rrf=cand.rrf[ci], rerank=cand.rerank[ci], relevance=cand.relevance[ci],
+                    decay=float(ranked.decay[gi]), importance_weight=float(ranked.weight[gi]),
+                    final=float(ranked.final[gi]))))
+            results.append(QueryResult(hits=tuple(hits), timings=timings))
+        return results

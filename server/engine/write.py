@@ -1,0 +1,161 @@
+"""The write pipeline: validate → one shared embedding pass (the write batcher) → under the tenant's
+write lock: apply the memory rules (pending, near-duplicate merge, supersede) → one fsynced log group →
+dense and lexical indexes. A Write returns only after all of that, so the next Search sees it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import Sequence
+
+import numpy as np
+
+from server.config import MemoryConfig
+from server.domain import Memory, MemoryInput, MemoryStatus, WriteOutcome, WriteResult
+from server.errors import InvalidArgument
+from server.tenants.shard import TenantShard
+
+_LIVE = (MemoryStatus.ACTIVE, MemoryStatus.PENDING)
+
+
+def new_memory_id() -> str:
+    return "m_" + secrets.token_hex(10)
+
+
+class _Staging:
+    """A write group in progress: new memories and updated versions of existing ones."""
+
+    def __init__(self, shard: TenantShard) -> None:
+        self.shard = shard
+        self.puts: list[tuple[Memory, np.ndarray]] = []
+        self.updates: dict[str, Memory] = {}
+        self._new: dict[str, int] = {}
+
+    def current(self, memory_id: str) -> Memory | None:
+        if memory_id in self._new:
+            return self.puts[self._new[memory_id]][0]
+        return self.updates.get(memory_id) or self.shard.store.get(memory_id)
+
+    def put(self, memory: Memory, vector: np.ndarray) -> None:
+        self._new[memory.memory_id] = len(self.puts)
+        self.puts.append((memory, vector))
+
+    def change(self, memory: Memory) -> None:
+        if memory.memory_id in self._new:
+            i = self._new[memory.memory_id]
+            self.puts[i] = (memory, self.puts[i][1])
+        else:
+            self.updates[memory.memory_id] = memory
+
+    def slot(self, key: str, scope: str) -> list[Memory]:
+        found = {m.memory_id: m for m in self.shard.store.in_slot(key, scope)}
+        for memory, _ in self.puts:
+            if memory.key == key and memory.scope == scope:
+                found[memory.memory_id] = memory
+        return [m for m in (self.current(i) for i in found) if m is not None]
+
+    def near_duplicates(self, vector: np.ndarray, k: int = 8) -> list[tuple[float, Memory]]:
+        out: list[tuple[float, Memory]] = []
+        scores, ids = self.shard.dense.search(vector[None, :], k)
+        for score, doc in zip(scores[0].tolist(), ids[0].tolist(), strict=True):
+            memory = self.shard.store.by_doc(doc) if doc >= 0 else None
+            current = self.current(memory.memory_id) if memory is not None else None
+            if current is not None:
+                out.append((float(score), current))
+        for memory, vec in self.puts:
+            out.append((float(np.dot(vec, vector)), self.current(memory.memory_id) or memory))
+        return sorted(out, key=lambda p: (-p[0], p[1].memory_id))
+
+
+def _merge(target: Memory, inp: MemoryInput, *, now_ms: int, activate: bool) -> Memory:
+    refs = target.source_refs + ((inp.source_ref,) if inp.source_ref and inp.source_ref not in target.source_refs else ())
+    entities = target.entities + tuple(e for e in inp.entities if e not in target.entities)
+    importance = max(target.importance, inp.importance if inp.importance is not None else 0.0)
+    return dataclasses.replace(
+        target, last_access_at_ms=max(target.last_access_at_ms, now_ms), access_count=target.access_count + 1,
+        importance=importance, source_refs=refs, entities=entities, updated_at_ms=now_ms,
+        status=MemoryStatus.ACTIVE if activate else target.status,
+        confidence=max(target.confidence, inp.confidence if inp.confidence is not None else 1.0))
+
+
+def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np.ndarray, *,
+                  cfg: MemoryConfig, now_ms: int) -> list[WriteResult]:
+    """Applies the memory rules and commits one group. Caller holds ``shard.write_lock``."""
+    staging = _Staging(shard)
+    for inp in inputs:
+        for sid in inp.supersedes:
+            if staging.current(sid) is None:
+                raise InvalidArgument(f"supersedes names unknown memory {sid!r}")
+    results: list[WriteResult] = []
+    doc_ids = shard.store.allocate_doc_ids(len(inputs))
+    for inp, vector, doc_id in zip(inputs, vectors, doc_ids, strict=True):
+        confidence = 1.0 if inp.confidence is None else inp.confidence
+        confident = confidence >= cfg.pending_below_confidence
+        if not inp.supersedes:
+            target = _duplicate_of(staging, inp, vector, cfg=cfg, confident=confident)
+            if target is not None:
+                activate = confident and target.status == MemoryStatus.PENDING
+                merged = _merge(target, inp, now_ms=now_ms, activate=activate)
+                superseded = _supersede_slot(staging, merged, now_ms=now_ms) if activate else ()
+                staging.change(merged)
+                results.append(WriteResult(memory_id=merged.memory_id, outcome=WriteOutcome.MERGED,
+                                           status=merged.status, merged_into=merged.memory_id,
+                                           superseded=superseded))
+                continue
+        created = inp.created_at_ms or now_ms
+        memory = Memory(
+            memory_id=new_memory_id(), doc_id=doc_id, content=inp.content, type=inp.type,
+            importance=cfg.default_importance if inp.importance is None else inp.importance,
+            created_at_ms=created, last_access_at_ms=inp.last_access_at_ms or created, access_count=0,
+            entities=inp.entities, source_ref=inp.source_ref, scope=inp.scope, confidence=confidence,
+            key=inp.key, status=MemoryStatus.ACTIVE if confident else MemoryStatus.PENDING,
+            supersedes=(), superseded_by="", pinned=inp.pinned, expires_at_ms=inp.expires_at_ms,
+            metadata=dict(inp.metadata), source_refs=(inp.source_ref,) if inp.source_ref else (),
+            updated_at_ms=now_ms)
+        staging.put(memory, vector)
+        superseded = _supersede_slot(staging, memory, now_ms=now_ms) if confident else ()
+        explicit = tuple(_supersede(staging, sid, memory, now_ms=now_ms) for sid in inp.supersedes)
+        memory = staging.current(memory.memory_id) or memory
+        results.append(WriteResult(memory_id=memory.memory_id,
+                                   outcome=WriteOutcome.CREATED if confident else WriteOutcome.PENDING,
+                                   status=memory.status, superseded=superseded + tuple(s for s in explicit if s)))
+    shard.apply(puts=staging.puts, updates=list(staging.updates.values()))
+    return results
+
+
+def _duplicate_of(staging: _Staging, inp: MemoryInput, vector: np.ndarray, *, cfg: MemoryConfig,
+                  confident: bool) -> Memory | None:
+    for score, memory in staging.near_duplicates(vector):
+        if score < cfg.dedupe_cosine:
+            break
+        same_place = memory.type == inp.type and memory.scope == inp.scope and memory.key == inp.key
+        if not same_place:
+            continue
+        if memory.status == MemoryStatus.ACTIVE and confident:
+            return memory
+        if memory.status == MemoryStatus.PENDING and (confident or not inp.key):
+            return memory
+    return None
+
+
+def _supersede(staging: _Staging, old_id: str, new: Memory, *, now_ms: int) -> str:
+    old = staging.current(old_id)
+    if old is None or old.memory_id == new.memory_id or old.status not in _LIVE:
+        return ""
+    staging.change(dataclasses.replace(old, status=MemoryStatus.SUPERSEDED, superseded_by=new.memory_id,
+                                       updated_at_ms=now_ms))
+    current = staging.current(new.memory_id) or new
+    staging.change(dataclasses.replace(current, supersedes=current.supersedes + (old.memory_id,)))
+    return old.memory_id
+
+
+def _supersede_slot(staging: _Staging, new: Memory, *, now_ms: int) -> tuple[str, ...]:
+    """Same key and same scope → the newer memory supersedes the live ones; other scopes stay."""
+    if not new.key:
+        return ()
+    done = []
+    for old in staging.slot(new.key, new.scope):
+        if old.memory_id != new.memory_id and old.status in _LIVE:
+            done.append(_supersede(staging, old.memory_id, new, now_ms=now_ms))
+    return tuple(d for d in done if d)

@@ -1,0 +1,44 @@
+"""Reciprocal rank fusion: pure rank arithmetic, arrays in, (scores, ids) out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def rrf(ranked_ids: Sequence[np.ndarray], *, k: float = 60.0,
+        weights: Sequence[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Fuses ranked id lists (best first; ids < 0 are padding and skipped).
+
+    score(d) = sum_i weights[i] / (k + rank_i(d)), ranks 1-based. Returns (scores, ids) best first;
+    ties are broken by the smaller id, so the result is deterministic.
+    """
+    if k <= 0:
+        raise ValueError("k must be > 0")
+    weights = [1.0] * len(ranked_ids) if weights is None else list(weights)
+    if len(weights) != len(ranked_ids):
+        raise ValueError("one weight per list")
+    fused: dict[int, float] = {}
+    for ids, weight in zip(ranked_ids, weights, strict=True):
+        if weight == 0:
+            continue
+        rank = 0
+        seen: set[int] = set()
+        for doc in np.asarray(ids, dtype=np.int64).ravel().tolist():
+            if doc < 0 or doc in seen:
+                continue
+            seen.add(doc)
+            rank += 1
+            fused[doc] = fused.get(doc, 0.0) + weight / (k + rank)
+    if not fused:
+        return np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int64)
+    ids_arr = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
+    scores = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))
+    order = np.lexsort((ids_arr, -scores))
+    return scores[order], ids_arr[order]
+
+
+def rrf_max(*, k: float, weights: Sequence[float]) -> float:
+    """The highest fused score possible: first in every list. Divides rrf into (0, 1]."""
+    return sum(w / (k + 1.0) for w in weights if w > 0) or 1.0

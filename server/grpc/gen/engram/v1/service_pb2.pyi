@@ -1,0 +1,193 @@
+from server.grpc.gen.engram.v1 import messages_pb2 as _messages_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class WriteOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WRITE_OUTCOME_UNSPECIFIED: _ClassVar[WriteOutcome]
+    WRITE_OUTCOME_CREATED: _ClassVar[WriteOutcome]
+    WRITE_OUTCOME_MERGED: _ClassVar[WriteOutcome]
+    WRITE_OUTCOME_PENDING: _ClassVar[WriteOutcome]
+WRITE_OUTCOME_UNSPECIFIED: WriteOutcome
+WRITE_OUTCOME_CREATED: WriteOutcome
+WRITE_OUTCOME_MERGED: WriteOutcome
+WRITE_OUTCOME_PENDING: WriteOutcome
+
+class WriteRequest(_message.Message):
+    __slots__ = ("tenant_id", "memories")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    memories: _containers.RepeatedCompositeFieldContainer[_messages_pb2.MemoryInput]
+    def __init__(self, tenant_id: _Optional[str] = ..., memories: _Optional[_Iterable[_Union[_messages_pb2.MemoryInput, _Mapping]]] = ...) -> None: ...
+
+class WriteResult(_message.Message):
+    __slots__ = ("memory_id", "outcome", "merged_into", "superseded", "status")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    MERGED_INTO_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    outcome: WriteOutcome
+    merged_into: str
+    superseded: _containers.RepeatedScalarFieldContainer[str]
+    status: _messages_pb2.MemoryStatus
+    def __init__(self, memory_id: _Optional[str] = ..., outcome: _Optional[_Union[WriteOutcome, str]] = ..., merged_into: _Optional[str] = ..., superseded: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[_messages_pb2.MemoryStatus, str]] = ...) -> None: ...
+
+class WriteResponse(_message.Message):
+    __slots__ = ("results", "timings")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[WriteResult]
+    timings: _messages_pb2.Timings
+    def __init__(self, results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ..., timings: _Optional[_Union[_messages_pb2.Timings, _Mapping]] = ...) -> None: ...
+
+class SearchRequest(_message.Message):
+    __slots__ = ("tenant_id", "queries")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    queries: _containers.RepeatedCompositeFieldContainer[_messages_pb2.SearchQuery]
+    def __init__(self, tenant_id: _Optional[str] = ..., queries: _Optional[_Iterable[_Union[_messages_pb2.SearchQuery, _Mapping]]] = ...) -> None: ...
+
+class SearchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[_messages_pb2.QueryResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[_messages_pb2.QueryResult, _Mapping]]] = ...) -> None: ...
+
+class GetRequest(_message.Message):
+    __slots__ = ("tenant_id", "memory_ids")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tenant_id: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetResponse(_message.Message):
+    __slots__ = ("memories", "missing")
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[_messages_pb2.Memory]
+    missing: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, memories: _Optional[_Iterable[_Union[_messages_pb2.Memory, _Mapping]]] = ..., missing: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteRequest(_message.Message):
+    __slots__ = ("tenant_id", "memory_ids")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tenant_id: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteResponse(_message.Message):
+    __slots__ = ("deleted", "missing")
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    deleted: int
+    missing: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, deleted: _Optional[int] = ..., missing: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListRequest(_message.Message):
+    __slots__ = ("tenant_id", "page_size", "page_token", "filter")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    page_size: int
+    page_token: str
+    filter: _messages_pb2.Filter
+    def __init__(self, tenant_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., filter: _Optional[_Union[_messages_pb2.Filter, _Mapping]] = ...) -> None: ...
+
+class ListResponse(_message.Message):
+    __slots__ = ("memories", "next_page_token")
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[_messages_pb2.Memory]
+    next_page_token: str
+    def __init__(self, memories: _Optional[_Iterable[_Union[_messages_pb2.Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class InfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class InfoResponse(_message.Message):
+    __slots__ = ("version", "device", "embedder", "reranker", "limits", "batching", "rrf_k", "half_life_s")
+    class HalfLifeSEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDER_FIELD_NUMBER: _ClassVar[int]
+    RERANKER_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    BATCHING_FIELD_NUMBER: _ClassVar[int]
+    RRF_K_FIELD_NUMBER: _ClassVar[int]
+    HALF_LIFE_S_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    device: str
+    embedder: _messages_pb2.ModelInfo
+    reranker: _messages_pb2.ModelInfo
+    limits: _messages_pb2.Limits
+    batching: _messages_pb2.Batching
+    rrf_k: float
+    half_life_s: _containers.ScalarMap[str, float]
+    def __init__(self, version: _Optional[str] = ..., device: _Optional[str] = ..., embedder: _Optional[_Union[_messages_pb2.ModelInfo, _Mapping]] = ..., reranker: _Optional[_Union[_messages_pb2.ModelInfo, _Mapping]] = ..., limits: _Optional[_Union[_messages_pb2.Limits, _Mapping]] = ..., batching: _Optional[_Union[_messages_pb2.Batching, _Mapping]] = ..., rrf_k: _Optional[float] = ..., half_life_s: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class CreateTenantRequest(_message.Message):
+    __slots__ = ("tenant_id", "initial_memories")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    INITIAL_MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    initial_memories: _containers.RepeatedCompositeFieldContainer[_messages_pb2.MemoryInput]
+    def __init__(self, tenant_id: _Optional[str] = ..., initial_memories: _Optional[_Iterable[_Union[_messages_pb2.MemoryInput, _Mapping]]] = ...) -> None: ...
+
+class CreateTenantResponse(_message.Message):
+    __slots__ = ("tenant_id", "initial_memories")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    INITIAL_MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    initial_memories: int
+    def __init__(self, tenant_id: _Optional[str] = ..., initial_memories: _Optional[int] = ...) -> None: ...
+
+class ListTenantsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTenantsResponse(_message.Message):
+    __slots__ = ("tenant_ids",)
+    TENANT_IDS_FIELD_NUMBER: _ClassVar[int]
+    tenant_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tenant_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CreateKeyRequest(_message.Message):
+    __slots__ = ("name", "tenant_ids", "tenant_prefixes", "admin")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TENANT_IDS_FIELD_NUMBER: _ClassVar[int]
+    TENANT_PREFIXES_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    tenant_ids: _containers.RepeatedScalarFieldContainer[str]
+    tenant_prefixes: _containers.RepeatedScalarFieldContainer[str]
+    admin: bool
+    def __init__(self, name: _Optional[str] = ..., tenant_ids: _Optional[_Iterable[str]] = ..., tenant_prefixes: _Optional[_Iterable[str]] = ..., admin: _Optional[bool] = ...) -> None: ...
+
+class CreateKeyResponse(_message.Message):
+    __slots__ = ("key_id", "secret")
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    key_id: str
+    secret: str
+    def __init__(self, key_id: _Optional[str] = ..., secret: _Optional[str] = ...) -> None: ...

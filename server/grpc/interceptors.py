@@ -1,0 +1,88 @@
+"""The edge: authentication, request context and the mapping of errors to gRPC status codes.
+
+One interceptor wraps every unary handler: it sets the request id, authenticates the bearer key
+(except for health checking and reflection), and turns domain errors into their status codes.
+Anything else becomes INTERNAL with a generic message; the traceback goes to the log with the
+request id, never to the client.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from server.domain import KeyScope
+from server.errors import EngramError, Unauthenticated, status_code_name
+
+log = logging.getLogger(__name__)
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+PRINCIPAL: contextvars.ContextVar[KeyScope | None] = contextvars.ContextVar("principal", default=None)
+
+OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+
+def principal() -> KeyScope:
+    p = PRINCIPAL.get()
+    if p is None:
+        raise Unauthenticated("missing credential")
+    return p
+
+
+def bearer_key(metadata: dict[str, str]) -> str:
+    header = metadata.get("authorization", "")
+    scheme, _, key = header.partition(" ")
+    if not header:
+        raise Unauthenticated("missing authorization metadata; send 'authorization: Bearer <key>'")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise Unauthenticated("authorization must be 'Bearer <key>'")
+    return key.strip()
+
+
+class EdgeInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, *, authenticate: Callable[[str], KeyScope],
+                 on_done: Callable[[str, str, float], None] | None = None) -> None:
+        self._authenticate = authenticate
+        self._on_done = on_done
+
+    async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
+                                details: grpc.HandlerCallDetails) -> Any:
+        handler = await continuation(details)
+        method = details.method
+        if handler is None or handler.unary_unary is None or method.startswith(OPEN_PREFIXES):
+            return handler
+        metadata = {k.lower(): v for k, v in (details.invocation_metadata or ()) if isinstance(v, str)}
+        inner = handler.unary_unary
+        authenticate = self._authenticate
+        on_done = self._on_done
+
+        async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            import time
+
+            rid = metadata.get("x-request-id", "")[:64] or secrets.token_hex(8)
+            rid_token = REQUEST_ID.set(rid)
+            started = time.perf_counter()
+            code = "OK"
+            try:
+                PRINCIPAL.set(authenticate(bearer_key(metadata)))
+                return await inner(request, context)
+            except EngramError as exc:
+                code = status_code_name(exc)
+                log.info("request %s %s -> %s", rid, method, code)
+                await context.abort(getattr(grpc.StatusCode, code), str(exc))
+            except Exception:
+                code = "INTERNAL"
+                log.exception("request %s %s failed", rid, method)
+                await context.abort(grpc.StatusCode.INTERNAL, f"internal error (request id {rid})")
+            finally:
+                if on_done is not None:
+                    on_done(method, code, time.perf_counter() - started)
+                REQUEST_ID.reset(rid_token)
+
+        return grpc.unary_unary_rpc_method_handler(guarded, request_deserializer=handler.request_deserializer,
+                                                   response_serializer=handler.response_serializer)

@@ -1,0 +1,137 @@
+"""Wire ↔ domain conversion: one function per message, and the only module that knows both sides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.domain import (Breakdown, Filter, Hit, Memory, MemoryInput, MemoryStatus, MemoryType, QueryResult,
+                           Scoring, SearchQuery, Timings, WriteResult)
+from server.errors import InvalidArgument
+from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from server.grpc.gen.engram.v1 import service_pb2 as spb
+
+
+def memory_type_from_pb(value: int, *, where: str, allow_unspecified: bool) -> MemoryType | None:
+    if value == pb.MEMORY_TYPE_UNSPECIFIED:
+        if allow_unspecified:
+            return None
+        raise InvalidArgument(f"{where} must not be MEMORY_TYPE_UNSPECIFIED")
+    try:
+        return MemoryType(value)
+    except ValueError:
+        raise InvalidArgument(f"{where}: unknown memory type {value}") from None
+
+
+def memory_status_from_pb(value: int, *, where: str) -> MemoryStatus:
+    try:
+        return MemoryStatus(value)
+    except ValueError:
+        raise InvalidArgument(f"{where}: unknown memory status {value}") from None
+
+
+def memory_input_from_pb(m: pb.MemoryInput, *, where: str = "memory") -> MemoryInput:
+    return MemoryInput(
+        content=m.content,
+        type=memory_type_from_pb(m.type, where=f"{where}.type", allow_unspecified=True) or MemoryType.SEMANTIC,
+        importance=m.importance if m.HasField("importance") else None,
+        created_at_ms=m.created_at_ms, entities=tuple(m.entities), source_ref=m.source_ref, scope=m.scope,
+        confidence=m.confidence if m.HasField("confidence") else None, key=m.key,
+        supersedes=tuple(m.supersedes), pinned=m.pinned, expires_at_ms=m.expires_at_ms,
+        metadata=dict(m.metadata), last_access_at_ms=m.last_access_at_ms)
+
+
+def filter_from_pb(f: pb.Filter, *, where: str = "filter") -> Filter:
+    for name in ("created_after_ms", "created_before_ms", "accessed_after_ms", "accessed_before_ms"):
+        if getattr(f, name) < 0:
+            raise InvalidArgument(f"{where}.{name} must be >= 0")
+    return Filter(
+        types=frozenset(memory_type_from_pb(t, where=f"{where}.types", allow_unspecified=False)  # type: ignore[misc]
+                        for t in f.types),
+        statuses=frozenset(memory_status_from_pb(s, where=f"{where}.statuses") for s in f.statuses),
+        scope=f.scope if f.HasField("scope") else None,
+        entities_any=frozenset(f.entities_any), entities_all=frozenset(f.entities_all),
+        key=f.key if f.HasField("key") else None,
+        created_after_ms=f.created_after_ms, created_before_ms=f.created_before_ms,
+        accessed_after_ms=f.accessed_after_ms, accessed_before_ms=f.accessed_before_ms,
+        min_importance=f.min_importance if f.HasField("min_importance") else None)
+
+
+def scoring_from_pb(s: pb.Scoring) -> Scoring:
+    def opt(name: str) -> Any:
+        return getattr(s, name) if s.HasField(name) else None
+
+    return Scoring(disable_decay=s.disable_decay, disable_importance=s.disable_importance,
+                   episodic_half_life_s=opt("episodic_half_life_s"), semantic_half_life_s=opt("semantic_half_life_s"),
+                   procedural_half_life_s=opt("procedural_half_life_s"), importance_weight=opt("importance_weight"),
+                   now_ms=s.now_ms)
+
+
+def query_from_pb(q: pb.SearchQuery, *, where: str = "query") -> SearchQuery:
+    return SearchQuery(
+        text=q.text, top_k=q.top_k, filter=filter_from_pb(q.filter, where=f"{where}.filter"),
+        include_history=q.include_history, include_pending=q.include_pending, rerank_depth=q.rerank_depth,
+        scoring=scoring_from_pb(q.scoring), candidates=q.candidates, context_block=q.context_block,
+        context_items=q.context_items, lexical_only=q.lexical_only, dense_only=q.dense_only)
+
+
+def memory_to_pb(m: Memory) -> pb.Memory:
+    return pb.Memory(
+        memory_id=m.memory_id, content=m.content, type=int(m.type), importance=m.importance,
+        created_at_ms=m.created_at_ms, last_access_at_ms=m.last_access_at_ms, access_count=m.access_count,
+        entities=list(m.entities), source_ref=m.source_ref, scope=m.scope, confidence=m.confidence, key=m.key,
+        status=int(m.status), supersedes=list(m.supersedes), superseded_by=m.superseded_by, pinned=m.pinned,
+        expires_at_ms=m.expires_at_ms, metadata=dict(m.metadata), source_refs=list(m.source_refs),
+        updated_at_ms=m.updated_at_ms)
+
+
+def breakdown_to_pb(b: Breakdown) -> pb.ScoreBreakdown:
+    out = pb.ScoreBreakdown(dense_rank=b.dense_rank, dense_score=b.dense_score, bm25_rank=b.bm25_rank,
+                            bm25_score=b.bm25_score, rrf=b.rrf, relevance=b.relevance, decay=b.decay,
+                            importance_weight=b.importance_weight, final=b.final)
+    if b.rerank is not None:
+        out.rerank = b.rerank
+    return out
+
+
+def hit_to_pb(h: Hit) -> pb.Hit:
+    return pb.Hit(memory=memory_to_pb(h.memory), breakdown=breakdown_to_pb(h.breakdown))
+
+
+def timings_to_pb(t: Timings) -> pb.Timings:
+    return pb.Timings(queue_ns=t.queue_ns, embed_ns=t.embed_ns, ann_ns=t.ann_ns, bm25_ns=t.bm25_ns,
+                      fusion_ns=t.fusion_ns, rerank_ns=t.rerank_ns, decay_ns=t.decay_ns, total_ns=t.total_ns,
+                      batch_size=t.batch_size)
+
+
+def query_result_to_pb(r: QueryResult) -> pb.QueryResult:
+    return pb.QueryResult(hits=[hit_to_pb(h) for h in r.hits], timings=timings_to_pb(r.timings),
+                          context_block=r.context_block)
+
+
+def write_result_to_pb(r: WriteResult) -> spb.WriteResult:
+    return spb.WriteResult(memory_id=r.memory_id, outcome=int(r.outcome), merged_into=r.merged_into,
+                           superseded=list(r.superseded), status=int(r.status))
+
+
+def model_info_to_pb(d: dict[str, Any]) -> pb.ModelInfo:
+    return pb.ModelInfo(name=str(d.get("name", "")), path=str(d.get("path", "")), device=str(d.get("device", "")),
+                        dtype=str(d.get("dtype", "")), provenance=str(d.get("provenance", "")),
+                        dim=int(d.get("dim") or 0))
+
+
+def info_to_pb(info: dict[str, Any], *, version: str) -> spb.InfoResponse:
+    limits, batching = info["limits"], info["batching"]
+    out = spb.InfoResponse(
+        version=version, device=info["device"], embedder=model_info_to_pb(info["embedder"]),
+        limits=pb.Limits(max_memories_per_write=limits.max_memories_per_write,
+                         max_content_bytes=limits.max_content_bytes,
+                         max_queries_per_search=limits.max_queries_per_search, max_top_k=limits.max_top_k,
+                         max_candidates=limits.max_candidates, max_page_size=limits.max_page_size,
+                         max_query_bytes=limits.max_query_bytes, max_entities=limits.max_entities,
+                         max_metadata_entries=limits.max_metadata_entries, queue_capacity=batching.queue_capacity),
+        batching=pb.Batching(enabled=batching.enabled, max_batch_requests=batching.max_batch_requests,
+                             max_batch_tokens=batching.max_batch_tokens, max_wait_ms=batching.max_wait_ms),
+        rrf_k=info["rrf_k"], half_life_s=info["half_life_s"])
+    if info.get("reranker"):
+        out.reranker.CopyFrom(model_info_to_pb(info["reranker"]))
+    return out

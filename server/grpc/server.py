@@ -1,0 +1,51 @@
+"""Builds the grpc.aio server: servicers, the edge interceptor, health checking and reflection."""
+
+from __future__ import annotations
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from server.engine.engine import Engine
+from server.grpc.gen.engram.v1 import service_pb2, service_pb2_grpc
+from server.grpc.interceptors import EdgeInterceptor
+from server.grpc.servicer import AdminServicer, MemoryServicer
+
+SERVICE_NAMES = ("engram.v1.MemoryService", "engram.v1.AdminService")
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class GrpcFrontend:
+    def __init__(self, engine: Engine, *, listen: str) -> None:
+        self.engine = engine
+        self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
+        self.server = grpc.aio.server(
+            interceptors=[EdgeInterceptor(authenticate=engine.registry.catalog.authenticate)],
+            options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)])
+        service_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(engine), self.server)
+        service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(engine), self.server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        names = [service_pb2.DESCRIPTOR.services_by_name[n.split(".")[-1]].full_name for n in SERVICE_NAMES]
+        reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)
+        self.port = self.server.add_insecure_port(listen)
+        if self.port == 0:
+            raise OSError(f"cannot listen on {listen}")
+
+    async def set_serving(self, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", *SERVICE_NAMES):
+            await _maybe_await(self.health.set(name, status))
+
+    async def start(self) -> None:
+        await self.set_serving(False)
+        await self.server.start()
+
+    async def stop(self, grace_s: float) -> None:
+        await self.set_serving(False)
+        await self.server.stop(grace_s)
+
+
+async def _maybe_await(value: object) -> None:
+    if hasattr(value, "__await__"):
+        await value  # type: ignore[misc]

@@ -1,0 +1,80 @@
+"""gRPC servicers: parse the request, call the engine, prepare the reply. No logic of their own."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+
+from server.engine.engine import Engine
+from server.grpc import mapping
+from server.grpc.gen.engram.v1 import service_pb2 as spb
+from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
+from server.grpc.interceptors import principal
+
+VERSION = "0.1.0"
+
+
+def deadline_ns(context: grpc.aio.ServicerContext) -> int | None:
+    remaining = context.time_remaining()
+    if remaining is None:
+        return None
+    return time.monotonic_ns() + int(remaining * 1e9)
+
+
+class MemoryServicer(sgrpc.MemoryServiceServicer):
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def Write(self, request: spb.WriteRequest, context: grpc.aio.ServicerContext) -> spb.WriteResponse:
+        memories = [mapping.memory_input_from_pb(m, where=f"memories[{i}]") for i, m in enumerate(request.memories)]
+        started = time.monotonic_ns()
+        results = await self.engine.write(principal(), request.tenant_id, memories, deadline_ns=deadline_ns(context))
+        reply = spb.WriteResponse(results=[mapping.write_result_to_pb(r) for r in results])
+        reply.timings.total_ns = time.monotonic_ns() - started
+        return reply
+
+    async def Search(self, request: spb.SearchRequest, context: grpc.aio.ServicerContext) -> spb.SearchResponse:
+        queries = [mapping.query_from_pb(q, where=f"queries[{i}]") for i, q in enumerate(request.queries)]
+        results = await self.engine.search(principal(), request.tenant_id, queries, deadline_ns=deadline_ns(context))
+        return spb.SearchResponse(results=[mapping.query_result_to_pb(r) for r in results])
+
+    async def Get(self, request: spb.GetRequest, context: grpc.aio.ServicerContext) -> spb.GetResponse:
+        found, missing = await self.engine.get(principal(), request.tenant_id, list(request.memory_ids))
+        return spb.GetResponse(memories=[mapping.memory_to_pb(m) for m in found], missing=missing)
+
+    async def Delete(self, request: spb.DeleteRequest, context: grpc.aio.ServicerContext) -> spb.DeleteResponse:
+        deleted, missing = await self.engine.delete(principal(), request.tenant_id, list(request.memory_ids))
+        return spb.DeleteResponse(deleted=deleted, missing=missing)
+
+    async def List(self, request: spb.ListRequest, context: grpc.aio.ServicerContext) -> spb.ListResponse:
+        page = await self.engine.list_memories(principal(), request.tenant_id,
+                                               flt=mapping.filter_from_pb(request.filter),
+                                               page_size=request.page_size, page_token=request.page_token)
+        return spb.ListResponse(memories=[mapping.memory_to_pb(m) for m in page.memories],
+                                next_page_token=page.next_token)
+
+    async def Info(self, request: spb.InfoRequest, context: grpc.aio.ServicerContext) -> spb.InfoResponse:
+        principal()
+        return mapping.info_to_pb(self.engine.info(), version=VERSION)
+
+
+class AdminServicer(sgrpc.AdminServiceServicer):
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def CreateTenant(self, request: spb.CreateTenantRequest,
+                           context: grpc.aio.ServicerContext) -> spb.CreateTenantResponse:
+        initial = [mapping.memory_input_from_pb(m, where=f"initial_memories[{i}]")
+                   for i, m in enumerate(request.initial_memories)]
+        count = await self.engine.create_tenant(principal(), request.tenant_id, initial)
+        return spb.CreateTenantResponse(tenant_id=request.tenant_id, initial_memories=count)
+
+    async def ListTenants(self, request: spb.ListTenantsRequest,
+                          context: grpc.aio.ServicerContext) -> spb.ListTenantsResponse:
+        return spb.ListTenantsResponse(tenant_ids=self.engine.list_tenants(principal()))
+
+    async def CreateKey(self, request: spb.CreateKeyRequest, context: grpc.aio.ServicerContext) -> spb.CreateKeyResponse:
+        key_id, secret = self.engine.create_key(principal(), name=request.name, tenant_ids=list(request.tenant_ids),
+                                                prefixes=list(request.tenant_prefixes), admin=request.admin)
+        return spb.CreateKeyResponse(key_id=key_id, secret=secret)

@@ -1,0 +1,56 @@
+"""Exact dense search for one tenant: FAISS inner product over L2-normalised vectors, ID-mapped."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import faiss
+import numpy as np
+
+
+class FlatDenseIndex:
+    """``IndexIDMap2(IndexFlatIP)``: exact cosine search with tenant-local int64 ids."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self._index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+        self._lock = threading.RLock()
+
+    def __len__(self) -> int:
+        return int(self._index.ntotal)
+
+    def add(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray) -> None:
+        if len(ids) == 0:
+            return
+        vecs = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(ids), self.dim)
+        with self._lock:
+            self._index.add_with_ids(vecs, np.asarray(ids, dtype=np.int64))
+
+    def remove(self, ids: Sequence[int]) -> int:
+        if len(ids) == 0:
+            return 0
+        with self._lock:
+            return int(self._index.remove_ids(np.asarray(ids, dtype=np.int64)))
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Returns (scores, ids), each (n_queries, k); missing slots have id -1."""
+        q = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.dim)
+        with self._lock:
+            n = int(self._index.ntotal)
+            if n == 0 or k <= 0:
+                return (np.full((len(q), max(k, 0)), -np.inf, dtype=np.float32),
+                        np.full((len(q), max(k, 0)), -1, dtype=np.int64))
+            scores, ids = self._index.search(q, min(k, n))
+        if ids.shape[1] < k:
+            pad = k - ids.shape[1]
+            scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
+            ids = np.pad(ids, ((0, 0), (0, pad)), constant_values=-1)
+        return scores, ids
+
+    def reconstruct(self, doc_id: int) -> np.ndarray:
+        with self._lock:
+            return np.asarray(self._index.reconstruct(int(doc_id)), dtype=np.float32)
+
+    def ram_bytes(self) -> int:
+        return len(self) * (self.dim * 4 + 8)

@@ -1,0 +1,135 @@
+"""The durable store of one tenant's memories: in-memory state rebuilt from its write-ahead log.
+
+Every change is one ``commit`` (a group of puts, updates and deletes) that is fsynced to the log before
+the in-memory state changes, so what readers see is always durable. Vectors live in the log beside
+their memory, so indexes are rebuilt on load without re-embedding.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from server.domain import Memory
+from server.store.codec import memory_from_json, memory_to_json
+from server.store.wal import Record, WriteAheadLog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Replayed:
+    """What a load hands to the indexes: live vectors and the lexical changes in log order."""
+
+    vectors: dict[int, np.ndarray] = field(default_factory=dict)
+    lexical_ops: list[tuple[int, str, int, str]] = field(default_factory=list)  # (seq, op, doc_id, text)
+
+
+class TenantStore:
+    def __init__(self, directory: Path, wal: WriteAheadLog, *, dim: int) -> None:
+        self.directory = directory
+        self.dim = dim
+        self._wal = wal
+        self._lock = threading.RLock()
+        self._by_id: dict[str, Memory] = {}
+        self._by_doc: dict[int, str] = {}
+        self._slots: dict[tuple[str, str], set[str]] = {}   # (key, scope) → memory ids holding that key
+        self._next_doc_id = 1
+        self.seq = 0
+
+    @classmethod
+    def open(cls, directory: Path, *, dim: int) -> tuple[TenantStore, Replayed]:
+        wal, records = WriteAheadLog.open(directory / "memories.wal")
+        store = cls(directory, wal, dim=dim)
+        replayed = Replayed()
+        for meta, blob in records:
+            store._apply(meta, blob, replayed)
+        log.info("tenant store %s: %d memories from %d log records", directory.name, len(store._by_id), len(records))
+        return store, replayed
+
+    # -- reads ------------------------------------------------------------------------------------
+    def get(self, memory_id: str) -> Memory | None:
+        return self._by_id.get(memory_id)
+
+    def by_doc(self, doc_id: int) -> Memory | None:
+        memory_id = self._by_doc.get(doc_id)
+        return None if memory_id is None else self._by_id.get(memory_id)
+
+    def in_slot(self, key: str, scope: str) -> list[Memory]:
+        """Every memory (any status) written with this key and scope."""
+        with self._lock:
+            ids = self._slots.get((key, scope), ())
+            return [self._by_id[i] for i in sorted(ids) if i in self._by_id]
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def all(self) -> list[Memory]:
+        with self._lock:
+            return list(self._by_id.values())
+
+    def allocate_doc_ids(self, n: int) -> list[int]:
+        with self._lock:
+            start = self._next_doc_id
+            self._next_doc_id += n
+            return list(range(start, start + n))
+
+    # -- writes -----------------------------------------------------------------------------------
+    def commit(self, *, puts: Sequence[tuple[Memory, np.ndarray]] = (), updates: Iterable[Memory] = (),
+               deletes: Sequence[str] = ()) -> int:
+        """Logs and fsyncs one group of changes, then applies it; returns the group's sequence number."""
+        with self._lock:
+            seq = self.seq + 1
+            records: list[Record] = []
+            for memory, vector in puts:
+                vec = np.ascontiguousarray(vector, dtype=np.float32)
+                if vec.shape != (self.dim,):
+                    raise ValueError(f"vector shape {vec.shape} != ({self.dim},)")
+                records.append(({"op": "put", "seq": seq, "m": memory_to_json(memory)}, vec.tobytes()))
+            records.extend(({"op": "upd", "seq": seq, "m": memory_to_json(m)}, b"") for m in updates)
+            if deletes:
+                records.append(({"op": "del", "seq": seq, "ids": list(deletes)}, b""))
+            if not records:
+                return self.seq
+            self._wal.append(records)
+            for meta, blob in records:
+                self._apply(meta, blob, None)
+            return seq
+
+    def _apply(self, meta: dict, blob: bytes, replayed: Replayed | None) -> None:
+        op = meta["op"]
+        self.seq = max(self.seq, int(meta.get("seq", 0)))
+        if op in ("put", "upd"):
+            memory = memory_from_json(meta["m"])
+            old = self._by_id.get(memory.memory_id)
+            self._by_id[memory.memory_id] = memory
+            self._by_doc[memory.doc_id] = memory.memory_id
+            self._next_doc_id = max(self._next_doc_id, memory.doc_id + 1)
+            if memory.key:
+                self._slots.setdefault((memory.key, memory.scope), set()).add(memory.memory_id)
+            if replayed is not None:
+                if op == "put":
+                    replayed.vectors[memory.doc_id] = np.frombuffer(blob, dtype=np.float32)
+                if op == "put" or (old is not None and old.content != memory.content):
+                    replayed.lexical_ops.append((self.seq, "put", memory.doc_id, memory.content))
+        elif op == "del":
+            for memory_id in meta["ids"]:
+                memory = self._by_id.pop(memory_id, None)
+                if memory is None:
+                    continue
+                self._by_doc.pop(memory.doc_id, None)
+                if memory.key:
+                    self._slots.get((memory.key, memory.scope), set()).discard(memory_id)
+                if replayed is not None:
+                    replayed.vectors.pop(memory.doc_id, None)
+                    replayed.lexical_ops.append((self.seq, "del", memory.doc_id, ""))
+        else:
+            raise ValueError(f"unknown log record op {op!r}")
+
+    def close(self) -> None:
+        self._wal.close()

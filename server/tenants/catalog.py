@@ -1,0 +1,159 @@
+"""The system catalog: which tenants exist and which keys may touch them, durable in one log.
+
+Keys are ``egk_<key id>_<secret>``; only a SHA-256 of the whole key is kept. A key covers tenant ids
+exactly or by prefix (``acme/``), or everything when it is an admin key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from server.domain import KeyScope
+from server.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
+from server.store.wal import WriteAheadLog
+
+log = logging.getLogger(__name__)
+
+TENANT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*(/[A-Za-z0-9][A-Za-z0-9._\-]*)*$")
+KEY_RE = re.compile(r"^egk_([0-9a-f]{16})_([A-Za-z0-9_\-]{20,128})$")
+PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]*$")
+ADMIN_KEY_ID = "0000000000000000"
+
+
+def validate_tenant_id(tenant_id: str, *, max_len: int = 128) -> str:
+    if not tenant_id:
+        raise InvalidArgument("tenant_id is required")
+    if len(tenant_id) > max_len:
+        raise InvalidArgument(f"tenant_id is longer than {max_len} characters")
+    if not TENANT_ID_RE.match(tenant_id) or ".." in tenant_id:
+        raise InvalidArgument(
+            "tenant_id may hold only ASCII letters, digits, '.', '_', '-' and '/'-separated segments "
+            "that start with a letter or digit")
+    return tenant_id
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class _StoredKey:
+    scope: KeyScope
+    digest: str
+    revoked: bool = False
+
+
+class Catalog:
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._tenants: dict[str, int] = {}   # tenant id → created_at_ms
+        self._keys: dict[str, _StoredKey] = {}
+        self._wal, records = WriteAheadLog.open(directory / "catalog.wal")
+        for meta, _ in records:
+            self._apply(meta)
+
+    def _apply(self, meta: dict) -> None:
+        op = meta["op"]
+        if op == "tenant":
+            self._tenants[meta["id"]] = int(meta["created"])
+        elif op == "drop_tenant":
+            self._tenants.pop(meta["id"], None)
+        elif op == "key":
+            scope = KeyScope(key_id=meta["key_id"], name=meta["name"], tenant_ids=frozenset(meta["tenant_ids"]),
+                             tenant_prefixes=tuple(meta["prefixes"]), admin=bool(meta["admin"]))
+            self._keys[meta["key_id"]] = _StoredKey(scope=scope, digest=meta["digest"])
+        elif op == "revoke":
+            old = self._keys.get(meta["key_id"])
+            if old is not None:
+                self._keys[meta["key_id"]] = _StoredKey(scope=old.scope, digest=old.digest, revoked=True)
+        else:
+            raise ValueError(f"unknown catalog op {op!r}")
+
+    def _log(self, meta: dict) -> None:
+        self._wal.append([(meta, b"")])
+        self._apply(meta)
+
+    # -- tenants ----------------------------------------------------------------------------------
+    def has_tenant(self, tenant_id: str) -> bool:
+        return tenant_id in self._tenants
+
+    def tenants(self) -> list[str]:
+        return sorted(self._tenants)
+
+    def create_tenant(self, tenant_id: str) -> None:
+        with self._lock:
+            if tenant_id in self._tenants:
+                raise AlreadyExists(f"tenant {tenant_id!r} already exists")
+            self._log({"op": "tenant", "id": tenant_id, "created": int(time.time() * 1000)})
+
+    def drop_tenant(self, tenant_id: str) -> None:
+        with self._lock:
+            if tenant_id not in self._tenants:
+                raise NotFound(f"tenant {tenant_id!r} does not exist")
+            self._log({"op": "drop_tenant", "id": tenant_id})
+
+    # -- keys -------------------------------------------------------------------------------------
+    def ensure_admin_key(self, configured: str) -> str | None:
+        """Installs the admin key. Returns a newly generated secret (to show once), else None."""
+        with self._lock:
+            if configured:
+                if KEY_RE.match(configured) is None and len(configured) < 16:
+                    raise InvalidArgument("the configured admin key must be at least 16 characters")
+                stored = self._keys.get(ADMIN_KEY_ID)
+                if stored is None or stored.digest != hash_key(configured):
+                    self._log(self._key_record(ADMIN_KEY_ID, "admin", [], [], True, hash_key(configured)))
+                return None
+            if ADMIN_KEY_ID in self._keys:
+                return None
+            secret = f"egk_{ADMIN_KEY_ID}_{secrets.token_urlsafe(32)}"
+            self._log(self._key_record(ADMIN_KEY_ID, "admin", [], [], True, hash_key(secret)))
+            return secret
+
+    @staticmethod
+    def _key_record(key_id: str, name: str, tenant_ids: list[str], prefixes: list[str], admin: bool,
+                    digest: str) -> dict:
+        return {"op": "key", "key_id": key_id, "name": name, "tenant_ids": tenant_ids, "prefixes": prefixes,
+                "admin": admin, "digest": digest}
+
+    def create_key(self, *, name: str, tenant_ids: list[str], prefixes: list[str], admin: bool) -> tuple[str, str]:
+        if len(name) > 128:
+            raise InvalidArgument("key name is longer than 128 characters")
+        for tenant_id in tenant_ids:
+            validate_tenant_id(tenant_id)
+        for prefix in prefixes:
+            if not PREFIX_RE.match(prefix) or len(prefix) > 128 or ".." in prefix:
+                raise InvalidArgument(f"invalid tenant prefix {prefix!r}")
+        if not (tenant_ids or prefixes or admin):
+            raise InvalidArgument("a key must cover at least one tenant id or prefix, or be admin")
+        key_id = secrets.token_hex(8)
+        secret = f"egk_{key_id}_{secrets.token_urlsafe(32)}"
+        with self._lock:
+            self._log(self._key_record(key_id, name, sorted(set(tenant_ids)), sorted(set(prefixes)), admin,
+                                       hash_key(secret)))
+        return key_id, secret
+
+    def revoke_key(self, key_id: str) -> None:
+        with self._lock:
+            if key_id not in self._keys:
+                raise NotFound("no such key")
+            self._log({"op": "revoke", "key_id": key_id})
+
+    def authenticate(self, presented: str) -> KeyScope:
+        digest = hash_key(presented)
+        match = KEY_RE.match(presented)
+        stored = self._keys.get(match.group(1)) if match else self._keys.get(ADMIN_KEY_ID)
+        if stored is None or stored.revoked or not hmac.compare_digest(stored.digest, digest):
+            raise Unauthenticated("invalid or revoked key")
+        return stored.scope
+
+    def close(self) -> None:
+        self._wal.close()
