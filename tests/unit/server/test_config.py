@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from server.config import load_config
+from server.errors import ConfigError
+
+
+def test_layers_toml_then_env_then_overrides(tmp_path: Path) -> None:
+    toml = tmp_path / "engram.toml"
+    toml.write_text('listen = "0.0.0.0:1"\n[search]\nrrf_k = 10.0\ncandidates = 50\n')
+    cfg = load_config(env={"ENGRAM_CONFIG": str(toml), "ENGRAM_SEARCH__RRF_K": "20", "ENGRAM_BATCHING__ENABLED": "off"},
+                      overrides={"listen": "127.0.0.1:2"})
+    assert cfg.listen == "127.0.0.1:2" and cfg.search.rrf_k == 20.0 and cfg.search.candidates == 50
+    assert cfg.batching.enabled is False
+
+
+@pytest.mark.parametrize("env", [
+    {"ENGRAM_SEARCH__RRF_K": "-1"},
+    {"ENGRAM_SEARCH__NOPE": "1"},
+    {"ENGRAM_BATCHING__ENABLED": "maybe"},
+    {"ENGRAM_SCORING__IMPORTANCE_WEIGHT": "1.5"},
+    {"ENGRAM_A__B__C": "1"},
+])
+def test_bad_config_fails_at_startup(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        load_config(env=env)
+
+
+def test_generated_stubs_are_fresh() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    result = subprocess.run([sys.executable, str(root / "proto" / "generate.py"), "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
