@@ -131,6 +131,7 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
     engine = Engine(config=config, registry=registry, embedder=embedder, reranker=reranker,
                     ranker=get_decay_ranker(device), device=device, device_pool=device_pool, cpu_pool=cpu_pool,
                     write_pool=write_pool)
-    frontend = GrpcFrontend(engine, listen=config.listen)
+    frontend = GrpcFrontend(engine, listen=config.listen, tls_cert=config.tls_cert, tls_key=config.tls_key,
+                            tls_client_ca=config.tls_client_ca)
     return App(config=config, engine=engine, frontend=frontend, new_admin_key=new_admin_key,
                pools=[device_pool, cpu_pool, write_pool])

@@ -91,6 +91,9 @@ class ServerConfig:
     log_level: str = "INFO"
     jvm_heap_mb: int = 2048
     lucene_commit_interval_s: float = 5.0
+    tls_cert: str = ""                    # PEM server certificate chain; "" = plaintext
+    tls_key: str = ""                     # PEM private key of tls_cert
+    tls_client_ca: str = ""               # PEM CA bundle: set → clients must present a cert it signed
     models: ModelsConfig = field(default_factory=ModelsConfig)
     batching: BatchingConfig = field(default_factory=BatchingConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
@@ -106,6 +109,8 @@ class ServerConfig:
             (self.batching.max_batch_tokens >= 64, "batching.max_batch_tokens must be >= 64"),
             (0.0 <= self.batching.max_wait_ms <= 100.0, "batching.max_wait_ms must be in [0, 100]"),
             (self.batching.queue_capacity >= 1, "batching.queue_capacity must be >= 1"),
+            (bool(self.tls_cert) == bool(self.tls_key), "tls_cert and tls_key are set together"),
+            (not self.tls_client_ca or bool(self.tls_cert), "tls_client_ca needs tls_cert and tls_key"),
             (self.search.rrf_k > 0, "search.rrf_k must be > 0"),
             (1 <= self.search.candidates <= self.limits.max_candidates, "search.candidates out of range"),
             (1 <= self.search.default_top_k <= self.limits.max_top_k, "search.default_top_k out of range"),

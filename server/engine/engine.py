@@ -184,6 +184,17 @@ class Engine:
         self.require_admin(principal)
         return self.registry.catalog.create_key(name=name, tenant_ids=tenant_ids, prefixes=prefixes, admin=admin)
 
+    def revoke_key(self, principal: KeyScope, key_id: str) -> None:
+        self.require_admin(principal)
+        self.registry.catalog.revoke_key(key_id)
+        log.info("key %s revoked", key_id)
+
+    def rotate_key(self, principal: KeyScope, key_id: str) -> str:
+        self.require_admin(principal)
+        secret = self.registry.catalog.rotate_key(key_id)
+        log.info("key %s rotated", key_id)
+        return secret
+
     def info(self) -> dict[str, Any]:
         c = self.config
         return {

@@ -15,9 +15,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from server.domain import KeyScope
-from server.errors import EngramError, Unauthenticated, status_code_name
+from server.errors import EngramError, InvalidArgument, Unauthenticated, status_code_name
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,28 @@ REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", d
 PRINCIPAL: contextvars.ContextVar[KeyScope | None] = contextvars.ContextVar("principal", default=None)
 
 OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+
+class _Undecodable:
+    """Stands in for a request whose bytes are not a valid message (e.g. invalid UTF-8 in a string field)."""
+
+
+UNDECODABLE = _Undecodable()
+
+
+def tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """Wraps a request deserializer so an undecodable request reaches the handler (as ``UNDECODABLE``)
+    and is answered INVALID_ARGUMENT after authentication, instead of grpc's own INTERNAL."""
+    if deserializer is None:
+        return None
+
+    def parse(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except DecodeError:
+            return UNDECODABLE
+
+    return parse
 
 
 def principal() -> KeyScope:
@@ -70,6 +93,9 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
             code = "OK"
             try:
                 PRINCIPAL.set(authenticate(bearer_key(metadata)))
+                if request is UNDECODABLE:
+                    raise InvalidArgument("the request is not a valid protobuf message "
+                                          "(string fields must be valid UTF-8)")
                 return await inner(request, context)
             except EngramError as exc:
                 code = status_code_name(exc)
@@ -84,5 +110,5 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
                     on_done(method, code, time.perf_counter() - started)
                 REQUEST_ID.reset(rid_token)
 
-        return grpc.unary_unary_rpc_method_handler(guarded, request_deserializer=handler.request_deserializer,
+        return grpc.unary_unary_rpc_method_handler(guarded, request_deserializer=tolerant(handler.request_deserializer),
                                                    response_serializer=handler.response_serializer)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from server.engine.engine import Engine
+from server.errors import ConfigError
 from server.grpc.gen.engram.v1 import service_pb2, service_pb2_grpc
 from server.grpc.interceptors import EdgeInterceptor
 from server.grpc.servicer import AdminServicer, MemoryServicer
@@ -14,9 +18,12 @@ from server.grpc.servicer import AdminServicer, MemoryServicer
 SERVICE_NAMES = ("engram.v1.MemoryService", "engram.v1.AdminService")
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
+log = logging.getLogger(__name__)
+
 
 class GrpcFrontend:
-    def __init__(self, engine: Engine, *, listen: str) -> None:
+    def __init__(self, engine: Engine, *, listen: str, tls_cert: str = "", tls_key: str = "",
+                 tls_client_ca: str = "") -> None:
         self.engine = engine
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
         self.server = grpc.aio.server(
@@ -28,7 +35,11 @@ class GrpcFrontend:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         names = [service_pb2.DESCRIPTOR.services_by_name[n.split(".")[-1]].full_name for n in SERVICE_NAMES]
         reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)
-        self.port = self.server.add_insecure_port(listen)
+        credentials = server_credentials(cert=tls_cert, key=tls_key, client_ca=tls_client_ca)
+        if credentials is None:
+            self.port = self.server.add_insecure_port(listen)
+        else:
+            self.port = self.server.add_secure_port(listen, credentials)
         if self.port == 0:
             raise OSError(f"cannot listen on {listen}")
 
@@ -44,6 +55,21 @@ class GrpcFrontend:
     async def stop(self, grace_s: float) -> None:
         await self.set_serving(False)
         await self.server.stop(grace_s)
+
+
+def server_credentials(*, cert: str, key: str, client_ca: str) -> grpc.ServerCredentials | None:
+    """TLS from PEM files when ``cert`` is set; mutual TLS (client certificates required) when ``client_ca`` is."""
+    if not cert:
+        return None
+    try:
+        chain = Path(cert).read_bytes()
+        private_key = Path(key).read_bytes()
+        roots = Path(client_ca).read_bytes() if client_ca else None
+    except OSError as exc:
+        raise ConfigError(f"cannot read TLS files: {exc}") from exc
+    log.info("TLS on%s", " with client certificates required" if roots else "")
+    return grpc.ssl_server_credentials([(private_key, chain)], root_certificates=roots,
+                                       require_client_auth=roots is not None)
 
 
 async def _maybe_await(value: object) -> None:

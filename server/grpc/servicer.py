@@ -78,3 +78,10 @@ class AdminServicer(sgrpc.AdminServiceServicer):
         key_id, secret = self.engine.create_key(principal(), name=request.name, tenant_ids=list(request.tenant_ids),
                                                 prefixes=list(request.tenant_prefixes), admin=request.admin)
         return spb.CreateKeyResponse(key_id=key_id, secret=secret)
+
+    async def RevokeKey(self, request: spb.RevokeKeyRequest, context: grpc.aio.ServicerContext) -> spb.RevokeKeyResponse:
+        self.engine.revoke_key(principal(), request.key_id)
+        return spb.RevokeKeyResponse(key_id=request.key_id)
+
+    async def RotateKey(self, request: spb.RotateKeyRequest, context: grpc.aio.ServicerContext) -> spb.RotateKeyResponse:
+        return spb.RotateKeyResponse(key_id=request.key_id, secret=self.engine.rotate_key(principal(), request.key_id))

@@ -26,6 +26,7 @@ TENANT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*(/[A-Za-z0-9][A-Za-z0-9.
 KEY_RE = re.compile(r"^egk_([0-9a-f]{16})_([A-Za-z0-9_\-]{20,128})$")
 PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]*$")
 ADMIN_KEY_ID = "0000000000000000"
+KEY_ID_RE = re.compile(r"^[0-9a-f]{16}$")
 
 
 def validate_tenant_id(tenant_id: str, *, max_len: int = 128) -> str:
@@ -132,6 +133,9 @@ class Catalog:
         for prefix in prefixes:
             if not PREFIX_RE.match(prefix) or len(prefix) > 128 or ".." in prefix:
                 raise InvalidArgument(f"invalid tenant prefix {prefix!r}")
+            if not prefix.endswith("/") or "//" in prefix:
+                # "acme" would also cover "acme2" and "acme-evil": a prefix covers whole path segments only.
+                raise InvalidArgument(f"tenant prefix {prefix!r} must end with '/' (e.g. 'acme/')")
         if not (tenant_ids or prefixes or admin):
             raise InvalidArgument("a key must cover at least one tenant id or prefix, or be admin")
         key_id = secrets.token_hex(8)
@@ -141,11 +145,34 @@ class Catalog:
                                        hash_key(secret)))
         return key_id, secret
 
+    def _managed_key(self, key_id: str) -> _StoredKey:
+        """A key that RevokeKey and RotateKey may change. Caller holds ``_lock``."""
+        if KEY_ID_RE.match(key_id) is None:
+            raise InvalidArgument("key_id must be the 16 hex digits CreateKey returned")
+        if key_id == ADMIN_KEY_ID:
+            raise InvalidArgument("the bootstrap admin key is set by configuration (ENGRAM_ADMIN_KEY); change it there")
+        stored = self._keys.get(key_id)
+        if stored is None:
+            raise NotFound("no such key")
+        return stored
+
     def revoke_key(self, key_id: str) -> None:
+        """Durably marks the key revoked; idempotent."""
         with self._lock:
-            if key_id not in self._keys:
-                raise NotFound("no such key")
-            self._log({"op": "revoke", "key_id": key_id})
+            if not self._managed_key(key_id).revoked:
+                self._log({"op": "revoke", "key_id": key_id})
+
+    def rotate_key(self, key_id: str) -> str:
+        """Gives the key a new secret (same id, same scope); the old secret stops working now."""
+        with self._lock:
+            stored = self._managed_key(key_id)
+            if stored.revoked:
+                raise NotFound("no such key (it was revoked)")
+            scope = stored.scope
+            secret = f"egk_{key_id}_{secrets.token_urlsafe(32)}"
+            self._log(self._key_record(key_id, scope.name, sorted(scope.tenant_ids), list(scope.tenant_prefixes),
+                                       scope.admin, hash_key(secret)))
+            return secret
 
     def authenticate(self, presented: str) -> KeyScope:
         digest = hash_key(presented)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from server.grpc.gen.engram.v1 import messages_pb2 as engram_dot_v1_dot_messages__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x65ngram/v1/service.proto\x12\tengram.v1\x1a\x18\x65ngram/v1/messages.proto\"K\n\x0cWriteRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12(\n\x08memories\x18\x02 \x03(\x0b\x32\x16.engram.v1.MemoryInput\"\x9c\x01\n\x0bWriteResult\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12(\n\x07outcome\x18\x02 \x01(\x0e\x32\x17.engram.v1.WriteOutcome\x12\x13\n\x0bmerged_into\x18\x03 \x01(\t\x12\x12\n\nsuperseded\x18\x04 \x03(\t\x12\'\n\x06status\x18\x05 \x01(\x0e\x32\x17.engram.v1.MemoryStatus\"]\n\rWriteResponse\x12\'\n\x07results\x18\x01 \x03(\x0b\x32\x16.engram.v1.WriteResult\x12#\n\x07timings\x18\x02 \x01(\x0b\x32\x12.engram.v1.Timings\"K\n\rSearchRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\'\n\x07queries\x18\x02 \x03(\x0b\x32\x16.engram.v1.SearchQuery\"9\n\x0eSearchResponse\x12\'\n\x07results\x18\x01 \x03(\x0b\x32\x16.engram.v1.QueryResult\"3\n\nGetRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\nmemory_ids\x18\x02 \x03(\t\"C\n\x0bGetResponse\x12#\n\x08memories\x18\x01 \x03(\x0b\x32\x11.engram.v1.Memory\x12\x0f\n\x07missing\x18\x02 \x03(\t\"6\n\rDeleteRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\nmemory_ids\x18\x02 \x03(\t\"2\n\x0e\x44\x65leteResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x05\x12\x0f\n\x07missing\x18\x02 \x03(\t\"j\n\x0bListRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12!\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x11.engram.v1.Filter\"L\n\x0cListResponse\x12#\n\x08memories\x18\x01 \x03(\x0b\x32\x11.engram.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\r\n\x0bInfoRequest\"\xc7\x02\n\x0cInfoResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x02 \x01(\t\x12&\n\x08\x65mbedder\x18\x03 \x01(\x0b\x32\x14.engram.v1.ModelInfo\x12&\n\x08reranker\x18\x04 \x01(\x0b\x32\x14.engram.v1.ModelInfo\x12!\n\x06limits\x18\x05 \x01(\x0b\x32\x11.engram.v1.Limits\x12%\n\x08\x62\x61tching\x18\x06 \x01(\x0b\x32\x13.engram.v1.Batching\x12\r\n\x05rrf_k\x18\x07 \x01(\x01\x12;\n\x0bhalf_life_s\x18\x08 \x03(\x0b\x32&.engram.v1.InfoResponse.HalfLifeSEntry\x1a\x30\n\x0eHalfLifeSEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"Z\n\x13\x43reateTenantRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x30\n\x10initial_memories\x18\x02 \x03(\x0b\x32\x16.engram.v1.MemoryInput\"C\n\x14\x43reateTenantResponse\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x18\n\x10initial_memories\x18\x02 \x01(\x05\"\x14\n\x12ListTenantsRequest\")\n\x13ListTenantsResponse\x12\x12\n\ntenant_ids\x18\x01 \x03(\t\"\\\n\x10\x43reateKeyRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ntenant_ids\x18\x02 \x03(\t\x12\x17\n\x0ftenant_prefixes\x18\x03 \x03(\t\x12\r\n\x05\x61\x64min\x18\x04 \x01(\x08\"3\n\x11\x43reateKeyResponse\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x0e\n\x06secret\x18\x02 \x01(\t*}\n\x0cWriteOutcome\x12\x1d\n\x19WRITE_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15WRITE_OUTCOME_CREATED\x10\x01\x12\x18\n\x14WRITE_OUTCOME_MERGED\x10\x02\x12\x19\n\x15WRITE_OUTCOME_PENDING\x10\x03\x32\xf1\x02\n\rMemoryService\x12:\n\x05Write\x12\x17.engram.v1.WriteRequest\x1a\x18.engram.v1.WriteResponse\x12=\n\x06Search\x12\x18.engram.v1.SearchRequest\x1a\x19.engram.v1.SearchResponse\x12\x34\n\x03Get\x12\x15.engram.v1.GetRequest\x1a\x16.engram.v1.GetResponse\x12=\n\x06\x44\x65lete\x12\x18.engram.v1.DeleteRequest\x1a\x19.engram.v1.DeleteResponse\x12\x37\n\x04List\x12\x16.engram.v1.ListRequest\x1a\x17.engram.v1.ListResponse\x12\x37\n\x04Info\x12\x16.engram.v1.InfoRequest\x1a\x17.engram.v1.InfoResponse2\xf5\x01\n\x0c\x41\x64minService\x12O\n\x0c\x43reateTenant\x12\x1e.engram.v1.CreateTenantRequest\x1a\x1f.engram.v1.CreateTenantResponse\x12L\n\x0bListTenants\x12\x1d.engram.v1.ListTenantsRequest\x1a\x1e.engram.v1.ListTenantsResponse\x12\x46\n\tCreateKey\x12\x1b.engram.v1.CreateKeyRequest\x1a\x1c.engram.v1.CreateKeyResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x65ngram/v1/service.proto\x12\tengram.v1\x1a\x18\x65ngram/v1/messages.proto\"K\n\x0cWriteRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12(\n\x08memories\x18\x02 \x03(\x0b\x32\x16.engram.v1.MemoryInput\"\x9c\x01\n\x0bWriteResult\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12(\n\x07outcome\x18\x02 \x01(\x0e\x32\x17.engram.v1.WriteOutcome\x12\x13\n\x0bmerged_into\x18\x03 \x01(\t\x12\x12\n\nsuperseded\x18\x04 \x03(\t\x12\'\n\x06status\x18\x05 \x01(\x0e\x32\x17.engram.v1.MemoryStatus\"]\n\rWriteResponse\x12\'\n\x07results\x18\x01 \x03(\x0b\x32\x16.engram.v1.WriteResult\x12#\n\x07timings\x18\x02 \x01(\x0b\x32\x12.engram.v1.Timings\"K\n\rSearchRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\'\n\x07queries\x18\x02 \x03(\x0b\x32\x16.engram.v1.SearchQuery\"9\n\x0eSearchResponse\x12\'\n\x07results\x18\x01 \x03(\x0b\x32\x16.engram.v1.QueryResult\"3\n\nGetRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\nmemory_ids\x18\x02 \x03(\t\"C\n\x0bGetResponse\x12#\n\x08memories\x18\x01 \x03(\x0b\x32\x11.engram.v1.Memory\x12\x0f\n\x07missing\x18\x02 \x03(\t\"6\n\rDeleteRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\nmemory_ids\x18\x02 \x03(\t\"2\n\x0e\x44\x65leteResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x05\x12\x0f\n\x07missing\x18\x02 \x03(\t\"j\n\x0bListRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12!\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x11.engram.v1.Filter\"L\n\x0cListResponse\x12#\n\x08memories\x18\x01 \x03(\x0b\x32\x11.engram.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\r\n\x0bInfoRequest\"\xc7\x02\n\x0cInfoResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x02 \x01(\t\x12&\n\x08\x65mbedder\x18\x03 \x01(\x0b\x32\x14.engram.v1.ModelInfo\x12&\n\x08reranker\x18\x04 \x01(\x0b\x32\x14.engram.v1.ModelInfo\x12!\n\x06limits\x18\x05 \x01(\x0b\x32\x11.engram.v1.Limits\x12%\n\x08\x62\x61tching\x18\x06 \x01(\x0b\x32\x13.engram.v1.Batching\x12\r\n\x05rrf_k\x18\x07 \x01(\x01\x12;\n\x0bhalf_life_s\x18\x08 \x03(\x0b\x32&.engram.v1.InfoResponse.HalfLifeSEntry\x1a\x30\n\x0eHalfLifeSEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"v\n\x13\x43reateTenantRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x30\n\x10initial_memories\x18\x02 \x03(\x0b\x32\x16.engram.v1.MemoryInput\x12\x1a\n\x12template_tenant_id\x18\x03 \x01(\t\"C\n\x14\x43reateTenantResponse\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x18\n\x10initial_memories\x18\x02 \x01(\x05\"\x14\n\x12ListTenantsRequest\")\n\x13ListTenantsResponse\x12\x12\n\ntenant_ids\x18\x01 \x03(\t\"\\\n\x10\x43reateKeyRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ntenant_ids\x18\x02 \x03(\t\x12\x17\n\x0ftenant_prefixes\x18\x03 \x03(\t\x12\r\n\x05\x61\x64min\x18\x04 \x01(\x08\"3\n\x11\x43reateKeyResponse\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x0e\n\x06secret\x18\x02 \x01(\t\"\"\n\x10RevokeKeyRequest\x12\x0e\n\x06key_id\x18\x01 \x01(\t\"#\n\x11RevokeKeyResponse\x12\x0e\n\x06key_id\x18\x01 \x01(\t\"\"\n\x10RotateKeyRequest\x12\x0e\n\x06key_id\x18\x01 \x01(\t\"3\n\x11RotateKeyResponse\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x0e\n\x06secret\x18\x02 \x01(\t\"6\n\x0eHistoryRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\"I\n\x0fHistoryResponse\x12#\n\x08versions\x18\x01 \x03(\x0b\x32\x11.engram.v1.Memory\x12\x11\n\tlatest_id\x18\x02 \x01(\t\"7\n\x0e\x43onfirmRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\nmemory_ids\x18\x02 \x03(\t\"F\n\rConfirmResult\x12!\n\x06memory\x18\x01 \x01(\x0b\x32\x11.engram.v1.Memory\x12\x12\n\nsuperseded\x18\x02 \x03(\t\"<\n\x0f\x43onfirmResponse\x12)\n\x07results\x18\x01 \x03(\x0b\x32\x18.engram.v1.ConfirmResult\"\xb7\x01\n\rForgetRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12!\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x11.engram.v1.Filter\x12\x15\n\rolder_than_ms\x18\x03 \x01(\x03\x12#\n\x04mode\x18\x04 \x01(\x0e\x32\x15.engram.v1.ForgetMode\x12\x16\n\x0einclude_pinned\x18\x05 \x01(\x08\x12\x0b\n\x03\x61ll\x18\x06 \x01(\x08\x12\x0f\n\x07\x64ry_run\x18\x07 \x01(\x08\"3\n\x0e\x46orgetResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\x05\x12\x12\n\nmemory_ids\x18\x02 \x03(\t\"F\n\x08\x41uditRef\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x13\n\x0bsource_refs\x18\x02 \x03(\t\x12\x12\n\nrelated_id\x18\x03 \x01(\t\"\x9d\x01\n\nAuditEntry\x12\x10\n\x08\x65ntry_id\x18\x01 \x01(\x03\x12\r\n\x05\x61t_ms\x18\x02 \x01(\x03\x12\x1e\n\x02op\x18\x03 \x01(\x0e\x32\x12.engram.v1.AuditOp\x12!\n\x04refs\x18\x04 \x03(\x0b\x32\x13.engram.v1.AuditRef\x12\r\n\x05query\x18\x05 \x01(\t\x12\x0e\n\x06key_id\x18\x06 \x01(\t\x12\x0c\n\x04note\x18\x07 \x01(\t\"|\n\x0c\x41uditRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x1f\n\x03ops\x18\x04 \x03(\x0e\x32\x12.engram.v1.AuditOp\x12\x11\n\tmemory_id\x18\x05 \x01(\t\"P\n\rAuditResponse\x12&\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x15.engram.v1.AuditEntry\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"(\n\x13\x44\x65leteTenantRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\"0\n\x14\x44\x65leteTenantResponse\x12\x18\n\x10\x64\x65leted_memories\x18\x01 \x01(\x05*}\n\x0cWriteOutcome\x12\x1d\n\x19WRITE_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15WRITE_OUTCOME_CREATED\x10\x01\x12\x18\n\x14WRITE_OUTCOME_MERGED\x10\x02\x12\x19\n\x15WRITE_OUTCOME_PENDING\x10\x03*Z\n\nForgetMode\x12\x1b\n\x17\x46ORGET_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x46ORGET_MODE_ARCHIVE\x10\x01\x12\x16\n\x12\x46ORGET_MODE_DELETE\x10\x02*\xce\x01\n\x07\x41uditOp\x12\x18\n\x14\x41UDIT_OP_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x41UDIT_OP_WRITE\x10\x01\x12\x12\n\x0e\x41UDIT_OP_MERGE\x10\x02\x12\x16\n\x12\x41UDIT_OP_SUPERSEDE\x10\x03\x12\x13\n\x0f\x41UDIT_OP_DELETE\x10\x04\x12\x13\n\x0f\x41UDIT_OP_SEARCH\x10\x05\x12\x14\n\x10\x41UDIT_OP_CONFIRM\x10\x06\x12\x14\n\x10\x41UDIT_OP_ARCHIVE\x10\x07\x12\x13\n\x0f\x41UDIT_OP_EXPIRE\x10\x08\x32\xf0\x04\n\rMemoryService\x12:\n\x05Write\x12\x17.engram.v1.WriteRequest\x1a\x18.engram.v1.WriteResponse\x12=\n\x06Search\x12\x18.engram.v1.SearchRequest\x1a\x19.engram.v1.SearchResponse\x12\x34\n\x03Get\x12\x15.engram.v1.GetRequest\x1a\x16.engram.v1.GetResponse\x12=\n\x06\x44\x65lete\x12\x18.engram.v1.DeleteRequest\x1a\x19.engram.v1.DeleteResponse\x12\x37\n\x04List\x12\x16.engram.v1.ListRequest\x1a\x17.engram.v1.ListResponse\x12\x37\n\x04Info\x12\x16.engram.v1.InfoRequest\x1a\x17.engram.v1.InfoResponse\x12@\n\x07History\x12\x19.engram.v1.HistoryRequest\x1a\x1a.engram.v1.HistoryResponse\x12@\n\x07\x43onfirm\x12\x19.engram.v1.ConfirmRequest\x1a\x1a.engram.v1.ConfirmResponse\x12=\n\x06\x46orget\x12\x18.engram.v1.ForgetRequest\x1a\x19.engram.v1.ForgetResponse\x12:\n\x05\x41udit\x12\x17.engram.v1.AuditRequest\x1a\x18.engram.v1.AuditResponse2\x85\x03\n\x0c\x41\x64minService\x12O\n\x0c\x43reateTenant\x12\x1e.engram.v1.CreateTenantRequest\x1a\x1f.engram.v1.CreateTenantResponse\x12L\n\x0bListTenants\x12\x1d.engram.v1.ListTenantsRequest\x1a\x1e.engram.v1.ListTenantsResponse\x12\x46\n\tCreateKey\x12\x1b.engram.v1.CreateKeyRequest\x1a\x1c.engram.v1.CreateKeyResponse\x12\x46\n\tRevokeKey\x12\x1b.engram.v1.RevokeKeyRequest\x1a\x1c.engram.v1.RevokeKeyResponse\x12\x46\n\tRotateKey\x12\x1b.engram.v1.RotateKeyRequest\x1a\x1c.engram.v1.RotateKeyResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,8 +34,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_INFORESPONSE_HALFLIFESENTRY']._loaded_options = None
   _globals['_INFORESPONSE_HALFLIFESENTRY']._serialized_options = b'8\001'
-  _globals['_WRITEOUTCOME']._serialized_start=1665
-  _globals['_WRITEOUTCOME']._serialized_end=1790
+  _globals['_WRITEOUTCOME']._serialized_start=2948
+  _globals['_WRITEOUTCOME']._serialized_end=3073
+  _globals['_FORGETMODE']._serialized_start=3075
+  _globals['_FORGETMODE']._serialized_end=3165
+  _globals['_AUDITOP']._serialized_start=3168
+  _globals['_AUDITOP']._serialized_end=3374
   _globals['_WRITEREQUEST']._serialized_start=64
   _globals['_WRITEREQUEST']._serialized_end=139
   _globals['_WRITERESULT']._serialized_start=142
@@ -65,19 +69,53 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INFORESPONSE_HALFLIFESENTRY']._serialized_start=1242
   _globals['_INFORESPONSE_HALFLIFESENTRY']._serialized_end=1290
   _globals['_CREATETENANTREQUEST']._serialized_start=1292
-  _globals['_CREATETENANTREQUEST']._serialized_end=1382
-  _globals['_CREATETENANTRESPONSE']._serialized_start=1384
-  _globals['_CREATETENANTRESPONSE']._serialized_end=1451
-  _globals['_LISTTENANTSREQUEST']._serialized_start=1453
-  _globals['_LISTTENANTSREQUEST']._serialized_end=1473
-  _globals['_LISTTENANTSRESPONSE']._serialized_start=1475
-  _globals['_LISTTENANTSRESPONSE']._serialized_end=1516
-  _globals['_CREATEKEYREQUEST']._serialized_start=1518
-  _globals['_CREATEKEYREQUEST']._serialized_end=1610
-  _globals['_CREATEKEYRESPONSE']._serialized_start=1612
-  _globals['_CREATEKEYRESPONSE']._serialized_end=1663
-  _globals['_MEMORYSERVICE']._serialized_start=1793
-  _globals['_MEMORYSERVICE']._serialized_end=2162
-  _globals['_ADMINSERVICE']._serialized_start=2165
-  _globals['_ADMINSERVICE']._serialized_end=2410
+  _globals['_CREATETENANTREQUEST']._serialized_end=1410
+  _globals['_CREATETENANTRESPONSE']._serialized_start=1412
+  _globals['_CREATETENANTRESPONSE']._serialized_end=1479
+  _globals['_LISTTENANTSREQUEST']._serialized_start=1481
+  _globals['_LISTTENANTSREQUEST']._serialized_end=1501
+  _globals['_LISTTENANTSRESPONSE']._serialized_start=1503
+  _globals['_LISTTENANTSRESPONSE']._serialized_end=1544
+  _globals['_CREATEKEYREQUEST']._serialized_start=1546
+  _globals['_CREATEKEYREQUEST']._serialized_end=1638
+  _globals['_CREATEKEYRESPONSE']._serialized_start=1640
+  _globals['_CREATEKEYRESPONSE']._serialized_end=1691
+  _globals['_REVOKEKEYREQUEST']._serialized_start=1693
+  _globals['_REVOKEKEYREQUEST']._serialized_end=1727
+  _globals['_REVOKEKEYRESPONSE']._serialized_start=1729
+  _globals['_REVOKEKEYRESPONSE']._serialized_end=1764
+  _globals['_ROTATEKEYREQUEST']._serialized_start=1766
+  _globals['_ROTATEKEYREQUEST']._serialized_end=1800
+  _globals['_ROTATEKEYRESPONSE']._serialized_start=1802
+  _globals['_ROTATEKEYRESPONSE']._serialized_end=1853
+  _globals['_HISTORYREQUEST']._serialized_start=1855
+  _globals['_HISTORYREQUEST']._serialized_end=1909
+  _globals['_HISTORYRESPONSE']._serialized_start=1911
+  _globals['_HISTORYRESPONSE']._serialized_end=1984
+  _globals['_CONFIRMREQUEST']._serialized_start=1986
+  _globals['_CONFIRMREQUEST']._serialized_end=2041
+  _globals['_CONFIRMRESULT']._serialized_start=2043
+  _globals['_CONFIRMRESULT']._serialized_end=2113
+  _globals['_CONFIRMRESPONSE']._serialized_start=2115
+  _globals['_CONFIRMRESPONSE']._serialized_end=2175
+  _globals['_FORGETREQUEST']._serialized_start=2178
+  _globals['_FORGETREQUEST']._serialized_end=2361
+  _globals['_FORGETRESPONSE']._serialized_start=2363
+  _globals['_FORGETRESPONSE']._serialized_end=2414
+  _globals['_AUDITREF']._serialized_start=2416
+  _globals['_AUDITREF']._serialized_end=2486
+  _globals['_AUDITENTRY']._serialized_start=2489
+  _globals['_AUDITENTRY']._serialized_end=2646
+  _globals['_AUDITREQUEST']._serialized_start=2648
+  _globals['_AUDITREQUEST']._serialized_end=2772
+  _globals['_AUDITRESPONSE']._serialized_start=2774
+  _globals['_AUDITRESPONSE']._serialized_end=2854
+  _globals['_DELETETENANTREQUEST']._serialized_start=2856
+  _globals['_DELETETENANTREQUEST']._serialized_end=2896
+  _globals['_DELETETENANTRESPONSE']._serialized_start=2898
+  _globals['_DELETETENANTRESPONSE']._serialized_end=2946
+  _globals['_MEMORYSERVICE']._serialized_start=3377
+  _globals['_MEMORYSERVICE']._serialized_end=4001
+  _globals['_ADMINSERVICE']._serialized_start=4004
+  _globals['_ADMINSERVICE']._serialized_end=4393
 # @@protoc_insertion_point(module_scope)

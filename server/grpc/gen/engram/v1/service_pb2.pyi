@@ -14,10 +14,40 @@ class WriteOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WRITE_OUTCOME_CREATED: _ClassVar[WriteOutcome]
     WRITE_OUTCOME_MERGED: _ClassVar[WriteOutcome]
     WRITE_OUTCOME_PENDING: _ClassVar[WriteOutcome]
+
+class ForgetMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FORGET_MODE_UNSPECIFIED: _ClassVar[ForgetMode]
+    FORGET_MODE_ARCHIVE: _ClassVar[ForgetMode]
+    FORGET_MODE_DELETE: _ClassVar[ForgetMode]
+
+class AuditOp(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AUDIT_OP_UNSPECIFIED: _ClassVar[AuditOp]
+    AUDIT_OP_WRITE: _ClassVar[AuditOp]
+    AUDIT_OP_MERGE: _ClassVar[AuditOp]
+    AUDIT_OP_SUPERSEDE: _ClassVar[AuditOp]
+    AUDIT_OP_DELETE: _ClassVar[AuditOp]
+    AUDIT_OP_SEARCH: _ClassVar[AuditOp]
+    AUDIT_OP_CONFIRM: _ClassVar[AuditOp]
+    AUDIT_OP_ARCHIVE: _ClassVar[AuditOp]
+    AUDIT_OP_EXPIRE: _ClassVar[AuditOp]
 WRITE_OUTCOME_UNSPECIFIED: WriteOutcome
 WRITE_OUTCOME_CREATED: WriteOutcome
 WRITE_OUTCOME_MERGED: WriteOutcome
 WRITE_OUTCOME_PENDING: WriteOutcome
+FORGET_MODE_UNSPECIFIED: ForgetMode
+FORGET_MODE_ARCHIVE: ForgetMode
+FORGET_MODE_DELETE: ForgetMode
+AUDIT_OP_UNSPECIFIED: AuditOp
+AUDIT_OP_WRITE: AuditOp
+AUDIT_OP_MERGE: AuditOp
+AUDIT_OP_SUPERSEDE: AuditOp
+AUDIT_OP_DELETE: AuditOp
+AUDIT_OP_SEARCH: AuditOp
+AUDIT_OP_CONFIRM: AuditOp
+AUDIT_OP_ARCHIVE: AuditOp
+AUDIT_OP_EXPIRE: AuditOp
 
 class WriteRequest(_message.Message):
     __slots__ = ("tenant_id", "memories")
@@ -147,12 +177,14 @@ class InfoResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., device: _Optional[str] = ..., embedder: _Optional[_Union[_messages_pb2.ModelInfo, _Mapping]] = ..., reranker: _Optional[_Union[_messages_pb2.ModelInfo, _Mapping]] = ..., limits: _Optional[_Union[_messages_pb2.Limits, _Mapping]] = ..., batching: _Optional[_Union[_messages_pb2.Batching, _Mapping]] = ..., rrf_k: _Optional[float] = ..., half_life_s: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class CreateTenantRequest(_message.Message):
-    __slots__ = ("tenant_id", "initial_memories")
+    __slots__ = ("tenant_id", "initial_memories", "template_tenant_id")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     INITIAL_MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     initial_memories: _containers.RepeatedCompositeFieldContainer[_messages_pb2.MemoryInput]
-    def __init__(self, tenant_id: _Optional[str] = ..., initial_memories: _Optional[_Iterable[_Union[_messages_pb2.MemoryInput, _Mapping]]] = ...) -> None: ...
+    template_tenant_id: str
+    def __init__(self, tenant_id: _Optional[str] = ..., initial_memories: _Optional[_Iterable[_Union[_messages_pb2.MemoryInput, _Mapping]]] = ..., template_tenant_id: _Optional[str] = ...) -> None: ...
 
 class CreateTenantResponse(_message.Message):
     __slots__ = ("tenant_id", "initial_memories")
@@ -191,3 +223,155 @@ class CreateKeyResponse(_message.Message):
     key_id: str
     secret: str
     def __init__(self, key_id: _Optional[str] = ..., secret: _Optional[str] = ...) -> None: ...
+
+class RevokeKeyRequest(_message.Message):
+    __slots__ = ("key_id",)
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    key_id: str
+    def __init__(self, key_id: _Optional[str] = ...) -> None: ...
+
+class RevokeKeyResponse(_message.Message):
+    __slots__ = ("key_id",)
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    key_id: str
+    def __init__(self, key_id: _Optional[str] = ...) -> None: ...
+
+class RotateKeyRequest(_message.Message):
+    __slots__ = ("key_id",)
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    key_id: str
+    def __init__(self, key_id: _Optional[str] = ...) -> None: ...
+
+class RotateKeyResponse(_message.Message):
+    __slots__ = ("key_id", "secret")
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    key_id: str
+    secret: str
+    def __init__(self, key_id: _Optional[str] = ..., secret: _Optional[str] = ...) -> None: ...
+
+class HistoryRequest(_message.Message):
+    __slots__ = ("tenant_id", "memory_id")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    memory_id: str
+    def __init__(self, tenant_id: _Optional[str] = ..., memory_id: _Optional[str] = ...) -> None: ...
+
+class HistoryResponse(_message.Message):
+    __slots__ = ("versions", "latest_id")
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    LATEST_ID_FIELD_NUMBER: _ClassVar[int]
+    versions: _containers.RepeatedCompositeFieldContainer[_messages_pb2.Memory]
+    latest_id: str
+    def __init__(self, versions: _Optional[_Iterable[_Union[_messages_pb2.Memory, _Mapping]]] = ..., latest_id: _Optional[str] = ...) -> None: ...
+
+class ConfirmRequest(_message.Message):
+    __slots__ = ("tenant_id", "memory_ids")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tenant_id: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ConfirmResult(_message.Message):
+    __slots__ = ("memory", "superseded")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    memory: _messages_pb2.Memory
+    superseded: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, memory: _Optional[_Union[_messages_pb2.Memory, _Mapping]] = ..., superseded: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ConfirmResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ConfirmResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[ConfirmResult, _Mapping]]] = ...) -> None: ...
+
+class ForgetRequest(_message.Message):
+    __slots__ = ("tenant_id", "filter", "older_than_ms", "mode", "include_pinned", "all", "dry_run")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    OLDER_THAN_MS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PINNED_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    filter: _messages_pb2.Filter
+    older_than_ms: int
+    mode: ForgetMode
+    include_pinned: bool
+    all: bool
+    dry_run: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., filter: _Optional[_Union[_messages_pb2.Filter, _Mapping]] = ..., older_than_ms: _Optional[int] = ..., mode: _Optional[_Union[ForgetMode, str]] = ..., include_pinned: _Optional[bool] = ..., all: _Optional[bool] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class ForgetResponse(_message.Message):
+    __slots__ = ("count", "memory_ids")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, count: _Optional[int] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AuditRef(_message.Message):
+    __slots__ = ("memory_id", "source_refs", "related_id")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_REFS_FIELD_NUMBER: _ClassVar[int]
+    RELATED_ID_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    source_refs: _containers.RepeatedScalarFieldContainer[str]
+    related_id: str
+    def __init__(self, memory_id: _Optional[str] = ..., source_refs: _Optional[_Iterable[str]] = ..., related_id: _Optional[str] = ...) -> None: ...
+
+class AuditEntry(_message.Message):
+    __slots__ = ("entry_id", "at_ms", "op", "refs", "query", "key_id", "note")
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    REFS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    entry_id: int
+    at_ms: int
+    op: AuditOp
+    refs: _containers.RepeatedCompositeFieldContainer[AuditRef]
+    query: str
+    key_id: str
+    note: str
+    def __init__(self, entry_id: _Optional[int] = ..., at_ms: _Optional[int] = ..., op: _Optional[_Union[AuditOp, str]] = ..., refs: _Optional[_Iterable[_Union[AuditRef, _Mapping]]] = ..., query: _Optional[str] = ..., key_id: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+
+class AuditRequest(_message.Message):
+    __slots__ = ("tenant_id", "page_size", "page_token", "ops", "memory_id")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    page_size: int
+    page_token: str
+    ops: _containers.RepeatedScalarFieldContainer[AuditOp]
+    memory_id: str
+    def __init__(self, tenant_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., ops: _Optional[_Iterable[_Union[AuditOp, str]]] = ..., memory_id: _Optional[str] = ...) -> None: ...
+
+class AuditResponse(_message.Message):
+    __slots__ = ("entries", "next_page_token")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[AuditEntry]
+    next_page_token: str
+    def __init__(self, entries: _Optional[_Iterable[_Union[AuditEntry, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DeleteTenantRequest(_message.Message):
+    __slots__ = ("tenant_id",)
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    def __init__(self, tenant_id: _Optional[str] = ...) -> None: ...
+
+class DeleteTenantResponse(_message.Message):
+    __slots__ = ("deleted_memories",)
+    DELETED_MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    deleted_memories: int
+    def __init__(self, deleted_memories: _Optional[int] = ...) -> None: ...

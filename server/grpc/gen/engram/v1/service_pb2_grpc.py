@@ -65,6 +65,26 @@ class MemoryServiceStub:
                 request_serializer=engram_dot_v1_dot_service__pb2.InfoRequest.SerializeToString,
                 response_deserializer=engram_dot_v1_dot_service__pb2.InfoResponse.FromString,
                 _registered_method=True)
+        self.History = channel.unary_unary(
+                '/engram.v1.MemoryService/History',
+                request_serializer=engram_dot_v1_dot_service__pb2.HistoryRequest.SerializeToString,
+                response_deserializer=engram_dot_v1_dot_service__pb2.HistoryResponse.FromString,
+                _registered_method=True)
+        self.Confirm = channel.unary_unary(
+                '/engram.v1.MemoryService/Confirm',
+                request_serializer=engram_dot_v1_dot_service__pb2.ConfirmRequest.SerializeToString,
+                response_deserializer=engram_dot_v1_dot_service__pb2.ConfirmResponse.FromString,
+                _registered_method=True)
+        self.Forget = channel.unary_unary(
+                '/engram.v1.MemoryService/Forget',
+                request_serializer=engram_dot_v1_dot_service__pb2.ForgetRequest.SerializeToString,
+                response_deserializer=engram_dot_v1_dot_service__pb2.ForgetResponse.FromString,
+                _registered_method=True)
+        self.Audit = channel.unary_unary(
+                '/engram.v1.MemoryService/Audit',
+                request_serializer=engram_dot_v1_dot_service__pb2.AuditRequest.SerializeToString,
+                response_deserializer=engram_dot_v1_dot_service__pb2.AuditResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -107,6 +127,34 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def History(self, request, context):
+        """the supersede chain of a memory
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Confirm(self, request, context):
+        """activate PENDING memories
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Forget(self, request, context):
+        """archive or purge by filter
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Audit(self, request, context):
+        """the tenant's audit log, paginated
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -139,6 +187,26 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Info,
                     request_deserializer=engram_dot_v1_dot_service__pb2.InfoRequest.FromString,
                     response_serializer=engram_dot_v1_dot_service__pb2.InfoResponse.SerializeToString,
+            ),
+            'History': grpc.unary_unary_rpc_method_handler(
+                    servicer.History,
+                    request_deserializer=engram_dot_v1_dot_service__pb2.HistoryRequest.FromString,
+                    response_serializer=engram_dot_v1_dot_service__pb2.HistoryResponse.SerializeToString,
+            ),
+            'Confirm': grpc.unary_unary_rpc_method_handler(
+                    servicer.Confirm,
+                    request_deserializer=engram_dot_v1_dot_service__pb2.ConfirmRequest.FromString,
+                    response_serializer=engram_dot_v1_dot_service__pb2.ConfirmResponse.SerializeToString,
+            ),
+            'Forget': grpc.unary_unary_rpc_method_handler(
+                    servicer.Forget,
+                    request_deserializer=engram_dot_v1_dot_service__pb2.ForgetRequest.FromString,
+                    response_serializer=engram_dot_v1_dot_service__pb2.ForgetResponse.SerializeToString,
+            ),
+            'Audit': grpc.unary_unary_rpc_method_handler(
+                    servicer.Audit,
+                    request_deserializer=engram_dot_v1_dot_service__pb2.AuditRequest.FromString,
+                    response_serializer=engram_dot_v1_dot_service__pb2.AuditResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -314,6 +382,114 @@ class MemoryService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def History(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.v1.MemoryService/History',
+            engram_dot_v1_dot_service__pb2.HistoryRequest.SerializeToString,
+            engram_dot_v1_dot_service__pb2.HistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Confirm(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.v1.MemoryService/Confirm',
+            engram_dot_v1_dot_service__pb2.ConfirmRequest.SerializeToString,
+            engram_dot_v1_dot_service__pb2.ConfirmResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Forget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.v1.MemoryService/Forget',
+            engram_dot_v1_dot_service__pb2.ForgetRequest.SerializeToString,
+            engram_dot_v1_dot_service__pb2.ForgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Audit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.v1.MemoryService/Audit',
+            engram_dot_v1_dot_service__pb2.AuditRequest.SerializeToString,
+            engram_dot_v1_dot_service__pb2.AuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class AdminServiceStub:
     """Tenants and keys; needs an admin key.
@@ -340,6 +516,16 @@ class AdminServiceStub:
                 request_serializer=engram_dot_v1_dot_service__pb2.CreateKeyRequest.SerializeToString,
                 response_deserializer=engram_dot_v1_dot_service__pb2.CreateKeyResponse.FromString,
                 _registered_method=True)
+        self.RevokeKey = channel.unary_unary(
+                '/engram.v1.AdminService/RevokeKey',
+                request_serializer=engram_dot_v1_dot_service__pb2.RevokeKeyRequest.SerializeToString,
+                response_deserializer=engram_dot_v1_dot_service__pb2.RevokeKeyResponse.FromString,
+                _registered_method=True)
+        self.RotateKey = channel.unary_unary(
+                '/engram.v1.AdminService/RotateKey',
+                request_serializer=engram_dot_v1_dot_service__pb2.RotateKeyRequest.SerializeToString,
+                response_deserializer=engram_dot_v1_dot_service__pb2.RotateKeyResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -364,6 +550,20 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RevokeKey(self, request, context):
+        """the key stops working at once
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RotateKey(self, request, context):
+        """same id and scope, new secret
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -381,6 +581,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.CreateKey,
                     request_deserializer=engram_dot_v1_dot_service__pb2.CreateKeyRequest.FromString,
                     response_serializer=engram_dot_v1_dot_service__pb2.CreateKeyResponse.SerializeToString,
+            ),
+            'RevokeKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeKey,
+                    request_deserializer=engram_dot_v1_dot_service__pb2.RevokeKeyRequest.FromString,
+                    response_serializer=engram_dot_v1_dot_service__pb2.RevokeKeyResponse.SerializeToString,
+            ),
+            'RotateKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateKey,
+                    request_deserializer=engram_dot_v1_dot_service__pb2.RotateKeyRequest.FromString,
+                    response_serializer=engram_dot_v1_dot_service__pb2.RotateKeyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -465,6 +675,60 @@ class AdminService:
             '/engram.v1.AdminService/CreateKey',
             engram_dot_v1_dot_service__pb2.CreateKeyRequest.SerializeToString,
             engram_dot_v1_dot_service__pb2.CreateKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.v1.AdminService/RevokeKey',
+            engram_dot_v1_dot_service__pb2.RevokeKeyRequest.SerializeToString,
+            engram_dot_v1_dot_service__pb2.RevokeKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.v1.AdminService/RotateKey',
+            engram_dot_v1_dot_service__pb2.RotateKeyRequest.SerializeToString,
+            engram_dot_v1_dot_service__pb2.RotateKeyResponse.FromString,
             options,
             channel_credentials,
             insecure,
