@@ -9,8 +9,16 @@ import faiss
 import numpy as np
 
 
+def empty_result(n_queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    k = max(k, 0)
+    return (np.full((n_queries, k), -np.inf, dtype=np.float32), np.full((n_queries, k), -1, dtype=np.int64))
+
+
 class FlatDenseIndex:
     """``IndexIDMap2(IndexFlatIP)``: exact cosine search with tenant-local int64 ids."""
+
+    tier = "flat"
+    description = "IDMap2,Flat"
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
@@ -27,7 +35,7 @@ class FlatDenseIndex:
         with self._lock:
             self._index.add_with_ids(vecs, np.asarray(ids, dtype=np.int64))
 
-    def remove(self, ids: Sequence[int]) -> int:
+    def remove(self, ids: Sequence[int] | np.ndarray) -> int:
         if len(ids) == 0:
             return 0
         with self._lock:
@@ -39,8 +47,7 @@ class FlatDenseIndex:
         with self._lock:
             n = int(self._index.ntotal)
             if n == 0 or k <= 0:
-                return (np.full((len(q), max(k, 0)), -np.inf, dtype=np.float32),
-                        np.full((len(q), max(k, 0)), -1, dtype=np.int64))
+                return empty_result(len(q), k)
             scores, ids = self._index.search(q, min(k, n))
         if ids.shape[1] < k:
             pad = k - ids.shape[1]
@@ -48,9 +55,19 @@ class FlatDenseIndex:
             ids = np.pad(ids, ((0, 0), (0, pad)), constant_values=-1)
         return scores, ids
 
+    def export(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of every (id, vector) held, for a promotion."""
+        with self._lock:
+            n = int(self._index.ntotal)
+            ids = faiss.vector_to_array(self._index.id_map).astype(np.int64, copy=False)
+            flat = faiss.downcast_index(self._index.index)
+            vectors = faiss.rev_swig_ptr(flat.get_xb(), n * self.dim).reshape(n, self.dim).copy() if n else \
+                np.empty((0, self.dim), dtype=np.float32)
+        return ids, vectors
+
     def reconstruct(self, doc_id: int) -> np.ndarray:
         with self._lock:
             return np.asarray(self._index.reconstruct(int(doc_id)), dtype=np.float32)
 
     def ram_bytes(self) -> int:
-        return len(self) * (self.dim * 4 + 8)
+        return len(self) * (self.dim * 4 + 8 + 16)   # vector, id, id-map reverse entry

@@ -1,4 +1,9 @@
-"""The tenant registry: tenants exist in the catalog, and their shards load lazily on first use."""
+"""The tenant registry: tenants exist in the catalog; their shards load lazily on first use and the
+least recently used ones are evicted (flushed, snapshotted, closed) to stay under a memory budget.
+
+A shard used within the last ``evict_idle_s`` is never evicted (a request may still hold it), so the
+budget is soft by at most the tenants used in that window; the shard just loaded is never evicted.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,14 @@ import json
 import logging
 import shutil
 import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from server.errors import NotFound
+from server.index.tiers import TierRules
 from server.tenants.catalog import Catalog
 from server.tenants.shard import TenantShard
 
@@ -21,14 +31,23 @@ def tenant_dirname(tenant_id: str) -> str:
 
 
 class TenantRegistry:
-    def __init__(self, *, data_dir: Path, catalog: Catalog, dim: int) -> None:
+    def __init__(self, *, data_dir: Path, catalog: Catalog, dim: int, rules: TierRules | None = None,
+                 memory_budget_bytes: int = 0, evict_idle_s: float = 2.0, build_threads: int = 1) -> None:
         self.root = data_dir / "tenants"
         self.root.mkdir(parents=True, exist_ok=True)
         self.catalog = catalog
         self.dim = dim
-        self._shards: dict[str, TenantShard] = {}
+        self.rules = (rules or TierRules()).validate()
+        self.memory_budget_bytes = memory_budget_bytes
+        self.evict_idle_s = evict_idle_s
+        self._builder = ThreadPoolExecutor(max(1, build_threads), thread_name_prefix="index-build")
+        self._shards: OrderedDict[str, TenantShard] = OrderedDict()   # least recently used first
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}
+        self.loads = 0
+        self.evictions = 0
+        self.load_s_total = 0.0
+        self.evict_s_total = 0.0
 
     def directory(self, tenant_id: str) -> Path:
         return self.root / tenant_dirname(tenant_id)
@@ -41,26 +60,84 @@ class TenantRegistry:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "tenant.json").write_text(json.dumps({"tenant_id": tenant_id}))
 
+    def _gate(self, tenant_id: str) -> threading.Lock:
+        with self._lock:
+            return self._loading.setdefault(tenant_id, threading.Lock())
+
     def shard(self, tenant_id: str) -> TenantShard:
         """The tenant's shard, loading it if needed (blocking: call from a worker thread)."""
-        shard = self._shards.get(tenant_id)
-        if shard is not None:
-            return shard
+        with self._lock:
+            shard = self._shards.get(tenant_id)
+            if shard is not None:
+                self._shards.move_to_end(tenant_id)
+                shard.touch()
+                return shard
         if not self.catalog.has_tenant(tenant_id):
             raise NotFound(f"tenant {tenant_id!r} does not exist")
-        with self._lock:
-            gate = self._loading.setdefault(tenant_id, threading.Lock())
-        with gate:
-            shard = self._shards.get(tenant_id)
+        with self._gate(tenant_id):
+            with self._lock:
+                shard = self._shards.get(tenant_id)
             if shard is None:
-                shard = TenantShard.load(tenant_id, self.directory(tenant_id), dim=self.dim)
+                started = time.perf_counter()
+                shard = TenantShard.load(tenant_id, self.directory(tenant_id), dim=self.dim, rules=self.rules,
+                                         builder=self._builder)
                 with self._lock:
                     self._shards[tenant_id] = shard
+                    self.loads += 1
+                    self.load_s_total += time.perf_counter() - started
+            shard.touch()
+        self.enforce_budget(keep=tenant_id)
         return shard
+
+    def used_bytes(self) -> int:
+        return sum(s.ram_bytes() for s in self.loaded())
+
+    def enforce_budget(self, *, keep: str = "") -> int:
+        """Evicts least recently used idle shards until the loaded ones fit the budget; returns how many."""
+        if self.memory_budget_bytes <= 0:
+            return 0
+        evicted = 0
+        while True:
+            with self._lock:
+                sizes = {t: s.ram_bytes() for t, s in self._shards.items()}
+                if sum(sizes.values()) <= self.memory_budget_bytes:
+                    return evicted
+                now = time.monotonic()
+                victim = next((t for t, s in self._shards.items()
+                               if t != keep and now - s.last_used_s >= self.evict_idle_s and not s.dense.building),
+                              None)
+            if victim is None:
+                return evicted
+            if self.evict(victim):
+                evicted += 1
+
+    def evict(self, tenant_id: str) -> bool:
+        """Flushes, snapshots and unloads one tenant; the next request reloads it."""
+        with self._gate(tenant_id):
+            with self._lock:
+                shard = self._shards.pop(tenant_id, None)
+            if shard is None:
+                return False
+            started = time.perf_counter()
+            shard.close()
+            with self._lock:
+                self.evictions += 1
+                self.evict_s_total += time.perf_counter() - started
+        log.info("tenant %s evicted in %.3fs", tenant_id, time.perf_counter() - started)
+        return True
 
     def loaded(self) -> list[TenantShard]:
         with self._lock:
             return list(self._shards.values())
+
+    def stats(self) -> dict[str, Any]:
+        shards = self.loaded()
+        tenants = [s.stats() for s in shards]
+        return {"total_tenants": len(self.catalog.tenants()), "loaded_tenants": len(shards),
+                "memory_budget_bytes": self.memory_budget_bytes, "used_bytes": sum(t["ram_bytes"] for t in tenants),
+                "loads": self.loads, "evictions": self.evictions,
+                "load_ms_total": self.load_s_total * 1000.0, "evict_ms_total": self.evict_s_total * 1000.0,
+                "tenants": tenants}
 
     def flush(self) -> None:
         for shard in self.loaded():
@@ -72,3 +149,4 @@ class TenantRegistry:
             self._shards.clear()
         for shard in shards:
             shard.close()
+        self._builder.shutdown(wait=False, cancel_futures=True)   # a build in flight is dropped

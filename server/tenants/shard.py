@@ -1,6 +1,9 @@
 """One tenant's data: its store, dense index and Lucene index, loaded together, changed together.
 
-A shard only sees its own tenant's directory; there is no object that spans tenants.
+A shard only sees its own tenant's directory; there is no object that spans tenants. The dense index
+is tiered (flat → IVF-HNSW, see ``server/index/tiered.py``); an IVF index is snapshotted to
+``dense.snap`` after each promotion and when the shard closes, so a restart or a reload after eviction
+does not re-train. A missing, corrupt or stale snapshot is rebuilt from the vectors in the store.
 """
 
 from __future__ import annotations
@@ -9,21 +12,29 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 
 import numpy as np
 
 from server.domain import Memory
-from server.index.dense import FlatDenseIndex
+from server.index.ivf import ivf_from_payload, ivf_payload
+from server.index.tiered import TieredDenseIndex
+from server.index.tiers import TierRules
 from server.lexical.lucene import LuceneIndex
-from server.store.memory_store import TenantStore
+from server.store.memory_store import Replayed, TenantStore
+from server.store.snapshot import read_snapshot, write_snapshot
 
 log = logging.getLogger(__name__)
 
+DENSE_SNAPSHOT = "dense.snap"
+SHARD_FIXED_BYTES = 512 * 1024      # Lucene writer, searcher manager, analyzers, file handles (measured)
+MEMORY_BYTES = 700                  # a Memory object, its ids and its map entries, beside its content
+
 
 class TenantShard:
-    def __init__(self, tenant_id: str, directory: Path, store: TenantStore, dense: FlatDenseIndex,
-                 lexical: LuceneIndex) -> None:
+    def __init__(self, tenant_id: str, directory: Path, store: TenantStore, dense: TieredDenseIndex,
+                 lexical: LuceneIndex, *, dense_snapshot_seq: int = 0, load_s: float = 0.0) -> None:
         self.tenant_id = tenant_id
         self.directory = directory
         self.store = store
@@ -31,16 +42,21 @@ class TenantShard:
         self.lexical = lexical
         self.write_lock = threading.Lock()   # one writer per tenant; searches never take it
         self._lexical_seq = lexical.committed_seq()
+        self._snapshot_lock = threading.Lock()
+        self._dense_snapshot_seq = dense_snapshot_seq
+        self._store_bytes = sum(len(m.content) + MEMORY_BYTES for m in store.all())
         self.last_used_s = time.monotonic()
+        self.load_s = load_s
+        self.closed = False
 
     @classmethod
-    def load(cls, tenant_id: str, directory: Path, *, dim: int) -> TenantShard:
+    def load(cls, tenant_id: str, directory: Path, *, dim: int, rules: TierRules | None = None,
+             builder: Executor | None = None) -> TenantShard:
         started = time.perf_counter()
+        rules = rules or TierRules()
         store, replayed = TenantStore.open(directory, dim=dim)
-        dense = FlatDenseIndex(dim)
-        if replayed.vectors:
-            ids = np.fromiter(replayed.vectors.keys(), dtype=np.int64, count=len(replayed.vectors))
-            dense.add(ids, np.stack(list(replayed.vectors.values())))
+        dense, snap_seq = _load_dense(directory, store, replayed, dim=dim, rules=rules, builder=builder)
+        replayed.vectors = {}   # the indexes hold them now
         lexical = LuceneIndex.open(directory / "lucene")
         committed = lexical.committed_seq()
         if committed > store.seq:
@@ -55,8 +71,13 @@ class TenantShard:
             _replay_lexical(lexical, [op for op in replayed.lexical_ops if op[0] > committed])
         lexical.refresh()
         lexical.commit(store.seq)
-        log.info("tenant %s loaded: %d memories in %.3fs", tenant_id, len(store), time.perf_counter() - started)
-        return cls(tenant_id, directory, store, dense, lexical)
+        load_s = time.perf_counter() - started
+        log.info("tenant %s loaded: %d memories, dense %s, in %.3fs", tenant_id, len(store),
+                 dense.description, load_s)
+        shard = cls(tenant_id, directory, store, dense, lexical, dense_snapshot_seq=snap_seq, load_s=load_s)
+        dense.set_on_swap(lambda _index: shard.save_dense_snapshot())
+        dense.maybe_promote()
+        return shard
 
     def apply(self, *, puts: Sequence[tuple[Memory, np.ndarray]] = (), updates: Sequence[Memory] = (),
               deletes: Sequence[str] = ()) -> int:
@@ -67,27 +88,105 @@ class TenantShard:
         if puts:
             self.dense.add([m.doc_id for m, _ in puts], np.stack([v for _, v in puts]))
             self.lexical.upsert([(m.doc_id, m.content) for m, _ in puts])
+            self._store_bytes += sum(len(m.content) + MEMORY_BYTES for m, _ in puts)
         if doomed:
             self.dense.remove(doomed)
             self.lexical.delete(doomed)
+            self._store_bytes -= len(doomed) * MEMORY_BYTES
         if puts or doomed:
             self.lexical.refresh()
         return seq
 
+    def touch(self) -> None:
+        self.last_used_s = time.monotonic()
+
     def flush(self) -> None:
         """Commits the Lucene index up to the store's sequence number (cheap when nothing changed)."""
         with self.write_lock:
-            if self._lexical_seq != self.store.seq:
+            if not self.closed and self._lexical_seq != self.store.seq:
                 self.lexical.commit(self.store.seq)
                 self._lexical_seq = self.store.seq
 
+    def save_dense_snapshot(self) -> bool:
+        """Writes ``dense.snap`` when the dense index is IVF and changed since the last snapshot."""
+        with self._snapshot_lock:
+            with self.write_lock:   # no write between reading the seq and serialising the index
+                active = self.dense.active
+                seq = self.store.seq
+                if active.tier != "ivf" or seq == self._dense_snapshot_seq or self.closed:
+                    return False
+                payload = ivf_payload(active)  # type: ignore[arg-type]
+                header = {"seq": seq, "dim": self.dense.dim, "n": len(active), "built_n": self.dense.built_n,
+                          "description": active.description}
+            started = time.perf_counter()
+            size = write_snapshot(self.directory / DENSE_SNAPSHOT, header, payload)
+            self._dense_snapshot_seq = seq
+        log.info("tenant %s: dense snapshot at seq %d (%d vectors, %d bytes) in %.2fs", self.tenant_id, seq,
+                 header["n"], size, time.perf_counter() - started)
+        return True
+
     def close(self) -> None:
+        """Flushes Lucene, snapshots an IVF index, closes everything. The shard is unusable after."""
+        self.dense.close()
         self.flush()
+        self.save_dense_snapshot()
+        with self.write_lock:
+            self.closed = True
         self.lexical.close()
         self.store.close()
 
     def ram_bytes(self) -> int:
-        return self.dense.ram_bytes() + sum(len(m.content) * 2 + 600 for m in self.store.all())
+        return SHARD_FIXED_BYTES + self.dense.ram_bytes() + self._store_bytes
+
+    def stats(self) -> dict[str, object]:
+        return {"tenant_id": self.tenant_id, "memories": len(self.store), "dense_tier": self.dense.tier,
+                "dense_index": self.dense.description, "building": self.dense.building,
+                "ram_bytes": self.ram_bytes(), "idle_s": time.monotonic() - self.last_used_s,
+                "load_ms": self.load_s * 1000.0, "seq": self.store.seq}
+
+
+def _load_dense(directory: Path, store: TenantStore, replayed: Replayed, *, dim: int, rules: TierRules,
+                builder: Executor | None) -> tuple[TieredDenseIndex, int]:
+    """The IVF snapshot caught up with the log when usable; otherwise a flat index of the logged vectors."""
+    snap = read_snapshot(directory / DENSE_SNAPSHOT)
+    if snap is not None:
+        header, payload = snap
+        seq = int(header.get("seq", -1))
+        if header.get("dim") == dim and 0 <= seq <= store.seq:
+            try:
+                ivf = ivf_from_payload(payload, dim=dim, rules=rules, description=str(header.get("description", "")))
+            except (RuntimeError, ValueError) as exc:
+                log.warning("tenant dir %s: dense snapshot unreadable (%s); rebuilding", directory.name, exc)
+            else:
+                del payload
+                _catch_up(ivf, replayed, after_seq=seq)
+                if len(ivf) == len(replayed.vectors):
+                    index = TieredDenseIndex(dim, rules=rules, builder=builder, initial=ivf,
+                                             built_n=int(header.get("built_n", len(ivf))))
+                    return index, seq
+                log.warning("tenant dir %s: dense snapshot holds %d vectors, the store %d; rebuilding",
+                            directory.name, len(ivf), len(replayed.vectors))
+        else:
+            log.warning("tenant dir %s: dense snapshot is stale (seq %d, store %d, dim %s); rebuilding",
+                        directory.name, seq, store.seq, header.get("dim"))
+    index = TieredDenseIndex(dim, rules=rules, builder=builder)
+    if replayed.vectors:
+        ids = np.fromiter(replayed.vectors.keys(), dtype=np.int64, count=len(replayed.vectors))
+        index.active.add(ids, np.stack(list(replayed.vectors.values())))
+    return index, 0
+
+
+def _catch_up(index: object, replayed: Replayed, *, after_seq: int) -> None:
+    """Applies the log's vector changes after ``after_seq``: docs put since are (re)added, docs deleted
+    since are removed. Removing first makes a re-add (content change) never duplicate an id."""
+    touched = {doc for seq, _, doc, _ in replayed.lexical_ops if seq > after_seq}
+    if not touched:
+        return
+    ids = np.fromiter(touched, dtype=np.int64, count=len(touched))
+    index.remove(ids)  # type: ignore[attr-defined]
+    live = [d for d in touched if d in replayed.vectors]
+    if live:
+        index.add(np.asarray(live, dtype=np.int64), np.stack([replayed.vectors[d] for d in live]))  # type: ignore[attr-defined]
 
 
 def _replay_lexical(lexical: LuceneIndex, ops: list[tuple[int, str, int, str]]) -> None:

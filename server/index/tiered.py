@@ -1,0 +1,188 @@
+"""A tenant's dense index across tiers: exact flat while small, IVF-HNSW once large, swapped atomically.
+
+Promotion (and a later rebuild with a larger K) runs on a background executor: the builder exports
+the current vectors, trains and fills a new index without holding the lock, then replays the writes
+recorded since the export (the delta) and swaps the new index in under the lock. Searches keep using
+the old index until the swap; every ``add``/``remove`` made during the build reaches the new index.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
+from typing import Protocol
+
+import numpy as np
+
+from server.index.dense import FlatDenseIndex
+from server.index.ivf import IvfDenseIndex, build_ivf
+from server.index.tiers import TierRules, should_build
+
+log = logging.getLogger(__name__)
+
+_SWAP_UNDER_LOCK = 4096   # at most this many delta vectors are replayed while writers wait
+
+
+class VectorIndex(Protocol):
+    tier: str
+    description: str
+    dim: int
+
+    def __len__(self) -> int: ...
+    def add(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray) -> None: ...
+    def remove(self, ids: Sequence[int] | np.ndarray) -> int: ...
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
+    def export(self) -> tuple[np.ndarray, np.ndarray]: ...
+    def ram_bytes(self) -> int: ...
+
+
+_Op = tuple[str, np.ndarray, np.ndarray | None]   # ("add", ids, vectors) | ("del", ids, None)
+
+
+class TieredDenseIndex:
+    def __init__(self, dim: int, *, rules: TierRules, builder: Executor | None = None,
+                 initial: VectorIndex | None = None, built_n: int = 0,
+                 on_swap: Callable[[TieredDenseIndex], None] | None = None) -> None:
+        self.dim = dim
+        self.rules = rules
+        self._builder = builder
+        self._active: VectorIndex = initial if initial is not None else FlatDenseIndex(dim)
+        self._built_n = built_n if initial is not None else 0
+        self._on_swap = on_swap
+        self._lock = threading.RLock()
+        self._delta: list[_Op] | None = None
+        self._building: Future[None] | None = None
+        self._closed = False
+        self.builds = 0
+        self.last_build_s = 0.0
+
+    # -- the VectorIndex contract --------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._active)
+
+    @property
+    def tier(self) -> str:
+        return self._active.tier
+
+    @property
+    def description(self) -> str:
+        return self._active.description
+
+    @property
+    def active(self) -> VectorIndex:
+        return self._active
+
+    @property
+    def built_n(self) -> int:
+        return self._built_n
+
+    def add(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray) -> None:
+        if len(ids) == 0:
+            return
+        ids_arr = np.asarray(ids, dtype=np.int64)
+        vecs = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(ids_arr), self.dim)
+        with self._lock:
+            self._active.add(ids_arr, vecs)
+            if self._delta is not None:
+                self._delta.append(("add", ids_arr.copy(), vecs.copy()))
+        self.maybe_promote()
+
+    def remove(self, ids: Sequence[int] | np.ndarray) -> int:
+        if len(ids) == 0:
+            return 0
+        ids_arr = np.asarray(ids, dtype=np.int64)
+        with self._lock:
+            removed = self._active.remove(ids_arr)
+            if self._delta is not None:
+                self._delta.append(("del", ids_arr.copy(), None))
+        return removed
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            return self._active.search(queries, k)
+
+    def export(self) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            return self._active.export()
+
+    def ram_bytes(self) -> int:
+        return self._active.ram_bytes()
+
+    # -- promotion -------------------------------------------------------------------------------------
+    @property
+    def building(self) -> bool:
+        return self._building is not None and not self._building.done()
+
+    def maybe_promote(self) -> bool:
+        """Schedules a background build when the tier rules call for one; True if one was scheduled."""
+        if self._builder is None or self._closed:
+            return False
+        with self._lock:
+            if self.building or not should_build(len(self._active), rules=self.rules, built_n=self._built_n):
+                return False
+            self._building = self._builder.submit(self._build)
+        return True
+
+    def wait_built(self, timeout_s: float | None = None) -> None:
+        """Blocks until a scheduled build (if any) has finished; re-raises its error."""
+        future = self._building
+        if future is not None:
+            future.result(timeout_s)
+
+    def _build(self) -> None:
+        started = time.perf_counter()
+        try:
+            with self._lock:
+                if self._closed:
+                    return
+                ids, vectors = self._active.export()
+                self._delta = []    # from here on, every write is recorded for the replay
+            fresh = build_ivf(ids, vectors, rules=self.rules)
+            del ids, vectors
+            if not self._catch_up_and_swap(fresh):
+                return
+        except Exception:
+            log.exception("dense index build failed; staying on %s", self._active.description)
+            with self._lock:
+                self._delta = None
+            raise
+        self.builds += 1
+        self.last_build_s = time.perf_counter() - started
+        log.info("dense index promoted to %s (%d vectors) in %.1fs", fresh.description, len(fresh), self.last_build_s)
+        if self._on_swap is not None:
+            self._on_swap(self)
+
+    def _catch_up_and_swap(self, fresh: IvfDenseIndex) -> bool:
+        while True:
+            with self._lock:
+                if self._closed:
+                    self._delta = None
+                    return False
+                pending, self._delta = self._delta or [], []
+                if sum(len(op[1]) for op in pending) <= _SWAP_UNDER_LOCK:
+                    _replay(fresh, pending)
+                    self._active = fresh
+                    self._built_n = len(fresh)
+                    self._delta = None
+                    return True
+            _replay(fresh, pending)   # a large delta: replay without blocking writers, then look again
+
+    def set_on_swap(self, callback: Callable[[TieredDenseIndex], None] | None) -> None:
+        self._on_swap = callback
+
+    def close(self) -> None:
+        """Stops a build in flight from swapping in (the build itself finishes and is dropped)."""
+        with self._lock:
+            self._closed = True
+
+
+def _replay(index: VectorIndex, ops: list[_Op]) -> None:
+    for op, ids, vectors in ops:
+        if op == "add":
+            assert vectors is not None
+            index.add(ids, vectors)
+        else:
+            index.remove(ids)
