@@ -1,0 +1,377 @@
+"""One tenant's BM25 index: a Lucene directory, its IndexWriter and NRT searchers.
+
+Design (see ``analysis.py`` for fields and analyzers):
+
+* One ``FSDirectory`` per tenant (wrapped in ``NRTCachingDirectory``, so small NRT
+  segments stay in RAM until merged or committed). Lucene's own ``IndexWriter`` owns it;
+  its write lock makes a second writer on the same directory fail fast.
+* Documents are keyed by a caller-chosen int64 id, indexed and stored as a keyword
+  (``id``, decimal) for ``updateDocument``/``deleteDocuments`` (so WAL replays are
+  idempotent), and as ``NumericDocValues`` (``id_num``).
+* Searches sort by (score desc, ``id_num`` asc): the tie-break is the caller's id, not
+  Lucene's internal doc number (which changes with merges). Hits are converted in bulk
+  by Anserini's ``ScoredDocs`` (scores as one float[], stored ids as one String[]).
+* Readers are near-real-time: a ``SearcherManager`` opened from the writer. Every
+  search ``acquire``s a searcher and ``release``s it in ``finally``; ``refresh`` swaps
+  in a new one and Lucene closes the old reader only when its last holder releases.
+  ``upsert``/``delete``/``delete_all`` refresh before returning (``refresh=False`` to
+  batch), so the next search sees them. A refresh costs a few ms (it flushes a
+  segment), so callers should write in batches rather than one doc per call.
+* Durability is explicit: ``commit(seq)`` stores ``seq`` in the commit user data.
+  ``close()`` does NOT commit: on reopen the index is exactly the last commit, and
+  ``committed_seq()`` says where to resume the WAL replay.
+* Thread-safe: any number of threads may search while others write. ``close`` waits
+  for in-flight calls to finish; calls after ``close`` raise ``LexicalIndexClosedError``.
+* Only Python values leave this class: ``(scores float32, ids int64)`` arrays.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from server.lexical.analysis import (
+    FIELD_CJK,
+    FIELD_EN,
+    FIELD_ID,
+    FIELD_ID_NUM,
+    Analysis,
+    QueryBuilder,
+    java_text,
+)
+from server.lexical.jvm import jclass
+
+_log = logging.getLogger(__name__)
+
+SEQ_KEY = "engram.seq"
+# Field(String name, CharSequence value, IndexableFieldType type): pyjnius does not match
+# a Python str to CharSequence on its own.
+_FIELD_SIGNATURE = (
+    "(Ljava/lang/String;Ljava/lang/CharSequence;Lorg/apache/lucene/index/IndexableFieldType;)V"
+)
+
+_NRT_MAX_MERGE_MB = 2.0  # only segments from merges smaller than this are cached
+
+_MAX_K = 2**31 - 1  # a Java int
+
+_EMPTY: tuple[np.ndarray, np.ndarray] = (
+    np.empty(0, dtype=np.float32),
+    np.empty(0, dtype=np.int64),
+)
+
+
+class LexicalIndexClosedError(RuntimeError):
+    """The index was closed."""
+
+
+def _empty() -> tuple[np.ndarray, np.ndarray]:
+    return _EMPTY[0].copy(), _EMPTY[1].copy()
+
+
+class _Gate:
+    """Counts in-flight calls so ``close`` can wait for them and refuse new ones."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active = 0
+        self._closed = False
+
+    @contextmanager
+    def enter(self) -> Iterator[None]:
+        with self._cond:
+            if self._closed:
+                raise LexicalIndexClosedError("lexical index is closed")
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._active -= 1
+                if self._active == 0:
+                    self._cond.notify_all()
+
+    def close(self) -> bool:
+        """Refuse new calls and wait for in-flight ones; False if already closed."""
+        with self._cond:
+            if self._closed:
+                return False
+            self._closed = True
+            self._cond.wait_for(lambda: self._active == 0)
+            return True
+
+
+class _DocumentFactory:
+    """Builds Lucene documents (id keyword + id doc values + two text fields)."""
+
+    def __init__(self) -> None:
+        JFieldType = jclass("org.apache.lucene.document.FieldType")
+        JIndexOptions = jclass("org.apache.lucene.index.IndexOptions")
+        text_type = JFieldType()
+        text_type.setIndexOptions(JIndexOptions.DOCS_AND_FREQS)  # BM25 needs no positions
+        text_type.setTokenized(True)
+        text_type.setStored(False)
+        text_type.freeze()
+        self._text_type = text_type
+        self._JDocument = jclass("org.apache.lucene.document.Document")
+        self._JField = jclass("org.apache.lucene.document.Field")
+        self._JStringField = jclass("org.apache.lucene.document.StringField")
+        self._JNumericDocValuesField = jclass("org.apache.lucene.document.NumericDocValuesField")
+        self._YES = jclass("org.apache.lucene.document.Field$Store").YES
+        self._JTerm = jclass("org.apache.lucene.index.Term")
+        self._JTermQuery = jclass("org.apache.lucene.search.TermQuery")
+
+    def id_term(self, doc_id: int) -> Any:
+        return self._JTerm(FIELD_ID, str(doc_id))
+
+    def id_query(self, doc_id: int) -> Any:
+        return self._JTermQuery(self.id_term(doc_id))
+
+    def document(self, doc_id: int, text: str) -> Any:
+        # Build every field first, then add: no Java call inside a Java call's
+        # argument list (see jvm.py on pyjnius method binding).
+        key = self._JStringField(FIELD_ID, str(doc_id), self._YES)
+        key_num = self._JNumericDocValuesField(FIELD_ID_NUM, doc_id)
+        english = self._JField(FIELD_EN, text, self._text_type, signature=_FIELD_SIGNATURE)
+        cjk = self._JField(FIELD_CJK, text, self._text_type, signature=_FIELD_SIGNATURE)
+        doc = self._JDocument()
+        doc.add(key)
+        doc.add(key_num)
+        doc.add(english)
+        doc.add(cjk)
+        return doc
+
+
+def _check_id(doc_id: int) -> int:
+    value = int(doc_id)
+    if not -(2**63) <= value < 2**63:
+        raise ValueError(f"doc id {doc_id} does not fit in int64")
+    return value
+
+
+class LuceneIndex:
+    """BM25 over one tenant's memories. Create with :meth:`open` (JVM must be started)."""
+
+    def __init__(self, *, path: Path, directory: Any, writer: Any, manager: Any,
+                 similarity: Any, analysis: Analysis, committed_seq: int) -> None:
+        self._path = path
+        self._directory = directory
+        self._writer = writer
+        self._manager = manager
+        self._similarity = similarity
+        self._queries = QueryBuilder(analysis)
+        self._docs = _DocumentFactory()
+        self._committed_seq = committed_seq
+        self._commit_lock = threading.Lock()
+        self._gate = _Gate()
+        JSort = jclass("org.apache.lucene.search.Sort")
+        JSortField = jclass("org.apache.lucene.search.SortField")
+        JSortFieldType = jclass("org.apache.lucene.search.SortField$Type")
+        self._JScoredDocs = jclass("io.anserini.search.ScoredDocs")
+        self._sort = JSort(JSortField.FIELD_SCORE, JSortField(FIELD_ID_NUM, JSortFieldType.LONG))
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        *,
+        k1: float = 0.9,
+        b: float = 0.4,
+        ram_buffer_mb: float = 16.0,
+        nrt_cache_mb: float = 8.0,
+    ) -> LuceneIndex:
+        """Open (or create) the index in directory ``path``.
+
+        Java heap per open index is bounded by about ``ram_buffer_mb`` (IndexWriter
+        buffer) + ``nrt_cache_mb`` (uncommitted small segments kept in RAM); size the
+        JVM's ``heap_mb`` for the number of tenants open at once.
+        """
+        if ram_buffer_mb <= 0 or nrt_cache_mb < 0:
+            raise ValueError("ram_buffer_mb must be > 0 and nrt_cache_mb >= 0")
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        JFile = jclass("java.io.File")
+        JFSDirectory = jclass("org.apache.lucene.store.FSDirectory")
+        JNRTCachingDirectory = jclass("org.apache.lucene.store.NRTCachingDirectory")
+        JIndexWriter = jclass("org.apache.lucene.index.IndexWriter")
+        JIndexWriterConfig = jclass("org.apache.lucene.index.IndexWriterConfig")
+        JOpenMode = jclass("org.apache.lucene.index.IndexWriterConfig$OpenMode")
+        JBM25Similarity = jclass("org.apache.lucene.search.similarities.BM25Similarity")
+        JSearcherManager = jclass("org.apache.lucene.search.SearcherManager")
+        JDirectoryReader = jclass("org.apache.lucene.index.DirectoryReader")
+
+        analysis = Analysis.create()
+        similarity = JBM25Similarity(float(k1), float(b))
+        java_path = JFile(str(path)).toPath()
+        fs_directory = JFSDirectory.open(java_path)
+        # Small freshly flushed segments stay in RAM until merged or committed (Lucene's
+        # recommended setup for frequent NRT refreshes).
+        directory = JNRTCachingDirectory(fs_directory, _NRT_MAX_MERGE_MB, float(nrt_cache_mb))
+        committed_seq = 0
+        if JDirectoryReader.indexExists(directory):
+            committed_seq = _read_seq(directory)
+        config = JIndexWriterConfig(analysis.per_field)
+        mode = JOpenMode.CREATE_OR_APPEND
+        config.setOpenMode(mode)
+        config.setSimilarity(similarity)
+        config.setCommitOnClose(False)
+        config.setRAMBufferSizeMB(float(ram_buffer_mb))
+        writer = None
+        try:
+            writer = JIndexWriter(directory, config)
+            manager = JSearcherManager(writer, None)  # default SearcherFactory
+        except Exception:
+            if writer is not None:
+                writer.rollback()
+            directory.close()
+            raise
+        _log.info("lexical index opened at %s (committed_seq=%d)", path, committed_seq)
+        return cls(path=path, directory=directory, writer=writer, manager=manager,
+                   similarity=similarity, analysis=analysis, committed_seq=committed_seq)
+
+    # ----------------------------------------------------------------- writes
+
+    def upsert(self, docs: Sequence[tuple[int, str]], *, refresh: bool = True) -> None:
+        """Insert or replace documents by id. Visible to search on return if ``refresh``."""
+        with self._gate.enter():
+            for doc_id, text in docs:
+                value = _check_id(doc_id)
+                term = self._docs.id_term(value)
+                doc = self._docs.document(value, java_text(str(text)))
+                self._writer.updateDocument(term, doc)
+            if refresh and docs:
+                self._manager.maybeRefreshBlocking()
+
+    def delete(self, ids: Sequence[int], *, refresh: bool = True) -> None:
+        """Delete documents by id (unknown ids are ignored)."""
+        with self._gate.enter():
+            for doc_id in ids:
+                # deleteDocuments(Term...) is not reachable through pyjnius; (Query...) is.
+                query = self._docs.id_query(_check_id(doc_id))
+                self._writer.deleteDocuments(query)
+            if refresh and ids:
+                self._manager.maybeRefreshBlocking()
+
+    def delete_all(self, *, refresh: bool = True) -> None:
+        """Delete every document (committed only by the next :meth:`commit`)."""
+        with self._gate.enter():
+            self._writer.deleteAll()
+            if refresh:
+                self._manager.maybeRefreshBlocking()
+
+    def refresh(self) -> None:
+        """Make all writes so far visible to searches (blocks until done)."""
+        with self._gate.enter():
+            self._manager.maybeRefreshBlocking()
+
+    def commit(self, seq: int) -> None:
+        """Durably commit everything written so far, recording ``seq`` with it."""
+        if seq < 0:
+            raise ValueError(f"seq must be >= 0, got {seq}")
+        JHashMap = jclass("java.util.HashMap")
+        with self._gate.enter(), self._commit_lock:
+            data = JHashMap()
+            value = str(int(seq))
+            data.put(SEQ_KEY, value)
+            entries = data.entrySet()
+            self._writer.setLiveCommitData(entries)
+            self._writer.commit()
+            self._committed_seq = int(seq)
+
+    # ---------------------------------------------------------------- reads
+
+    def committed_seq(self) -> int:
+        """The ``seq`` of the last commit (0 for a new index)."""
+        return self._committed_seq
+
+    def search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` BM25 hits as ``(scores float32, ids int64)``, best first, ties by id."""
+        return self.search_many([query], k)[0]
+
+    def search_many(self, queries: Sequence[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`search` for several queries against one consistent snapshot."""
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        k = min(int(k), _MAX_K)  # Lucene itself caps the hit queue at maxDoc
+        with self._gate.enter():
+            searcher = self._manager.acquire()
+            try:
+                searcher.setSimilarity(self._similarity)
+                return [self._search_one(searcher, q, k) for q in queries]
+            finally:
+                self._manager.release(searcher)
+
+    def _search_one(self, searcher: Any, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        lucene_query = self._queries.build(query)
+        if lucene_query is None:
+            return _empty()
+        top = searcher.search(lucene_query, k, self._sort, True)
+        # Bulk conversion: ScoredDocs copies scores into a float[] and reads the stored
+        # "id" of each hit into a String[]; pyjnius converts each array in one call.
+        # Measured on SciFact, k=100: ~0.4 ms vs ~0.9 ms for reading FieldDoc sort
+        # values hit by hit (every ScoreDoc becomes a Python proxy).
+        hits = self._JScoredDocs.fromTopDocs(top, searcher)
+        docids = hits.docids
+        if not docids:
+            return _empty()
+        scores = np.asarray(hits.scores, dtype=np.float32)
+        ids = np.fromiter((int(d) for d in docids), dtype=np.int64, count=len(docids))
+        return scores, ids
+
+    def count(self) -> int:
+        """Live documents visible to search."""
+        with self._gate.enter():
+            searcher = self._manager.acquire()
+            try:
+                reader = searcher.getIndexReader()
+                return int(reader.numDocs())
+            finally:
+                self._manager.release(searcher)
+
+    def ram_bytes(self) -> int:
+        """Heap held by the writer's buffer and RAM-cached segments (readers are mmapped)."""
+        with self._gate.enter():
+            return int(self._writer.ramBytesUsed()) + int(self._directory.ramBytesUsed())
+
+    def disk_bytes(self) -> int:
+        """Bytes of the index files on disk."""
+        with self._gate.enter():
+            total = 0
+            for entry in os.scandir(self._path):
+                if entry.is_file():
+                    total += entry.stat().st_size
+            return total
+
+    # ------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Wait for in-flight calls, then close. Uncommitted writes are discarded."""
+        if not self._gate.close():
+            return
+        try:
+            self._manager.close()
+        finally:
+            try:
+                self._writer.close()
+            finally:
+                self._directory.close()
+        _log.info("lexical index closed at %s", self._path)
+
+    def __enter__(self) -> LuceneIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _read_seq(directory: Any) -> int:
+    JSegmentInfos = jclass("org.apache.lucene.index.SegmentInfos")
+    user_data = JSegmentInfos.readLatestCommit(directory).getUserData()
+    value = user_data.get(SEQ_KEY)
+    return int(value) if value is not None else 0
