@@ -66,15 +66,6 @@ def resolve_dtype(dtype: torch.dtype | str | None, device: torch.device) -> torc
         raise ModelLoadError(f"unknown dtype {dtype!r}; use one of {sorted(_DTYPES)}") from None
 
 
-def set_cpu_threads(num_threads: int) -> None:
-    """Set torch's intra-op CPU threads. Process-wide: call once from the composition root."""
-    if num_threads < 1:
-        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
-    if torch.get_num_threads() != num_threads:
-        logger.info("torch intra-op threads %d -> %d", torch.get_num_threads(), num_threads)
-        torch.set_num_threads(num_threads)
-
-
 @dataclass(frozen=True)
 class Origin:
     """Where a model came from, for ``describe()``."""

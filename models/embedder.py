@@ -12,8 +12,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from models._hf import HFRunner, load_pretrained, resolve_device, resolve_dtype, resolve_origin, set_cpu_threads
+from models._hf import HFRunner, load_pretrained, resolve_device, resolve_dtype, resolve_origin
 from models.base import ModelLoadError
+from models.threads import set_cpu_threads
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,8 @@ class HFEmbedder(HFRunner[str]):
 
         ``dtype`` None → float32 on CPU, float16 on CUDA. ``pooling`` None → the folder's
         sentence-transformers ``1_Pooling/config.json`` when present, else mean. ``num_threads`` sets
-        torch's process-wide CPU threads when given (None leaves them alone).
+        torch's process-wide CPU threads when given (None leaves them alone; see
+        :mod:`models.threads`).
         """
         from transformers import AutoModel
 

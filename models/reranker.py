@@ -11,8 +11,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from models._hf import HFRunner, load_pretrained, resolve_device, resolve_dtype, resolve_origin, set_cpu_threads
+from models._hf import HFRunner, load_pretrained, resolve_device, resolve_dtype, resolve_origin
 from models.base import ModelLoadError, TextPair
+from models.threads import set_cpu_threads
 
 logger = logging.getLogger(__name__)
 
