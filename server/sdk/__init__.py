@@ -1,0 +1,16 @@
+"""engram's Python SDK: needs only grpcio, protobuf and the generated stubs in ``server/grpc/gen``.
+
+``EngramClient`` blocks; ``AsyncEngramClient`` is the same API on grpc.aio. Both retry UNAVAILABLE with
+exponential backoff, put a deadline on every call, page through List, and offer the agent loop's two
+helpers: ``recall`` before answering and ``remember`` after. Any RPC in the proto is also callable by
+name through ``client.call("Method", request)``.
+"""
+
+from __future__ import annotations
+
+from server.sdk._core import NO_RETRY, Recall, RetryPolicy, memory_filter, memory_input, search_query
+from server.sdk.aio import AsyncEngramClient
+from server.sdk.client import EngramClient
+
+__all__ = ["NO_RETRY", "AsyncEngramClient", "EngramClient", "Recall", "RetryPolicy", "memory_filter",
+           "memory_input", "search_query"]

@@ -1,0 +1,241 @@
+"""What the sync and async clients share: RPC lookup, retry policy, metadata and request builders.
+
+Everything here is pure (no I/O) and needs only grpcio, protobuf and the generated stubs. The two
+clients differ only in how they wait: ``client.py`` blocks, ``aio.py`` awaits.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from server.grpc.gen.engram.v1 import service_pb2 as spb
+
+SERVICES = ("MemoryService", "AdminService")
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+DEFAULT_TIMEOUT_S = 30.0
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+)
+
+MemoryLike = Union[str, Mapping[str, Any], pb.MemoryInput]
+FilterLike = Union[None, Mapping[str, Any], pb.Filter]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter, on the listed status codes only (default: UNAVAILABLE).
+
+    UNAVAILABLE means the server did not take the call (not listening, starting, shutting down), so a
+    retry is safe even for Write. ``timeout_s`` bounds the whole call, retries included."""
+
+    max_attempts: int = 5
+    initial_backoff_s: float = 0.1
+    max_backoff_s: float = 2.0
+    multiplier: float = 2.0
+    codes: frozenset[grpc.StatusCode] = field(default_factory=lambda: frozenset({grpc.StatusCode.UNAVAILABLE}))
+
+    def backoff_s(self, attempt: int, *, rng: random.Random | None = None) -> float:
+        """Delay before retry number ``attempt`` (1-based): uniform in [0, min(max, initial·mult^(n-1))]."""
+        cap = min(self.max_backoff_s, self.initial_backoff_s * self.multiplier ** (attempt - 1))
+        return (rng or random).uniform(0.0, cap)
+
+    def should_retry(self, code: grpc.StatusCode, attempt: int) -> bool:
+        return code in self.codes and attempt < self.max_attempts
+
+
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+def rpc_names() -> dict[str, str]:
+    """Every RPC in the proto, by method name → service name (read from the descriptors, so an RPC
+    added to the proto is callable through ``client.call`` without touching the SDK)."""
+    out: dict[str, str] = {}
+    for service_name in SERVICES:
+        for method in spb.DESCRIPTOR.services_by_name[service_name].methods:
+            out[method.name] = service_name
+    return out
+
+
+def method_path(service: str, method: str) -> str:
+    return f"/engram.v1.{service}/{method}"
+
+
+def response_class(service: str, method: str) -> type[Message]:
+    descriptor = spb.DESCRIPTOR.services_by_name[service].methods_by_name[method].output_type
+    return _message_class(descriptor.name)
+
+
+def _message_class(name: str) -> type[Message]:
+    cls = getattr(spb, name, None) or getattr(pb, name)
+    return cls  # type: ignore[no-any-return]
+
+
+def call_metadata(key: str, request_id: str | None = None) -> list[tuple[str, str]]:
+    """Bearer key plus an ``x-request-id`` that stays the same across retries of one call."""
+    out = [("x-request-id", request_id or secrets.token_hex(8))]
+    if key:
+        out.append(("authorization", f"Bearer {key}"))
+    return out
+
+
+# -- request builders -----------------------------------------------------------------------------------
+
+def enum_value(enum_name: str, value: str | int) -> int:
+    """``"episodic"``, ``"EPISODIC"`` or ``"MEMORY_TYPE_EPISODIC"`` → its number (ints pass through)."""
+    if isinstance(value, int):
+        return value
+    enum = pb.DESCRIPTOR.enum_types_by_name[enum_name]
+    prefix = {"MemoryType": "MEMORY_TYPE_", "MemoryStatus": "MEMORY_STATUS_"}[enum_name]
+    name = value.strip().upper()
+    name = name if name.startswith(prefix) else prefix + name
+    found = enum.values_by_name.get(name)
+    if found is None:
+        choices = ", ".join(v.name[len(prefix):].lower() for v in enum.values if v.number)
+        raise ValueError(f"unknown {enum_name} {value!r}; one of: {choices}")
+    return int(found.number)
+
+
+def memory_input(value: MemoryLike) -> pb.MemoryInput:
+    """A string (content only), a dict in MemoryInput's shape (``type`` may be ``"episodic"``), or the
+    message itself."""
+    if isinstance(value, pb.MemoryInput):
+        return value
+    if isinstance(value, str):
+        return pb.MemoryInput(content=value)
+    data = dict(value)
+    if "type" in data and data["type"] is not None:
+        data["type"] = enum_value("MemoryType", data["type"])
+    return json_format.ParseDict(data, pb.MemoryInput())
+
+
+def memory_filter(value: FilterLike) -> pb.Filter:
+    if value is None:
+        return pb.Filter()
+    if isinstance(value, pb.Filter):
+        return value
+    data = dict(value)
+    if "types" in data:
+        data["types"] = [enum_value("MemoryType", t) for t in data["types"]]
+    if "statuses" in data:
+        data["statuses"] = [enum_value("MemoryStatus", s) for s in data["statuses"]]
+    return json_format.ParseDict(data, pb.Filter())
+
+
+def write_request(tenant_id: str, memories: Iterable[MemoryLike], common: Mapping[str, Any]) -> spb.WriteRequest:
+    """``common`` fields apply to every memory that does not set them itself."""
+    items = []
+    for m in memories:
+        item = memory_input(m)
+        if common:
+            merged = memory_input(common)
+            merged.MergeFrom(item)
+            item = merged
+        items.append(item)
+    return spb.WriteRequest(tenant_id=tenant_id, memories=items)
+
+
+def search_query(text: str, *, filter: FilterLike = None, **options: Any) -> pb.SearchQuery:  # noqa: A002
+    """A SearchQuery; ``options`` are SearchQuery fields (top_k, rerank_depth, context_block, ...);
+    ``scoring`` may be a dict."""
+    scoring = options.pop("scoring", None)
+    query = pb.SearchQuery(text=text, filter=memory_filter(filter), **options)
+    if scoring is not None:
+        query.scoring.CopyFrom(scoring if isinstance(scoring, pb.Scoring)
+                               else json_format.ParseDict(dict(scoring), pb.Scoring()))
+    return query
+
+
+def search_request(tenant_id: str, queries: Sequence[str | pb.SearchQuery], options: Mapping[str, Any]
+                   ) -> spb.SearchRequest:
+    built = [q if isinstance(q, pb.SearchQuery) else search_query(q, **dict(options)) for q in queries]
+    return spb.SearchRequest(tenant_id=tenant_id, queries=built)
+
+
+def list_request(tenant_id: str, *, filter: FilterLike, page_size: int,  # noqa: A002
+                 page_token: str) -> spb.ListRequest:
+    return spb.ListRequest(tenant_id=tenant_id, filter=memory_filter(filter), page_size=page_size,
+                           page_token=page_token)
+
+
+def remember_input(content: str, *, type: str | int = "episodic", **fields: Any) -> pb.MemoryInput:  # noqa: A002
+    data = {k: v for k, v in fields.items() if v is not None}
+    return memory_input({"content": content, "type": type, **data})
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What an agent reads before answering: the ranked hits and a prompt-ready context block."""
+
+    hits: list[pb.Hit]
+    context: str
+    timings: pb.Timings
+
+    @property
+    def memories(self) -> list[pb.Memory]:
+        return [h.memory for h in self.hits]
+
+    def __bool__(self) -> bool:
+        return bool(self.hits)
+
+
+def recall_from(result: pb.QueryResult, *, min_score: float) -> Recall:
+    hits = [h for h in result.hits if h.breakdown.final >= min_score]
+    context = result.context_block if len(hits) == len(result.hits) else ""
+    return Recall(hits=hits, context=context or context_from_hits(hits), timings=result.timings)
+
+
+def context_from_hits(hits: Sequence[pb.Hit]) -> str:
+    """A prompt-ready block, for servers that send none: one line per memory, best first."""
+    if not hits:
+        return ""
+    lines = ["Relevant memories (most relevant first):"]
+    for h in hits:
+        m = h.memory
+        kind = pb.MemoryType.Name(m.type).removeprefix("MEMORY_TYPE_").lower()
+        when = time.strftime("%Y-%m-%d", time.gmtime(m.created_at_ms / 1000)) if m.created_at_ms else "?"
+        lines.append(f"- [{kind}, {when}] {m.content}")
+    return "\n".join(lines)
+
+
+def recall_query(text: str, *, top_k: int, context_items: int, filter: FilterLike,  # noqa: A002
+                 include_pending: bool, options: Mapping[str, Any]) -> pb.SearchQuery:
+    return search_query(text, top_k=top_k, context_block=True, context_items=context_items or top_k,
+                        filter=filter, include_pending=include_pending, **dict(options))
+
+
+class Attempts:
+    """One logical call's retry bookkeeping: each attempt gets what is left of the overall deadline."""
+
+    def __init__(self, policy: RetryPolicy, timeout_s: float, *, clock: Any = None) -> None:
+        self._clock = clock or time.monotonic
+        self.policy = policy
+        self.deadline = self._clock() + timeout_s
+        self.attempt = 0
+
+    def next_timeout_s(self) -> float:
+        self.attempt += 1
+        return max(self.deadline - self._clock(), 0.001)
+
+    def delay_after(self, error: grpc.RpcError) -> float | None:
+        """Seconds to wait before the next attempt, or None to give up and raise ``error``."""
+        code = error.code() if hasattr(error, "code") else None
+        if code is None or not self.policy.should_retry(code, self.attempt):
+            return None
+        delay = self.policy.backoff_s(self.attempt)
+        return delay if self._clock() + delay < self.deadline else None
+
+
+def unknown_rpc(method: str) -> ValueError:
+    return ValueError(f"no RPC named {method!r}; known: {', '.join(sorted(rpc_names()))}")

@@ -1,0 +1,156 @@
+"""The blocking client. ``AsyncEngramClient`` (aio.py) has the same methods, awaited."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from server.grpc.gen.engram.v1 import service_pb2 as spb
+from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
+from server.sdk import _core
+from server.sdk._core import FilterLike, MemoryLike, Recall, RetryPolicy
+
+log = logging.getLogger(__name__)
+
+
+class EngramClient:
+    """A blocking engram client: one channel, the bearer key on every call, retries on UNAVAILABLE.
+
+    >>> with EngramClient("127.0.0.1:50051", key=KEY) as engram:
+    ...     engram.remember("alice", "Alice is allergic to peanuts", type="semantic", importance=0.9)
+    ...     engram.recall("alice", "what should I not cook for Alice?").context
+    """
+
+    def __init__(self, address: str = _core.DEFAULT_ADDRESS, *, key: str = "",
+                 timeout_s: float = _core.DEFAULT_TIMEOUT_S, retry: RetryPolicy | None = None,
+                 credentials: grpc.ChannelCredentials | None = None,
+                 options: Sequence[tuple[str, Any]] = (), sleep: Callable[[float], None] = time.sleep) -> None:
+        opts = [*_core.CHANNEL_OPTIONS, *options]
+        self.address = address
+        self.key = key
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self.channel = (grpc.secure_channel(address, credentials, options=opts) if credentials is not None
+                        else grpc.insecure_channel(address, options=opts))
+        self._stubs = {"MemoryService": sgrpc.MemoryServiceStub(self.channel),
+                       "AdminService": sgrpc.AdminServiceStub(self.channel)}
+        self._rpcs = _core.rpc_names()
+
+    def __enter__(self) -> EngramClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.channel.close()
+
+    # -- the one place that calls the network --------------------------------------------------------
+    def call(self, method: str, request: Message, *, timeout_s: float | None = None,
+             retry: RetryPolicy | None = None) -> Any:
+        """Any RPC by name (``"Write"``, ``"CreateTenant"``, ...), with the key, deadline and retries."""
+        service = self._rpcs.get(method)
+        if service is None:
+            raise _core.unknown_rpc(method)
+        fn = getattr(self._stubs[service], method)
+        attempts = _core.Attempts(retry or self.retry, self.timeout_s if timeout_s is None else timeout_s)
+        metadata = _core.call_metadata(self.key)
+        while True:
+            try:
+                return fn(request, timeout=attempts.next_timeout_s(), metadata=metadata)
+            except grpc.RpcError as exc:
+                delay = attempts.delay_after(exc)
+                if delay is None:
+                    raise
+                log.debug("%s: %s, retry %d in %.2fs", method, exc.code(), attempts.attempt, delay)
+                self._sleep(delay)
+
+    # -- MemoryService ---------------------------------------------------------------------------------
+    def info(self, *, timeout_s: float | None = None) -> spb.InfoResponse:
+        return self.call("Info", spb.InfoRequest(), timeout_s=timeout_s)  # type: ignore[no-any-return]
+
+    def write(self, tenant_id: str, memories: Iterable[MemoryLike], *, timeout_s: float | None = None,
+              **common: Any) -> spb.WriteResponse:
+        """Writes memories (strings, dicts or MemoryInput); ``common`` fields apply to each."""
+        return self.call("Write", _core.write_request(tenant_id, memories, common),  # type: ignore[no-any-return]
+                         timeout_s=timeout_s)
+
+    def search(self, tenant_id: str, text: str, *, filter: FilterLike = None,  # noqa: A002
+               timeout_s: float | None = None, **options: Any) -> pb.QueryResult:
+        """One query; ``options`` are SearchQuery fields (top_k, rerank_depth, context_block, scoring...)."""
+        return self.search_many(tenant_id, [_core.search_query(text, filter=filter, **options)],
+                                timeout_s=timeout_s)[0]
+
+    def search_many(self, tenant_id: str, queries: Sequence[str | pb.SearchQuery], *,
+                    timeout_s: float | None = None, **options: Any) -> list[pb.QueryResult]:
+        reply = self.call("Search", _core.search_request(tenant_id, queries, options), timeout_s=timeout_s)
+        return list(reply.results)
+
+    def get(self, tenant_id: str, memory_ids: Sequence[str], *, timeout_s: float | None = None) -> spb.GetResponse:
+        return self.call("Get", spb.GetRequest(tenant_id=tenant_id, memory_ids=list(memory_ids)),  # type: ignore[no-any-return]
+                         timeout_s=timeout_s)
+
+    def delete(self, tenant_id: str, memory_ids: Sequence[str], *,
+               timeout_s: float | None = None) -> spb.DeleteResponse:
+        return self.call("Delete", spb.DeleteRequest(tenant_id=tenant_id, memory_ids=list(memory_ids)),  # type: ignore[no-any-return]
+                         timeout_s=timeout_s)
+
+    def list_page(self, tenant_id: str, *, filter: FilterLike = None, page_size: int = 0,  # noqa: A002
+                  page_token: str = "", timeout_s: float | None = None) -> spb.ListResponse:
+        request = _core.list_request(tenant_id, filter=filter, page_size=page_size, page_token=page_token)
+        return self.call("List", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
+
+    def iter_memories(self, tenant_id: str, *, filter: FilterLike = None,  # noqa: A002
+                      page_size: int = 100) -> Iterator[pb.Memory]:
+        """Every memory the filter matches (all statuses when ``filter`` sets none), page by page."""
+        token = ""
+        while True:
+            page = self.list_page(tenant_id, filter=filter, page_size=page_size, page_token=token)
+            yield from page.memories
+            token = page.next_page_token
+            if not token:
+                return
+
+    # -- agent helpers ---------------------------------------------------------------------------------
+    def recall(self, tenant_id: str, text: str, *, top_k: int = 5, context_items: int = 0,
+               filter: FilterLike = None, include_pending: bool = False,  # noqa: A002
+               min_score: float = 0.0, **options: Any) -> Recall:
+        """Before answering: the memories that matter for ``text`` and a prompt-ready context block."""
+        query = _core.recall_query(text, top_k=top_k, context_items=context_items, filter=filter,
+                                   include_pending=include_pending, options=options)
+        return _core.recall_from(self.search_many(tenant_id, [query])[0], min_score=min_score)
+
+    def remember(self, tenant_id: str, content: str, *, type: str | int = "episodic",  # noqa: A002
+                 **fields: Any) -> spb.WriteResult:
+        """After answering: store what was learned (fields: importance, entities, source_ref, key, ...)."""
+        reply = self.call("Write", spb.WriteRequest(tenant_id=tenant_id,
+                                                    memories=[_core.remember_input(content, type=type, **fields)]))
+        return reply.results[0]  # type: ignore[no-any-return]
+
+    # -- AdminService ----------------------------------------------------------------------------------
+    def create_tenant(self, tenant_id: str, initial: Iterable[MemoryLike] = (), *,
+                      timeout_s: float | None = None) -> spb.CreateTenantResponse:
+        request = spb.CreateTenantRequest(tenant_id=tenant_id, initial_memories=[_core.memory_input(m) for m in initial])
+        return self.call("CreateTenant", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
+
+    def list_tenants(self, *, timeout_s: float | None = None) -> list[str]:
+        return list(self.call("ListTenants", spb.ListTenantsRequest(), timeout_s=timeout_s).tenant_ids)
+
+    def create_key(self, name: str, *, tenant_ids: Sequence[str] = (), prefixes: Sequence[str] = (),
+                   admin: bool = False, timeout_s: float | None = None) -> spb.CreateKeyResponse:
+        request = spb.CreateKeyRequest(name=name, tenant_ids=list(tenant_ids), tenant_prefixes=list(prefixes),
+                                       admin=admin)
+        return self.call("CreateKey", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
+
+    def revoke_key(self, key_id: str, *, timeout_s: float | None = None) -> spb.RevokeKeyResponse:
+        return self.call("RevokeKey", spb.RevokeKeyRequest(key_id=key_id), timeout_s=timeout_s)  # type: ignore[no-any-return]
+
+    def rotate_key(self, key_id: str, *, timeout_s: float | None = None) -> spb.RotateKeyResponse:
+        return self.call("RotateKey", spb.RotateKeyRequest(key_id=key_id), timeout_s=timeout_s)  # type: ignore[no-any-return]
