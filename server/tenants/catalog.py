@@ -34,7 +34,7 @@ def validate_tenant_id(tenant_id: str, *, max_len: int = 128) -> str:
         raise InvalidArgument("tenant_id is required")
     if len(tenant_id) > max_len:
         raise InvalidArgument(f"tenant_id is longer than {max_len} characters")
-    if not TENANT_ID_RE.match(tenant_id) or ".." in tenant_id:
+    if not TENANT_ID_RE.fullmatch(tenant_id) or ".." in tenant_id:
         raise InvalidArgument(
             "tenant_id may hold only ASCII letters, digits, '.', '_', '-' and '/'-separated segments "
             "that start with a letter or digit")
@@ -131,7 +131,7 @@ class Catalog:
         for tenant_id in tenant_ids:
             validate_tenant_id(tenant_id)
         for prefix in prefixes:
-            if not PREFIX_RE.match(prefix) or len(prefix) > 128 or ".." in prefix:
+            if not PREFIX_RE.fullmatch(prefix) or len(prefix) > 128 or ".." in prefix:
                 raise InvalidArgument(f"invalid tenant prefix {prefix!r}")
             if not prefix.endswith("/") or "//" in prefix:
                 # "acme" would also cover "acme2" and "acme-evil": a prefix covers whole path segments only.

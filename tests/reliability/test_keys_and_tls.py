@@ -17,7 +17,8 @@ OK, DENIED, UNAUTH = grpc.StatusCode.OK, grpc.StatusCode.PERMISSION_DENIED, grpc
 
 
 def _create_key(admin: Client, **scope: object) -> tuple[str, str]:
-    reply = admin.admin.CreateKey(spb.CreateKeyRequest(name="k", **scope), metadata=admin.metadata)  # type: ignore[arg-type]
+    request = spb.CreateKeyRequest(name="k", **scope)  # type: ignore[arg-type]
+    reply = admin.admin.CreateKey(request, metadata=admin.metadata)
     return reply.key_id, reply.secret
 
 
