@@ -106,6 +106,37 @@ def _load_reranker(config: ServerConfig, device: str) -> Reranker | None:
     return HFCrossEncoder.load(config.models.reranker, device=device, max_length=config.models.rerank_max_length)
 
 
+def set_cpu_threads(requested: int) -> int:
+    """Torch and FAISS CPU threads, process-wide. Auto (0) is half the cores: on a small shared box,
+    spinning intra-op threads of one batch starve the CPU stages of the next (a single MiniLM query on
+    two loaded cores took 40-140 ms with two torch threads and 12-19 ms with one)."""
+    import os
+
+    import torch
+
+    threads = requested or max(1, (os.cpu_count() or 2) // 2)
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    try:
+        import faiss
+    except ImportError:  # a CUDA box may run the torch flat index without FAISS
+        pass
+    else:
+        faiss.omp_set_num_threads(threads)
+    log.info("CPU threads for torch and FAISS: %d", threads)
+    return threads
+
+
+def build_metrics(config: ServerConfig, engine: Engine) -> Metrics | None:
+    """The Prometheus metrics, when ``metrics_listen`` is set; they read queue and tenant state at scrape time."""
+    if not config.metrics_listen:
+        return None
+    metrics = Metrics()
+    metrics.watch(batchers=[engine.search_batcher, engine.write_batcher],
+                  loaded_tenants=lambda: len(engine.registry.loaded()))
+    return metrics
+
+
 def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranker: Reranker | None = None) -> App:
     """Builds every component (models load and warm up here; the JVM starts here). Tests and benchmarks
     may hand in models already loaded, to share them between several apps in one process."""
@@ -113,6 +144,7 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
 
     log.info("effective config: %s", config.effective())
     device = resolve_device(config.models.device)
+    set_cpu_threads(config.models.cpu_threads)
     start_jvm(heap_mb=config.jvm_heap_mb)
     if embedder is None:
         embedder = load_embedder(config, device)

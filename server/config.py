@@ -30,6 +30,7 @@ class ModelsConfig:
     device: str = "auto"         # auto | cpu | cuda
     embed_max_length: int = 256
     rerank_max_length: int = 320
+    cpu_threads: int = 0         # torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class BatchingConfig:
     max_batch_tokens: int = 16384
     max_wait_ms: float = 2.0
     queue_capacity: int = 1024
+    query_cache_ttl_ms: float = 5000.0   # repeated query text (same tenant) reuses its embedding; 0 = off
+    query_cache_entries: int = 4096
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,9 @@ class ServerConfig:
             (self.batching.max_batch_tokens >= 64, "batching.max_batch_tokens must be >= 64"),
             (0.0 <= self.batching.max_wait_ms <= 100.0, "batching.max_wait_ms must be in [0, 100]"),
             (self.batching.queue_capacity >= 1, "batching.queue_capacity must be >= 1"),
+            (self.batching.query_cache_ttl_ms >= 0, "batching.query_cache_ttl_ms must be >= 0"),
+            (self.batching.query_cache_entries >= 0, "batching.query_cache_entries must be >= 0"),
+            (self.models.cpu_threads >= 0, "models.cpu_threads must be >= 0"),
             (bool(self.tls_cert) == bool(self.tls_key), "tls_cert and tls_key are set together"),
             (not self.tls_client_ca or bool(self.tls_cert), "tls_client_ca needs tls_cert and tls_key"),
             (self.search.rrf_k > 0, "search.rrf_k must be > 0"),

@@ -102,13 +102,8 @@ class Batcher(Generic[T]):
             self._arrived.clear()
             while self._queue:
                 await self._slots.acquire()
-                if self.max_wait_s > 0 and self._in_flight > 0 and len(self._queue) < self.max_requests:
-                    # The device is busy anyway: give stragglers a moment to join this batch.
-                    try:
-                        await asyncio.wait_for(self._arrived.wait(), timeout=self.max_wait_s)
-                    except TimeoutError:
-                        pass
-                    self._arrived.clear()
+                if self.max_wait_s > 0 and self._in_flight > 0:
+                    await self._gather_stragglers()
                 plan = next_batch(self._queue, max_tokens=self.max_tokens, max_requests=self.max_requests,
                                   now_ns=time.monotonic_ns())
                 self._queue = plan.remaining
@@ -122,6 +117,22 @@ class Batcher(Generic[T]):
                 task = asyncio.get_running_loop().create_task(self._run(plan.batch))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+
+    async def _gather_stragglers(self) -> None:
+        """The device is busy anyway: let arrivals join this batch until it is full or ``max_wait``
+        has passed (never when the device is idle: the caller checks)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.max_wait_s
+        while len(self._queue) < self.max_requests:
+            left = until - loop.time()
+            if left <= 0:
+                break
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), timeout=left)
+            except TimeoutError:
+                break
+        self._arrived.clear()
 
     async def _run(self, batch: list[Entry[T]]) -> None:
         now = time.monotonic_ns()

@@ -20,6 +20,7 @@ import numpy as np
 from kernels.decay import DecayRanker
 from models.base import Embedder, Reranker
 from server.batching.batcher import Batcher, Entry
+from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ServerConfig
 from server.domain import Filter, KeyScope, Memory, MemoryInput, QueryResult, SearchQuery, WriteResult
 from server.engine.search import SearchItem, SearchPipeline
@@ -55,10 +56,12 @@ class Engine:
         self.device_pool = device_pool
         self.cpu_pool = cpu_pool
         self.write_pool = write_pool
+        b = config.batching
+        self.query_cache = QueryEmbeddingCache(ttl_ms=b.query_cache_ttl_ms, max_entries=b.query_cache_entries)
         self.search_pipeline = SearchPipeline(embedder=embedder, reranker=reranker, ranker=ranker,
                                               device_pool=device_pool, cpu_pool=cpu_pool,
-                                              search=config.search, scoring=config.scoring)
-        b = config.batching
+                                              search=config.search, scoring=config.scoring,
+                                              cache=self.query_cache)
         max_requests = b.max_batch_requests if b.enabled else 1
         wait = b.max_wait_ms if b.enabled else 0.0
         self.search_batcher: Batcher[SearchItem] = Batcher(
@@ -118,9 +121,15 @@ class Engine:
         shard = await self._shard(principal, tenant_id)
         validate_queries(queries, limits=self.config.limits)
         now = now_ms()
-        jobs = [self.search_batcher.submit(
-            tenant_id=tenant_id, tokens=self._tokens([q.text]), deadline_ns=deadline_ns,
-            payload=SearchItem(shard=shard, query=q, now_ms=q.scoring.now_ms or now)) for q in queries]
+        jobs = []
+        for q in queries:
+            # A cached embedding (same tenant, same text, recent) skips the forward pass; a write cannot
+            # change an embedding, and the search itself always runs on the live indexes.
+            vector = None if q.lexical_only else self.query_cache.get(tenant_id, q.text)
+            jobs.append(self.search_batcher.submit(
+                tenant_id=tenant_id, tokens=1 if vector is not None else self._tokens([q.text]),
+                deadline_ns=deadline_ns,
+                payload=SearchItem(shard=shard, query=q, now_ms=q.scoring.now_ms or now, vector=vector)))
         return list(await asyncio.gather(*jobs))
 
     async def get(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str]) -> tuple[list[Memory], list[str]]:

@@ -20,6 +20,7 @@ import numpy as np
 from kernels.decay import DecayRanker
 from models.base import Embedder, Reranker
 from server.batching.batcher import Entry
+from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ScoringConfig, SearchConfig
 from server.domain import Breakdown, Hit, Memory, MemoryType, QueryResult, SearchQuery, Timings
 from server.fusion.rrf import rrf, rrf_max
@@ -72,7 +73,7 @@ def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: n
 class SearchPipeline:
     def __init__(self, *, embedder: Embedder, reranker: Reranker | None, ranker: DecayRanker,
                  device_pool: Executor, cpu_pool: Executor, search: SearchConfig,
-                 scoring: ScoringConfig) -> None:
+                 scoring: ScoringConfig, cache: QueryEmbeddingCache | None = None) -> None:
         self.embedder = embedder
         self.reranker = reranker
         self.ranker = ranker
@@ -80,6 +81,7 @@ class SearchPipeline:
         self.cpu_pool = cpu_pool
         self.cfg = search
         self.scoring = scoring
+        self.cache = cache
 
     def depth(self, query: SearchQuery) -> int:
         base = query.candidates or self.cfg.candidates
@@ -95,24 +97,41 @@ class SearchPipeline:
 
     # -- the batch ----------------------------------------------------------------------------------
     async def run_batch(self, batch: list[Entry[SearchItem]]) -> None:
+        """CPU work (tokenization, BM25, fusion, ranking) runs on the CPU pool; only model forward passes
+        hold the device thread, so the next batch's CPU stages overlap this batch's device work."""
         loop = asyncio.get_running_loop()
         items = [entry.payload for entry in batch]
         timings = Timings(batch_size=len(batch))
         lexical = loop.run_in_executor(self.cpu_pool, self._lexical_stage, items)
-        need = [it for it in items if it.vector is None and not it.query.lexical_only]
-        if need:
+        try:
+            need = [it for it in items if it.vector is None and not it.query.lexical_only]
+            if need:
+                t0 = time.monotonic_ns()
+                tokens = await loop.run_in_executor(self.cpu_pool, self.embedder.tokenize,
+                                                    [it.query.text for it in need])
+                vectors = await loop.run_in_executor(self.device_pool, self.embedder.forward, tokens)
+                timings.embed_ns = time.monotonic_ns() - t0
+                for it, vec in zip(need, vectors, strict=True):
+                    it.vector = vec
+                    if self.cache is not None:
+                        self.cache.put(it.shard.tenant_id, it.query.text, vec)
             t0 = time.monotonic_ns()
-            vectors = await loop.run_in_executor(self.device_pool, self.embedder.embed,
-                                                 [it.query.text for it in need])
-            timings.embed_ns = time.monotonic_ns() - t0
-            for it, vec in zip(need, vectors, strict=True):
-                it.vector = vec
+            dense = await loop.run_in_executor(self.cpu_pool, self._dense_stage, items)
+            timings.ann_ns = time.monotonic_ns() - t0
+        finally:
+            lexical_results, timings.bm25_ns = await lexical
         t0 = time.monotonic_ns()
-        dense = await loop.run_in_executor(self.cpu_pool, self._dense_stage, items)
-        timings.ann_ns = time.monotonic_ns() - t0
-        lexical_results, timings.bm25_ns = await lexical
-        results = await loop.run_in_executor(self.device_pool, self._score_stage, items, dense,
-                                             lexical_results, timings)
+        cands = await loop.run_in_executor(self.cpu_pool, self._fuse_all, items, dense, lexical_results)
+        timings.fusion_ns = time.monotonic_ns() - t0
+        pairs, owners = self._rerank_pairs(items, cands)
+        if pairs:
+            assert self.reranker is not None
+            t0 = time.monotonic_ns()
+            pair_tokens = await loop.run_in_executor(self.cpu_pool, self.reranker.tokenize, pairs)
+            logits = await loop.run_in_executor(self.device_pool, self.reranker.forward, pair_tokens)
+            timings.rerank_ns = time.monotonic_ns() - t0
+            self._apply_rerank(items, cands, owners, logits)
+        results = await loop.run_in_executor(self.cpu_pool, self._rank_stage, items, cands, timings)
         for entry, result in zip(batch, results, strict=True):
             own = Timings(**{f: getattr(result.timings, f) for f in Timings.__slots__})  # type: ignore[attr-defined]
             own.queue_ns = entry.started_ns - entry.enqueued_ns
@@ -121,13 +140,19 @@ class SearchPipeline:
 
     # -- stages (executor threads) -------------------------------------------------------------------
     def _lexical_stage(self, items: Sequence[SearchItem]) -> tuple[list[tuple[np.ndarray, np.ndarray] | None], int]:
+        """BM25 per tenant group: one consistent snapshot and one call per tenant."""
         t0 = time.monotonic_ns()
-        out: list[tuple[np.ndarray, np.ndarray] | None] = []
-        for it in items:
-            if it.query.dense_only:
-                out.append(None)
-            else:
-                out.append(it.shard.lexical.search(it.query.text, self.depth(it.query)))
+        out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(items)
+        groups: dict[int, list[int]] = {}
+        for i, it in enumerate(items):
+            if not it.query.dense_only:
+                groups.setdefault(id(it.shard), []).append(i)
+        for members in groups.values():
+            shard = items[members[0]].shard
+            depths = [self.depth(items[i].query) for i in members]
+            found = shard.lexical.search_many([items[i].query.text for i in members], max(depths))
+            for i, depth, (scores, ids) in zip(members, depths, found, strict=True):
+                out[i] = (scores[:depth], ids[:depth])
         return out, time.monotonic_ns() - t0
 
     def _dense_stage(self, items: Sequence[SearchItem]) -> list[tuple[np.ndarray, np.ndarray] | None]:
@@ -141,7 +166,8 @@ class SearchPipeline:
             k = max(self.depth(items[i].query) for i in members)
             scores, ids = shard.dense.search(np.stack([items[i].vector for i in members]), k)  # type: ignore[misc]
             for row, i in enumerate(members):
-                out[i] = (scores[row], ids[row])
+                depth = self.depth(items[i].query)
+                out[i] = (scores[row, :depth], ids[row, :depth])
         return out
 
     def _weights(self, query: SearchQuery) -> tuple[float, float]:
@@ -177,20 +203,24 @@ class SearchPipeline:
             cand.rerank.append(None)
         return cand
 
-    def _rerank(self, items: Sequence[SearchItem], cands: list[_Candidates], timings: Timings) -> None:
-        if self.reranker is None:
-            return
+    def _fuse_all(self, items: Sequence[SearchItem], dense: list, lexical: list) -> list[_Candidates]:
+        return [self._fuse(it, d, lx) for it, d, lx in zip(items, dense, lexical, strict=True)]
+
+    def _rerank_pairs(self, items: Sequence[SearchItem], cands: list[_Candidates],
+                      ) -> tuple[list[tuple[str, str]], list[tuple[int, int]]]:
+        """Every (query, candidate) pair of the batch within each query's rerank depth."""
         pairs: list[tuple[str, str]] = []
         owners: list[tuple[int, int]] = []
+        if self.reranker is None:
+            return pairs, owners
         for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
             for ci in range(min(self.rerank_depth(it.query), len(cand.memories))):
                 pairs.append((it.query.text, cand.memories[ci].content))
                 owners.append((qi, ci))
-        if not pairs:
-            return
-        t0 = time.monotonic_ns()
-        logits = self.reranker.score(pairs)
-        timings.rerank_ns = time.monotonic_ns() - t0
+        return pairs, owners
+
+    def _apply_rerank(self, items: Sequence[SearchItem], cands: list[_Candidates], owners: list[tuple[int, int]],
+                      logits: np.ndarray) -> None:
         for (qi, ci), logit in zip(owners, logits.tolist(), strict=True):
             cands[qi].rerank[ci] = float(logit)
         for it, cand in zip(items, cands, strict=True):
@@ -221,12 +251,9 @@ class SearchPipeline:
         w = query.scoring.importance_weight
         return self.scoring.importance_weight if w is None else w
 
-    def _score_stage(self, items: Sequence[SearchItem], dense: list, lexical: list,
-                     timings: Timings) -> list[QueryResult]:
-        t0 = time.monotonic_ns()
-        cands = [self._fuse(it, d, lx) for it, d, lx in zip(items, dense, lexical, strict=True)]
-        timings.fusion_ns = time.monotonic_ns() - t0
-        self._rerank(items, cands, timings)
+    def _rank_stage(self, items: Sequence[SearchItem], cands: list[_Candidates],
+                    timings: Timings) -> list[QueryResult]:
+        """One decay × importance kernel call over every candidate of the batch (segmented)."""
         t0 = time.monotonic_ns()
         relevance: list[float] = []
         age_s: list[float] = []

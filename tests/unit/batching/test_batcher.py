@@ -1,0 +1,167 @@
+"""The async batcher: full queue, cancellation before device work, failure isolation, batching, waits."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+
+from server.batching.batcher import Batcher, Entry
+from server.errors import DeadlineExceeded, Overloaded
+
+
+def run_async(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
+    @functools.wraps(test)
+    def wrapper() -> None:
+        asyncio.run(asyncio.wait_for(test(), timeout=20))
+    return wrapper
+
+
+class Recorder:
+    """A run_batch that records what it ran and can be held until released."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def __call__(self, batch: list[Entry[str]]) -> None:
+        self.batches.append([e.payload for e in batch])
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await self.gate.wait()
+            for entry in batch:
+                if entry.payload.startswith("boom"):
+                    raise RuntimeError("model failed")
+                entry.resolve(entry.payload.upper())
+        finally:
+            self.in_flight -= 1
+
+
+def make(run: Recorder, **kw: object) -> Batcher[str]:
+    opts: dict[str, object] = dict(name="t", run_batch=run, max_tokens=10_000, max_requests=8, max_wait_ms=2.0,
+                                   capacity=64)
+    opts.update(kw)
+    return Batcher(**opts)  # type: ignore[arg-type]
+
+
+def submit(b: Batcher[str], payload: str, tenant: str = "a", deadline_ns: int | None = None) -> asyncio.Task:
+    return asyncio.ensure_future(b.submit(tenant_id=tenant, tokens=len(payload), payload=payload,
+                                          deadline_ns=deadline_ns))
+
+
+@run_async
+async def test_full_queue_is_rejected_at_once_and_nothing_is_queued() -> None:
+    run = Recorder()
+    run.gate.clear()
+    b = make(run, capacity=3, max_requests=1)
+    b.start()
+    first = submit(b, "x0")
+    await asyncio.sleep(0.01)          # x0 is running (held); the queue is empty again
+    queued = [submit(b, f"q{i}") for i in range(3)]
+    await asyncio.sleep(0.01)
+    assert b.depth >= 2
+    while b.depth < 3:   # two batches are held in flight; fill the queue to its capacity
+        queued.append(submit(b, f"q{len(queued)}"))
+        await asyncio.sleep(0.01)
+    started = time.monotonic()
+    with pytest.raises(Overloaded):
+        await b.submit(tenant_id="a", tokens=1, payload="over", deadline_ns=None)
+    assert time.monotonic() - started < 0.05
+    assert b.stats.rejected == 1 and b.depth == 3
+    run.gate.set()
+    assert await first == "X0"
+    assert [await q for q in queued] == [f"Q{i}" for i in range(len(queued))]
+    assert "over" not in [p for batch in run.batches for p in batch]
+    await b.close()
+
+
+@run_async
+async def test_cancelled_and_expired_requests_never_reach_the_device() -> None:
+    run = Recorder()
+    run.gate.clear()
+    b = make(run, max_requests=1, max_in_flight=1)
+    b.start()
+    head = submit(b, "head")
+    await asyncio.sleep(0.01)
+    doomed = submit(b, "cancelled")
+    expiring = submit(b, "expired", deadline_ns=time.monotonic_ns() + 5_000_000)
+    kept = submit(b, "kept")
+    await asyncio.sleep(0.01)
+    doomed.cancel()
+    await asyncio.sleep(0.02)           # the expiring one's deadline passes while queued
+    run.gate.set()
+    assert await head == "HEAD" and await kept == "KEPT"
+    with pytest.raises(DeadlineExceeded):
+        await expiring
+    ran = [p for batch in run.batches for p in batch]
+    assert "cancelled" not in ran and "expired" not in ran
+    assert b.stats.dropped == 2
+    await b.close()
+
+
+@run_async
+async def test_a_failed_batch_fails_only_its_own_requests() -> None:
+    run = Recorder()
+    b = make(run, max_requests=2, max_wait_ms=0.0)
+    b.start()
+    bad = submit(b, "boom")
+    await asyncio.sleep(0.01)
+    good = submit(b, "fine")
+    with pytest.raises(RuntimeError):
+        await bad
+    assert await good == "FINE"
+    assert await b.submit(tenant_id="a", tokens=1, payload="after", deadline_ns=None) == "AFTER"
+    await b.close()
+
+
+@run_async
+async def test_concurrent_requests_share_batches_and_at_most_two_run_at_once() -> None:
+    run = Recorder()
+    run.gate.clear()
+    b = make(run, max_requests=8)
+    b.start()
+    jobs = [submit(b, f"p{i}", tenant=f"t{i % 3}") for i in range(40)]
+    await asyncio.sleep(0.05)
+    assert run.max_in_flight == 2
+    run.gate.set()
+    assert sorted(await asyncio.gather(*jobs)) == sorted(f"P{i}" for i in range(40))
+    assert max(len(batch) for batch in run.batches) == 8
+    assert b.stats.mean_batch_size > 4
+    await b.close()
+
+
+@run_async
+async def test_an_idle_device_does_not_wait_for_stragglers() -> None:
+    run = Recorder()
+    b = make(run, max_wait_ms=100.0)
+    b.start()
+    started = time.monotonic()
+    assert await b.submit(tenant_id="a", tokens=1, payload="solo", deadline_ns=None) == "SOLO"
+    assert time.monotonic() - started < 0.05
+    await b.close()
+
+
+@run_async
+async def test_a_busy_device_waits_at_most_max_wait_for_a_fuller_batch() -> None:
+    run = Recorder()
+    run.gate.clear()
+    b = make(run, max_wait_ms=30.0, max_requests=8)
+    b.start()
+    first = submit(b, "first")          # runs at once: the device was idle
+    await asyncio.sleep(0.005)
+    a = submit(b, "a")                  # the device is busy: the next batch waits for stragglers ...
+    await asyncio.sleep(0.01)
+    c = submit(b, "c")                  # ... so this one joins it
+    await asyncio.sleep(0.06)
+    run.gate.set()
+    await asyncio.gather(first, a, c)
+    assert run.batches[0] == ["first"] and sorted(run.batches[1]) == ["a", "c"]
+    await b.close()
