@@ -7,6 +7,7 @@ import time.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import contextlib
 import logging
 import signal
@@ -19,6 +20,7 @@ from server.config import ServerConfig
 from server.engine.engine import Engine
 from server.grpc.server import GrpcFrontend
 from server.tenants.catalog import Catalog
+from server.index.tiers import TierRules
 from server.tenants.registry import TenantRegistry
 
 log = logging.getLogger(__name__)
@@ -156,7 +158,10 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
     config.data_dir.mkdir(parents=True, exist_ok=True)
     catalog = Catalog(config.data_dir / "system")
     new_admin_key = catalog.ensure_admin_key(config.admin_key)
-    registry = TenantRegistry(data_dir=config.data_dir, catalog=catalog, dim=embedder.dim)
+    registry = TenantRegistry(data_dir=config.data_dir, catalog=catalog, dim=embedder.dim,
+                              rules=TierRules(**dataclasses.asdict(config.index)),
+                              memory_budget_bytes=config.tenants.memory_budget_mb << 20,
+                              evict_idle_s=config.tenants.evict_idle_s, build_threads=config.tenants.build_threads)
     device_pool = ThreadPoolExecutor(1, thread_name_prefix="device")
     cpu_pool = ThreadPoolExecutor(4, thread_name_prefix="cpu")
     write_pool = ThreadPoolExecutor(2, thread_name_prefix="write")

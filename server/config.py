@@ -86,6 +86,25 @@ class LimitsConfig:
 
 
 @dataclass(frozen=True)
+class IndexConfig:
+    """Dense index tiers per tenant (see server/index/tiers.py)."""
+
+    promote_at: int = 20000               # vectors before flat → IVF{K}_HNSW32; 0 = always flat
+    codes: str = "SQ8"                    # Flat | SQ8 | PQ
+    nprobe: int = 64
+    ef_search: int = 128                  # HNSW coarse quantizer
+    ef_construction: int = 40
+    regrow_factor: float = 4.0            # rebuild with a larger K after this much growth
+
+
+@dataclass(frozen=True)
+class TenantsConfig:
+    memory_budget_mb: int = 0             # loaded shards above this are evicted (LRU); 0 = unlimited
+    evict_idle_s: float = 2.0             # a shard used more recently than this is never evicted
+    build_threads: int = 1                # background index builds
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     listen: str = "127.0.0.1:50051"
     data_dir: Path = Path("data")
@@ -103,6 +122,8 @@ class ServerConfig:
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    index: IndexConfig = field(default_factory=IndexConfig)
+    tenants: TenantsConfig = field(default_factory=TenantsConfig)
 
     def validate(self) -> ServerConfig:
         checks: list[tuple[bool, str]] = [
@@ -117,6 +138,12 @@ class ServerConfig:
             (self.models.cpu_threads >= 0, "models.cpu_threads must be >= 0"),
             (bool(self.tls_cert) == bool(self.tls_key), "tls_cert and tls_key are set together"),
             (not self.tls_client_ca or bool(self.tls_cert), "tls_client_ca needs tls_cert and tls_key"),
+            (self.index.codes in ("Flat", "SQ8", "PQ"), "index.codes must be Flat, SQ8 or PQ"),
+            (self.index.promote_at >= 0 and self.index.nprobe >= 1 and self.index.ef_search >= 1
+             and self.index.ef_construction >= 1, "index.promote_at >= 0; nprobe, ef_search, ef_construction >= 1"),
+            (self.index.regrow_factor > 1.0, "index.regrow_factor must be > 1"),
+            (self.tenants.memory_budget_mb >= 0 and self.tenants.evict_idle_s >= 0
+             and self.tenants.build_threads >= 1, "tenants.memory_budget_mb, evict_idle_s >= 0; build_threads >= 1"),
             (self.search.rrf_k > 0, "search.rrf_k must be > 0"),
             (1 <= self.search.candidates <= self.limits.max_candidates, "search.candidates out of range"),
             (1 <= self.search.default_top_k <= self.limits.max_top_k, "search.default_top_k out of range"),
@@ -141,7 +168,7 @@ class ServerConfig:
         return out
 
 
-_SECTIONS = {"models", "batching", "search", "scoring", "memory", "limits"}
+_SECTIONS = {"models", "batching", "search", "scoring", "memory", "limits", "index", "tenants"}
 
 
 def _coerce(value: str, current: Any) -> Any:

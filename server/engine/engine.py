@@ -215,6 +215,13 @@ class Engine:
                             "PROCEDURAL": c.scoring.procedural_half_life_s},
         }
 
+    def stats(self, principal: KeyScope, tenant_id: str = "") -> dict[str, Any]:
+        """The tenant registry's state (admin only): loaded tenants, index tiers, memory budget."""
+        self.require_admin(principal)
+        if tenant_id:
+            validate_tenant_id(tenant_id, max_len=self.config.limits.max_tenant_id_len)
+        return self.registry.stats(tenant_id)
+
     def flush(self) -> None:
         self.registry.flush()
 

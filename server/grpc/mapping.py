@@ -135,3 +135,14 @@ def info_to_pb(info: dict[str, Any], *, version: str) -> spb.InfoResponse:
     if info.get("reranker"):
         out.reranker.CopyFrom(model_info_to_pb(info["reranker"]))
     return out
+
+
+def stats_to_pb(d: dict[str, Any]) -> spb.StatsResponse:
+    tenants = [spb.TenantStats(tenant_id=t["tenant_id"], state=t["state"], memories=t.get("memories", 0),
+                               dense_tier=t.get("dense_tier", ""), dense_index=t.get("dense_index", ""),
+                               ram_bytes=t.get("ram_bytes", 0), idle_s=t.get("idle_s", 0.0),
+                               load_ms=t.get("load_ms", 0.0)) for t in d["tenants"]]
+    return spb.StatsResponse(total_tenants=d["total_tenants"], loaded_tenants=d["loaded_tenants"],
+                             memory_budget_bytes=d["memory_budget_bytes"], used_bytes=d["used_bytes"],
+                             loads=d["loads"], evictions=d["evictions"], load_ms_total=d["load_ms_total"],
+                             evict_ms_total=d["evict_ms_total"], tenants=tenants)

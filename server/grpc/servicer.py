@@ -85,3 +85,6 @@ class AdminServicer(sgrpc.AdminServiceServicer):
 
     async def RotateKey(self, request: spb.RotateKeyRequest, context: grpc.aio.ServicerContext) -> spb.RotateKeyResponse:
         return spb.RotateKeyResponse(key_id=request.key_id, secret=self.engine.rotate_key(principal(), request.key_id))
+
+    async def Stats(self, request: spb.StatsRequest, context: grpc.aio.ServicerContext) -> spb.StatsResponse:
+        return mapping.stats_to_pb(self.engine.stats(principal(), request.tenant_id))

@@ -108,6 +108,7 @@ def build_ivf(ids: np.ndarray, vectors: np.ndarray, *, rules: TierRules, seed: i
     n_train = training_size(nlist, n, train_per_list=rules.train_per_list)
     sample = vectors if n_train >= n else vectors[np.sort(rng.choice(n, size=n_train, replace=False))]
     ivf.cp.seed = seed
+    ivf.cp.min_points_per_centroid = min(ivf.cp.min_points_per_centroid, rules.train_per_list)
     index.train(np.ascontiguousarray(sample, dtype=np.float32))
     ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
     out = IvfDenseIndex(index, dim=dim, nprobe=rules.nprobe, ef_search=rules.ef_search, description=description)

@@ -78,6 +78,8 @@ class TenantRegistry:
             with self._lock:
                 shard = self._shards.get(tenant_id)
             if shard is None:
+                if not self.catalog.has_tenant(tenant_id):   # dropped while this request waited
+                    raise NotFound(f"tenant {tenant_id!r} does not exist")
                 started = time.perf_counter()
                 shard = TenantShard.load(tenant_id, self.directory(tenant_id), dim=self.dim, rules=self.rules,
                                          builder=self._builder)
@@ -126,15 +128,45 @@ class TenantRegistry:
         log.info("tenant %s evicted in %.3fs", tenant_id, time.perf_counter() - started)
         return True
 
+    def drop(self, tenant_id: str) -> TenantShard | None:
+        """Drops the tenant from the catalog, durably (it can never load again; NotFound when unknown),
+        and from the loaded shards; returns its shard if one was loaded. The caller purges shard and files."""
+        with self._gate(tenant_id):
+            self.catalog.drop_tenant(tenant_id)
+            with self._lock:
+                return self._shards.pop(tenant_id, None)
+
+    def sweep_orphans(self) -> int:
+        """Removes tenant directories the catalog no longer knows (a drop interrupted by a crash)."""
+        removed = 0
+        for directory in self.root.iterdir():
+            marker = directory / "tenant.json"
+            try:
+                tenant_id = json.loads(marker.read_text())["tenant_id"]
+            except (OSError, ValueError, KeyError):
+                continue
+            if not self.catalog.has_tenant(tenant_id):
+                shutil.rmtree(directory, ignore_errors=True)
+                removed += 1
+                log.warning("removed the directory of dropped tenant %s", tenant_id)
+        return removed
+
     def loaded(self) -> list[TenantShard]:
         with self._lock:
             return list(self._shards.values())
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, tenant_id: str = "") -> dict[str, Any]:
+        """Registry totals and the loaded tenants' states (or one tenant's, loaded or not)."""
         shards = self.loaded()
-        tenants = [s.stats() for s in shards]
+        if tenant_id:
+            if not self.catalog.has_tenant(tenant_id):
+                raise NotFound(f"tenant {tenant_id!r} does not exist")
+            tenants = [s.stats() for s in shards if s.tenant_id == tenant_id] or [
+                {"tenant_id": tenant_id, "state": "UNLOADED"}]
+        else:
+            tenants = [s.stats() for s in shards]
         return {"total_tenants": len(self.catalog.tenants()), "loaded_tenants": len(shards),
-                "memory_budget_bytes": self.memory_budget_bytes, "used_bytes": sum(t["ram_bytes"] for t in tenants),
+                "memory_budget_bytes": self.memory_budget_bytes, "used_bytes": sum(s.ram_bytes() for s in shards),
                 "loads": self.loads, "evictions": self.evictions,
                 "load_ms_total": self.load_s_total * 1000.0, "evict_ms_total": self.evict_s_total * 1000.0,
                 "tenants": tenants}

@@ -139,8 +139,8 @@ class TenantShard:
         return SHARD_FIXED_BYTES + self.dense.ram_bytes() + self._store_bytes
 
     def stats(self) -> dict[str, object]:
-        return {"tenant_id": self.tenant_id, "memories": len(self.store), "dense_tier": self.dense.tier,
-                "dense_index": self.dense.description, "building": self.dense.building,
+        return {"tenant_id": self.tenant_id, "state": "BUILDING" if self.dense.building else "LOADED",
+                "memories": len(self.store), "dense_tier": self.dense.tier, "dense_index": self.dense.description,
                 "ram_bytes": self.ram_bytes(), "idle_s": time.monotonic() - self.last_used_s,
                 "load_ms": self.load_s * 1000.0, "seq": self.store.seq}
 

@@ -375,3 +375,51 @@ class DeleteTenantResponse(_message.Message):
     DELETED_MEMORIES_FIELD_NUMBER: _ClassVar[int]
     deleted_memories: int
     def __init__(self, deleted_memories: _Optional[int] = ...) -> None: ...
+
+class StatsRequest(_message.Message):
+    __slots__ = ("tenant_id",)
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    def __init__(self, tenant_id: _Optional[str] = ...) -> None: ...
+
+class TenantStats(_message.Message):
+    __slots__ = ("tenant_id", "state", "memories", "dense_tier", "dense_index", "ram_bytes", "idle_s", "load_ms")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    DENSE_TIER_FIELD_NUMBER: _ClassVar[int]
+    DENSE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    RAM_BYTES_FIELD_NUMBER: _ClassVar[int]
+    IDLE_S_FIELD_NUMBER: _ClassVar[int]
+    LOAD_MS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    state: str
+    memories: int
+    dense_tier: str
+    dense_index: str
+    ram_bytes: int
+    idle_s: float
+    load_ms: float
+    def __init__(self, tenant_id: _Optional[str] = ..., state: _Optional[str] = ..., memories: _Optional[int] = ..., dense_tier: _Optional[str] = ..., dense_index: _Optional[str] = ..., ram_bytes: _Optional[int] = ..., idle_s: _Optional[float] = ..., load_ms: _Optional[float] = ...) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ("total_tenants", "loaded_tenants", "memory_budget_bytes", "used_bytes", "loads", "evictions", "load_ms_total", "evict_ms_total", "tenants")
+    TOTAL_TENANTS_FIELD_NUMBER: _ClassVar[int]
+    LOADED_TENANTS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
+    USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LOADS_FIELD_NUMBER: _ClassVar[int]
+    EVICTIONS_FIELD_NUMBER: _ClassVar[int]
+    LOAD_MS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    EVICT_MS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    TENANTS_FIELD_NUMBER: _ClassVar[int]
+    total_tenants: int
+    loaded_tenants: int
+    memory_budget_bytes: int
+    used_bytes: int
+    loads: int
+    evictions: int
+    load_ms_total: float
+    evict_ms_total: float
+    tenants: _containers.RepeatedCompositeFieldContainer[TenantStats]
+    def __init__(self, total_tenants: _Optional[int] = ..., loaded_tenants: _Optional[int] = ..., memory_budget_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., loads: _Optional[int] = ..., evictions: _Optional[int] = ..., load_ms_total: _Optional[float] = ..., evict_ms_total: _Optional[float] = ..., tenants: _Optional[_Iterable[_Union[TenantStats, _Mapping]]] = ...) -> None: ...

@@ -526,6 +526,16 @@ class AdminServiceStub:
                 request_serializer=engram_dot_v1_dot_service__pb2.RotateKeyRequest.SerializeToString,
                 response_deserializer=engram_dot_v1_dot_service__pb2.RotateKeyResponse.FromString,
                 _registered_method=True)
+        self.Stats = channel.unary_unary(
+                '/engram.v1.AdminService/Stats',
+                request_serializer=engram_dot_v1_dot_service__pb2.StatsRequest.SerializeToString,
+                response_deserializer=engram_dot_v1_dot_service__pb2.StatsResponse.FromString,
+                _registered_method=True)
+        self.DeleteTenant = channel.unary_unary(
+                '/engram.v1.AdminService/DeleteTenant',
+                request_serializer=engram_dot_v1_dot_service__pb2.DeleteTenantRequest.SerializeToString,
+                response_deserializer=engram_dot_v1_dot_service__pb2.DeleteTenantResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -564,6 +574,20 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Stats(self, request, context):
+        """loaded tenants, index tiers, memory budget
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTenant(self, request, context):
+        """purge a tenant and all its data
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -591,6 +615,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RotateKey,
                     request_deserializer=engram_dot_v1_dot_service__pb2.RotateKeyRequest.FromString,
                     response_serializer=engram_dot_v1_dot_service__pb2.RotateKeyResponse.SerializeToString,
+            ),
+            'Stats': grpc.unary_unary_rpc_method_handler(
+                    servicer.Stats,
+                    request_deserializer=engram_dot_v1_dot_service__pb2.StatsRequest.FromString,
+                    response_serializer=engram_dot_v1_dot_service__pb2.StatsResponse.SerializeToString,
+            ),
+            'DeleteTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTenant,
+                    request_deserializer=engram_dot_v1_dot_service__pb2.DeleteTenantRequest.FromString,
+                    response_serializer=engram_dot_v1_dot_service__pb2.DeleteTenantResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -729,6 +763,60 @@ class AdminService:
             '/engram.v1.AdminService/RotateKey',
             engram_dot_v1_dot_service__pb2.RotateKeyRequest.SerializeToString,
             engram_dot_v1_dot_service__pb2.RotateKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.v1.AdminService/Stats',
+            engram_dot_v1_dot_service__pb2.StatsRequest.SerializeToString,
+            engram_dot_v1_dot_service__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.v1.AdminService/DeleteTenant',
+            engram_dot_v1_dot_service__pb2.DeleteTenantRequest.SerializeToString,
+            engram_dot_v1_dot_service__pb2.DeleteTenantResponse.FromString,
             options,
             channel_credentials,
             insecure,
