@@ -69,6 +69,9 @@ class MemoryConfig:
     pending_below_confidence: float = 0.5
     dedupe_cosine: float = 0.95
     capacity_per_tenant: int = 0          # 0: unlimited
+    access_importance_step: float = 0.02  # each time a memory is returned, importance += step (bounded)
+    access_importance_max: float = 0.9    # the access nudge never lifts importance above this
+    audit_searches: bool = True           # append every search and its returned ids to the audit log
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,9 @@ class ServerConfig:
         for name in ("episodic_half_life_s", "semantic_half_life_s", "procedural_half_life_s"):
             value = getattr(self.scoring, name)
             checks.append((math.isfinite(value) and value >= 0, f"scoring.{name} must be finite and >= 0"))
+            (0.0 <= self.memory.access_importance_step <= 0.5, "memory.access_importance_step in [0, 0.5]"),
+            (0.0 <= self.memory.access_importance_max <= 1.0, "memory.access_importance_max in [0, 1]"),
+            (self.memory.capacity_per_tenant >= 0, "memory.capacity_per_tenant must be >= 0"),
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)

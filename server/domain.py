@@ -52,6 +52,17 @@ class Memory:
     updated_at_ms: int
 
 
+def is_expired(m: Memory, now_ms: int) -> bool:
+    """A live (ACTIVE or PENDING) memory whose ``expires_at_ms`` has passed at ``now_ms``."""
+    return bool(now_ms and m.expires_at_ms and m.expires_at_ms <= now_ms
+                and m.status in (MemoryStatus.ACTIVE, MemoryStatus.PENDING))
+
+
+def effective_status(m: Memory, now_ms: int) -> MemoryStatus:
+    """The stored status, except EXPIRED for a live memory past its expiry (before that is persisted)."""
+    return MemoryStatus.EXPIRED if is_expired(m, now_ms) else m.status
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryInput:
     content: str
@@ -84,9 +95,10 @@ class Filter:
     accessed_before_ms: int = 0
     min_importance: float | None = None
 
-    def matches(self, m: Memory, *, statuses: frozenset[MemoryStatus]) -> bool:
-        """True when ``m`` passes every set field; ``statuses`` is the effective status set."""
-        if statuses and m.status not in statuses:
+    def matches(self, m: Memory, *, statuses: frozenset[MemoryStatus], now_ms: int = 0) -> bool:
+        """True when ``m`` passes every set field; ``statuses`` is the effective status set. With
+        ``now_ms``, a live memory past its ``expires_at_ms`` counts as EXPIRED."""
+        if statuses and effective_status(m, now_ms) not in statuses:
             return False
         if self.types and m.type not in self.types:
             return False
@@ -213,3 +225,49 @@ class KeyScope:
         if self.admin or tenant_id in self.tenant_ids:
             return True
         return any(tenant_id.startswith(p) for p in self.tenant_prefixes)
+
+
+class ForgetMode(enum.IntEnum):
+    ARCHIVE = 1
+    DELETE = 2
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetSpec:
+    """What a Forget removes: the filter, an age bound, the mode, and the safety switches."""
+
+    filter: Filter
+    older_than_ms: int = 0
+    mode: ForgetMode = ForgetMode.ARCHIVE
+    include_pinned: bool = False
+    all: bool = False
+    dry_run: bool = False
+
+
+class AuditOp(enum.IntEnum):
+    WRITE = 1
+    MERGE = 2
+    SUPERSEDE = 3
+    DELETE = 4
+    SEARCH = 5
+    CONFIRM = 6
+    ARCHIVE = 7
+    EXPIRE = 8
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRef:
+    memory_id: str
+    source_refs: tuple[str, ...] = ()
+    related_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    entry_id: int               # the entry's byte offset in the tenant's audit log
+    at_ms: int
+    op: AuditOp
+    refs: tuple[AuditRef, ...]
+    query: str = ""
+    key_id: str = ""
+    note: str = ""

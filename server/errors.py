@@ -42,6 +42,10 @@ class NotReady(EngramError):
     code = "UNAVAILABLE"
 
 
+class FailedPrecondition(EngramError):
+    code = "FAILED_PRECONDITION"
+
+
 class DeadlineExceeded(EngramError):
     code = "DEADLINE_EXCEEDED"
 
@@ -58,7 +62,7 @@ class ConfigError(Exception):
 STATUS_CODE_BY_ERROR: dict[type[EngramError], str] = {
     cls: cls.code
     for cls in (InvalidArgument, NotFound, AlreadyExists, PermissionDenied, Unauthenticated,
-                Overloaded, NotReady, DeadlineExceeded, Cancelled)
+                Overloaded, NotReady, DeadlineExceeded, Cancelled, FailedPrecondition)
 }
 
 

@@ -22,7 +22,9 @@ from models.base import Embedder, Reranker
 from server.batching.batcher import Batcher, Entry
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ServerConfig
-from server.domain import Filter, KeyScope, Memory, MemoryInput, QueryResult, SearchQuery, WriteResult
+from server.domain import (AuditEntry, AuditOp, Filter, ForgetSpec, KeyScope, Memory, MemoryInput, MemoryStatus,
+                           QueryResult, SearchQuery, WriteResult, is_expired)
+from server.engine.lifecycle import Lifecycle
 from server.engine.search import SearchItem, SearchPipeline
 from server.engine.validation import validate_memories, validate_memory_ids, validate_queries
 from server.engine.write import commit_writes
@@ -56,6 +58,7 @@ class Engine:
         self.device_pool = device_pool
         self.cpu_pool = cpu_pool
         self.write_pool = write_pool
+        self.lifecycle = Lifecycle(config=config, registry=registry)
         b = config.batching
         self.query_cache = QueryEmbeddingCache(ttl_ms=b.query_cache_ttl_ms, max_entries=b.query_cache_entries)
         self.search_pipeline = SearchPipeline(embedder=embedder, reranker=reranker, ranker=ranker,
@@ -78,6 +81,7 @@ class Engine:
     async def close(self) -> None:
         await self.search_batcher.close()
         await self.write_batcher.close()
+        await asyncio.get_running_loop().run_in_executor(self.write_pool, self.lifecycle.flush)
 
     # -- helpers --------------------------------------------------------------------------------------
     def authorize(self, principal: KeyScope, tenant_id: str) -> None:
@@ -110,11 +114,16 @@ class Engine:
         vectors: np.ndarray = await self.write_batcher.submit(
             tenant_id=tenant_id, tokens=self._tokens(texts), payload=texts, deadline_ns=deadline_ns)
         return await asyncio.get_running_loop().run_in_executor(self.write_pool, self._commit, shard, memories,
-                                                                vectors)
+                                                                vectors, principal.key_id)
 
-    def _commit(self, shard: TenantShard, memories: Sequence[MemoryInput], vectors: np.ndarray) -> list[WriteResult]:
+    def _commit(self, shard: TenantShard, memories: Sequence[MemoryInput], vectors: np.ndarray,
+                key_id: str = "") -> list[WriteResult]:
         with shard.write_lock:
-            return commit_writes(shard, memories, vectors, cfg=self.config.memory, now_ms=now_ms())
+            self.lifecycle.check_live(shard)
+            now = now_ms()
+            results = commit_writes(shard, memories, vectors, cfg=self.config.memory, now_ms=now)
+            self.lifecycle.after_write_locked(shard, memories, results, key_id=key_id, now_ms=now)
+            return results
 
     async def search(self, principal: KeyScope, tenant_id: str, queries: Sequence[SearchQuery], *,
                      deadline_ns: int | None = None) -> list[QueryResult]:
@@ -130,29 +139,30 @@ class Engine:
                 tenant_id=tenant_id, tokens=1 if vector is not None else self._tokens([q.text]),
                 deadline_ns=deadline_ns,
                 payload=SearchItem(shard=shard, query=q, now_ms=q.scoring.now_ms or now, vector=vector)))
-        return list(await asyncio.gather(*jobs))
+        state = self.lifecycle.enter_search(shard)   # a tenant purge waits for the searches holding it
+        try:
+            results = list(await asyncio.gather(*jobs))
+        finally:
+            self.lifecycle.exit_search(state)
+        return self.lifecycle.after_search(shard, principal, queries, results, now_ms=now)
 
     async def get(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str]) -> tuple[list[Memory], list[str]]:
         shard = await self._shard(principal, tenant_id)
         validate_memory_ids(memory_ids, limit=self.config.limits.max_page_size)
         found, missing = [], []
+        now = now_ms()
         for memory_id in memory_ids:
             memory = shard.store.get(memory_id)
             (found if memory is not None else missing).append(memory or memory_id)
-        return found, missing  # type: ignore[return-value]
+        self.lifecycle.check_live(shard)
+        return [self.lifecycle.view(shard, m, now_ms=now) for m in found], missing  # type: ignore[arg-type]
 
     async def delete(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str]) -> tuple[int, list[str]]:
         shard = await self._shard(principal, tenant_id)
         validate_memory_ids(memory_ids, limit=self.config.limits.max_page_size)
 
-        def run() -> tuple[int, list[str]]:
-            with shard.write_lock:
-                present = [i for i in dict.fromkeys(memory_ids) if shard.store.get(i) is not None]
-                missing = [i for i in memory_ids if shard.store.get(i) is None]
-                shard.apply(deletes=present)
-                return len(present), missing
-
-        return await asyncio.get_running_loop().run_in_executor(self.write_pool, run)
+        return await asyncio.get_running_loop().run_in_executor(
+            self.write_pool, lambda: self.lifecycle.delete(shard, memory_ids, key_id=principal.key_id, now_ms=now_ms()))
 
     async def list_memories(self, principal: KeyScope, tenant_id: str, *, flt: Filter, page_size: int,
                             page_token: str) -> Page:
@@ -163,11 +173,44 @@ class Engine:
         size = page_size or 100
         after = _decode_token(page_token)
         statuses = flt.statuses
-        memories = sorted((m for m in shard.store.all() if m.doc_id > after and flt.matches(m, statuses=statuses)),
+        now = now_ms()
+        memories = sorted((m for m in shard.store.all()
+                           if m.doc_id > after and flt.matches(m, statuses=statuses, now_ms=now)),
                           key=lambda m: m.doc_id)
         page = memories[:size]
         token = _encode_token(page[-1].doc_id) if len(memories) > size else ""
-        return Page(memories=page, next_token=token)
+        self.lifecycle.check_live(shard)
+        return Page(memories=[self.lifecycle.view(shard, m, now_ms=now) for m in page], next_token=token)
+
+    async def history(self, principal: KeyScope, tenant_id: str, memory_id: str) -> tuple[list[Memory], str]:
+        shard = await self._shard(principal, tenant_id)
+        validate_memory_ids([memory_id], limit=1)
+        return self.lifecycle.history(shard, memory_id, now_ms=now_ms())
+
+    async def confirm(self, principal: KeyScope, tenant_id: str,
+                      memory_ids: Sequence[str]) -> list[tuple[Memory, tuple[str, ...]]]:
+        shard = await self._shard(principal, tenant_id)
+        validate_memory_ids(memory_ids, limit=self.config.limits.max_page_size)
+        return await asyncio.get_running_loop().run_in_executor(
+            self.write_pool, lambda: self.lifecycle.confirm(shard, memory_ids, key_id=principal.key_id, now_ms=now_ms()))
+
+    async def forget(self, principal: KeyScope, tenant_id: str, spec: ForgetSpec) -> tuple[int, list[str]]:
+        shard = await self._shard(principal, tenant_id)
+        return await asyncio.get_running_loop().run_in_executor(
+            self.write_pool, lambda: self.lifecycle.forget(shard, spec, key_id=principal.key_id, now_ms=now_ms()))
+
+    async def audit(self, principal: KeyScope, tenant_id: str, *, page_size: int, page_token: str,
+                    ops: frozenset[AuditOp], memory_id: str) -> tuple[list[AuditEntry], str]:
+        shard = await self._shard(principal, tenant_id)
+        limit = self.config.limits.max_page_size
+        if not 0 <= page_size <= limit:
+            raise InvalidArgument(f"page_size must be in [0, {limit}]")
+        after = _decode_token(page_token)
+        entries, offset = await asyncio.get_running_loop().run_in_executor(
+            self.cpu_pool, lambda: self.lifecycle.state(shard).audit.read(after=after, limit=page_size or 100,
+                                                                          ops=ops, memory_id=memory_id))
+        self.lifecycle.check_live(shard)
+        return entries, _encode_token(offset) if offset >= 0 else ""
 
     # -- admin ------------------------------------------------------------------------------------------
     def require_admin(self, principal: KeyScope) -> None:
@@ -175,15 +218,40 @@ class Engine:
             raise PermissionDenied("this call needs an admin key")
 
     async def create_tenant(self, principal: KeyScope, tenant_id: str,
-                            initial: Sequence[MemoryInput] = ()) -> int:
+                            initial: Sequence[MemoryInput] = (), template_tenant_id: str = "") -> int:
         self.require_admin(principal)
         validate_tenant_id(tenant_id, max_len=self.config.limits.max_tenant_id_len)
         if initial:
             validate_memories(initial, limits=self.config.limits)
+        copied: list[MemoryInput] = []
+        if template_tenant_id:   # cold start: the template's ACTIVE memories, read before anything is created
+            template = await self._shard(principal, template_tenant_id)
+            now = now_ms()
+            copied = [_as_input(m) for m in sorted(template.store.all(), key=lambda m: m.doc_id)
+                      if m.status == MemoryStatus.ACTIVE and not is_expired(m, now)]
         await asyncio.get_running_loop().run_in_executor(self.write_pool, self.registry.create, tenant_id)
+        step = self.config.limits.max_memories_per_write
+        for chunk in (copied[i:i + step] for i in range(0, len(copied), step)):
+            await self.write(principal, tenant_id, chunk)
         if initial:
             await self.write(principal, tenant_id, initial)
-        return len(initial)
+        return len(initial) + len(copied)
+
+    async def delete_tenant(self, principal: KeyScope, tenant_id: str) -> int:
+        """Purges a tenant: dropped from the catalog first (durable; no new request can reach it), then
+        in-flight searches drain, then its shard closes and its directory (store, log, indexes, snapshots,
+        audit log) and cached query embeddings are removed. Other tenants are never touched."""
+        self.require_admin(principal)
+        validate_tenant_id(tenant_id, max_len=self.config.limits.max_tenant_id_len)
+        loop = asyncio.get_running_loop()
+        shard = await loop.run_in_executor(self.write_pool, self.registry.drop, tenant_id)
+        if shard is not None:
+            state = await loop.run_in_executor(self.write_pool, self.lifecycle.mark_dropped, shard)
+            await self.lifecycle.drained(state)
+        self.query_cache.forget_tenant(tenant_id)
+        count = await loop.run_in_executor(self.write_pool, self.lifecycle.destroy, shard, tenant_id)
+        log.info("tenant %s deleted (%d memories loaded at the time)", tenant_id, count)
+        return count
 
     def list_tenants(self, principal: KeyScope) -> list[str]:
         return [t for t in self.registry.catalog.tenants() if principal.covers(t)]
@@ -223,7 +291,15 @@ class Engine:
         return self.registry.stats(tenant_id)
 
     def flush(self) -> None:
+        self.lifecycle.flush()
         self.registry.flush()
+
+
+def _as_input(m: Memory) -> MemoryInput:
+    return MemoryInput(content=m.content, type=m.type, importance=m.importance, created_at_ms=m.created_at_ms,
+                       entities=m.entities, source_ref=m.source_ref, scope=m.scope, confidence=m.confidence,
+                       key=m.key, pinned=m.pinned, expires_at_ms=m.expires_at_ms, metadata=dict(m.metadata),
+                       last_access_at_ms=m.last_access_at_ms)
 
 
 def _encode_token(doc_id: int) -> str:

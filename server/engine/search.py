@@ -53,9 +53,10 @@ def has_cjk(text: str) -> bool:
     return CJK_RE.search(text) is not None
 
 
-def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: np.ndarray,
+def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: np.ndarray, now_ms: int = 0,
               ) -> tuple[list[int], dict[int, tuple[int, float]]]:
-    """Drops padding, unknown (deleted) docs and filtered-out memories; ranks are 1-based after it."""
+    """Drops padding, unknown (deleted) docs and filtered-out memories (a live one past its expiry at
+    ``now_ms`` counts as EXPIRED); ranks are 1-based after it."""
     statuses = query.effective_statuses()
     kept: list[int] = []
     info: dict[int, tuple[int, float]] = {}
@@ -63,7 +64,7 @@ def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: n
         if doc < 0 or doc in info:
             continue
         memory = shard.store.by_doc(doc)
-        if memory is None or not query.filter.matches(memory, statuses=statuses):
+        if memory is None or not query.filter.matches(memory, statuses=statuses, now_ms=now_ms):
             continue
         kept.append(doc)
         info[doc] = (len(kept), float(score))
@@ -186,9 +187,9 @@ class SearchPipeline:
         dense_ids: list[int] = []
         lexical_ids: list[int] = []
         if dense is not None:
-            dense_ids, cand.dense = _filtered(it.shard, it.query, *dense)
+            dense_ids, cand.dense = _filtered(it.shard, it.query, *dense, it.now_ms)
         if lexical is not None:
-            lexical_ids, cand.lexical = _filtered(it.shard, it.query, *lexical)
+            lexical_ids, cand.lexical = _filtered(it.shard, it.query, *lexical, it.now_ms)
         weights = self._weights(it.query)
         scores, ids = rrf([np.asarray(dense_ids, dtype=np.int64), np.asarray(lexical_ids, dtype=np.int64)],
                           k=self.cfg.rrf_k, weights=weights)

@@ -6,24 +6,26 @@ dense and lexical indexes. A Write returns only after all of that, so the next S
 from __future__ import annotations
 
 import dataclasses
+import re
 import secrets
 from collections.abc import Sequence
 
 import numpy as np
 
 from server.config import MemoryConfig
-from server.domain import Memory, MemoryInput, MemoryStatus, WriteOutcome, WriteResult
+from server.domain import Memory, MemoryInput, MemoryStatus, WriteOutcome, WriteResult, is_expired
 from server.errors import InvalidArgument
 from server.tenants.shard import TenantShard
 
 _LIVE = (MemoryStatus.ACTIVE, MemoryStatus.PENDING)
+_NUMBER_RE = re.compile(r"\d+")
 
 
 def new_memory_id() -> str:
     return "m_" + secrets.token_hex(10)
 
 
-class _Staging:
+class Staging:
     """A write group in progress: new memories and updated versions of existing ones."""
 
     def __init__(self, shard: TenantShard) -> None:
@@ -68,21 +70,20 @@ class _Staging:
         return sorted(out, key=lambda p: (-p[0], p[1].memory_id))
 
 
-def _merge(target: Memory, inp: MemoryInput, *, now_ms: int, activate: bool) -> Memory:
+def _merge(target: Memory, inp: MemoryInput, *, now_ms: int) -> Memory:
     refs = target.source_refs + ((inp.source_ref,) if inp.source_ref and inp.source_ref not in target.source_refs else ())
     entities = target.entities + tuple(e for e in inp.entities if e not in target.entities)
     importance = max(target.importance, inp.importance if inp.importance is not None else 0.0)
     return dataclasses.replace(
         target, last_access_at_ms=max(target.last_access_at_ms, now_ms), access_count=target.access_count + 1,
         importance=importance, source_refs=refs, entities=entities, updated_at_ms=now_ms,
-        status=MemoryStatus.ACTIVE if activate else target.status,
         confidence=max(target.confidence, inp.confidence if inp.confidence is not None else 1.0))
 
 
 def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np.ndarray, *,
                   cfg: MemoryConfig, now_ms: int) -> list[WriteResult]:
     """Applies the memory rules and commits one group. Caller holds ``shard.write_lock``."""
-    staging = _Staging(shard)
+    staging = Staging(shard)
     for inp in inputs:
         for sid in inp.supersedes:
             if staging.current(sid) is None:
@@ -93,12 +94,14 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
         confidence = 1.0 if inp.confidence is None else inp.confidence
         confident = confidence >= cfg.pending_below_confidence
         if not inp.supersedes:
-            target = _duplicate_of(staging, inp, vector, cfg=cfg, confident=confident)
+            target = _duplicate_of(staging, inp, vector, cfg=cfg, confident=confident, now_ms=now_ms)
             if target is not None:
-                activate = confident and target.status == MemoryStatus.PENDING
-                merged = _merge(target, inp, now_ms=now_ms, activate=activate)
-                superseded = _supersede_slot(staging, merged, now_ms=now_ms) if activate else ()
+                merged = _merge(target, inp, now_ms=now_ms)
                 staging.change(merged)
+                # A confident rewrite of a pending memory confirms it.
+                superseded = (activate(staging, merged.memory_id, now_ms=now_ms)
+                              if confident and target.status == MemoryStatus.PENDING else ())
+                merged = staging.current(merged.memory_id) or merged
                 results.append(WriteResult(memory_id=merged.memory_id, outcome=WriteOutcome.MERGED,
                                            status=merged.status, merged_into=merged.memory_id,
                                            superseded=superseded))
@@ -110,27 +113,33 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
             created_at_ms=created, last_access_at_ms=inp.last_access_at_ms or created, access_count=0,
             entities=inp.entities, source_ref=inp.source_ref, scope=inp.scope, confidence=confidence,
             key=inp.key, status=MemoryStatus.ACTIVE if confident else MemoryStatus.PENDING,
-            supersedes=(), superseded_by="", pinned=inp.pinned, expires_at_ms=inp.expires_at_ms,
+            # A pending memory keeps the ids it names and supersedes them only once it is confirmed.
+            supersedes=() if confident else inp.supersedes, superseded_by="", pinned=inp.pinned, expires_at_ms=inp.expires_at_ms,
             metadata=dict(inp.metadata), source_refs=(inp.source_ref,) if inp.source_ref else (),
             updated_at_ms=now_ms)
         staging.put(memory, vector)
-        superseded = _supersede_slot(staging, memory, now_ms=now_ms) if confident else ()
-        explicit = tuple(_supersede(staging, sid, memory, now_ms=now_ms) for sid in inp.supersedes)
+        superseded: tuple[str, ...] = ()
+        if confident:
+            superseded = _supersede_slot(staging, memory, now_ms=now_ms) + tuple(
+                s for s in (_supersede(staging, sid, memory, now_ms=now_ms) for sid in inp.supersedes) if s)
         memory = staging.current(memory.memory_id) or memory
         results.append(WriteResult(memory_id=memory.memory_id,
                                    outcome=WriteOutcome.CREATED if confident else WriteOutcome.PENDING,
-                                   status=memory.status, superseded=superseded + tuple(s for s in explicit if s)))
+                                   status=memory.status, superseded=superseded))
     shard.apply(puts=staging.puts, updates=list(staging.updates.values()))
     return results
 
 
-def _duplicate_of(staging: _Staging, inp: MemoryInput, vector: np.ndarray, *, cfg: MemoryConfig,
-                  confident: bool) -> Memory | None:
+def _duplicate_of(staging: Staging, inp: MemoryInput, vector: np.ndarray, *, cfg: MemoryConfig,
+                  confident: bool, now_ms: int) -> Memory | None:
+    numbers = _NUMBER_RE.findall(inp.content)
     for score, memory in staging.near_duplicates(vector):
         if score < cfg.dedupe_cosine:
             break
         same_place = memory.type == inp.type and memory.scope == inp.scope and memory.key == inp.key
-        if not same_place:
+        # Texts that differ in a number ("budget 30000" / "budget 31000", two invoice ids) are different
+        # facts however close their embeddings are; an expired memory is not one to merge into.
+        if not same_place or _NUMBER_RE.findall(memory.content) != numbers or is_expired(memory, now_ms):
             continue
         if memory.status == MemoryStatus.ACTIVE and confident:
             return memory
@@ -139,18 +148,32 @@ def _duplicate_of(staging: _Staging, inp: MemoryInput, vector: np.ndarray, *, cf
     return None
 
 
-def _supersede(staging: _Staging, old_id: str, new: Memory, *, now_ms: int) -> str:
+def _supersede(staging: Staging, old_id: str, new: Memory, *, now_ms: int) -> str:
     old = staging.current(old_id)
     if old is None or old.memory_id == new.memory_id or old.status not in _LIVE:
         return ""
     staging.change(dataclasses.replace(old, status=MemoryStatus.SUPERSEDED, superseded_by=new.memory_id,
                                        updated_at_ms=now_ms))
     current = staging.current(new.memory_id) or new
-    staging.change(dataclasses.replace(current, supersedes=current.supersedes + (old.memory_id,)))
+    if old.memory_id not in current.supersedes:
+        staging.change(dataclasses.replace(current, supersedes=current.supersedes + (old.memory_id,)))
     return old.memory_id
 
 
-def _supersede_slot(staging: _Staging, new: Memory, *, now_ms: int) -> tuple[str, ...]:
+def activate(staging: Staging, memory_id: str, *, now_ms: int) -> tuple[str, ...]:
+    """Makes a staged PENDING memory ACTIVE; it then supersedes the live memories of its key and scope and
+    those it named in ``supersedes`` while pending. Returns the ids it superseded. Confirm and a
+    confident rewrite both come here."""
+    memory = staging.current(memory_id)
+    if memory is None:
+        return ()
+    memory = dataclasses.replace(memory, status=MemoryStatus.ACTIVE, updated_at_ms=now_ms)
+    staging.change(memory)
+    named = tuple(s for s in (_supersede(staging, sid, memory, now_ms=now_ms) for sid in memory.supersedes) if s)
+    return _supersede_slot(staging, staging.current(memory_id) or memory, now_ms=now_ms) + named
+
+
+def _supersede_slot(staging: Staging, new: Memory, *, now_ms: int) -> tuple[str, ...]:
     """Same key and same scope → the newer memory supersedes the live ones; other scopes stay."""
     if not new.key:
         return ()

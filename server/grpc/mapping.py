@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.domain import (Breakdown, Filter, Hit, Memory, MemoryInput, MemoryStatus, MemoryType, QueryResult,
-                           Scoring, SearchQuery, Timings, WriteResult)
+from server.domain import (AuditEntry, AuditOp, Breakdown, Filter, ForgetMode, ForgetSpec, Hit, Memory, MemoryInput,
+                           MemoryStatus, MemoryType, QueryResult, Scoring, SearchQuery, Timings, WriteResult)
 from server.errors import InvalidArgument
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
 from server.grpc.gen.engram.v1 import service_pb2 as spb
@@ -146,3 +146,33 @@ def stats_to_pb(d: dict[str, Any]) -> spb.StatsResponse:
                              memory_budget_bytes=d["memory_budget_bytes"], used_bytes=d["used_bytes"],
                              loads=d["loads"], evictions=d["evictions"], load_ms_total=d["load_ms_total"],
                              evict_ms_total=d["evict_ms_total"], tenants=tenants)
+
+
+def forget_from_pb(r: spb.ForgetRequest) -> ForgetSpec:
+    if r.mode not in (spb.FORGET_MODE_UNSPECIFIED, spb.FORGET_MODE_ARCHIVE, spb.FORGET_MODE_DELETE):
+        raise InvalidArgument(f"mode: unknown forget mode {r.mode}")
+    return ForgetSpec(filter=filter_from_pb(r.filter), older_than_ms=r.older_than_ms,
+                      mode=ForgetMode.DELETE if r.mode == spb.FORGET_MODE_DELETE else ForgetMode.ARCHIVE,
+                      include_pinned=r.include_pinned, all=r.all, dry_run=r.dry_run)
+
+
+def audit_ops_from_pb(ops: Any) -> frozenset[AuditOp]:
+    try:
+        return frozenset(AuditOp(op) for op in ops)
+    except ValueError:
+        raise InvalidArgument("ops: unknown audit op") from None
+
+
+def audit_entry_to_pb(e: AuditEntry) -> spb.AuditEntry:
+    return spb.AuditEntry(entry_id=e.entry_id, at_ms=e.at_ms, op=int(e.op), query=e.query, key_id=e.key_id,
+                          note=e.note, refs=[spb.AuditRef(memory_id=r.memory_id, source_refs=list(r.source_refs),
+                                                          related_id=r.related_id) for r in e.refs])
+
+
+def history_to_pb(versions: list[Memory], latest_id: str) -> spb.HistoryResponse:
+    return spb.HistoryResponse(versions=[memory_to_pb(m) for m in versions], latest_id=latest_id)
+
+
+def confirm_to_pb(results: list[tuple[Memory, tuple[str, ...]]]) -> spb.ConfirmResponse:
+    return spb.ConfirmResponse(results=[spb.ConfirmResult(memory=memory_to_pb(m), superseded=list(s))
+                                        for m, s in results])

@@ -54,6 +54,23 @@ class MemoryServicer(sgrpc.MemoryServiceServicer):
         return spb.ListResponse(memories=[mapping.memory_to_pb(m) for m in page.memories],
                                 next_page_token=page.next_token)
 
+    async def History(self, request: spb.HistoryRequest, context: grpc.aio.ServicerContext) -> spb.HistoryResponse:
+        versions, latest = await self.engine.history(principal(), request.tenant_id, request.memory_id)
+        return mapping.history_to_pb(versions, latest)
+
+    async def Confirm(self, request: spb.ConfirmRequest, context: grpc.aio.ServicerContext) -> spb.ConfirmResponse:
+        return mapping.confirm_to_pb(await self.engine.confirm(principal(), request.tenant_id, list(request.memory_ids)))
+
+    async def Forget(self, request: spb.ForgetRequest, context: grpc.aio.ServicerContext) -> spb.ForgetResponse:
+        count, ids = await self.engine.forget(principal(), request.tenant_id, mapping.forget_from_pb(request))
+        return spb.ForgetResponse(count=count, memory_ids=ids)
+
+    async def Audit(self, request: spb.AuditRequest, context: grpc.aio.ServicerContext) -> spb.AuditResponse:
+        entries, token = await self.engine.audit(principal(), request.tenant_id, page_size=request.page_size,
+                                                 page_token=request.page_token,
+                                                 ops=mapping.audit_ops_from_pb(request.ops), memory_id=request.memory_id)
+        return spb.AuditResponse(entries=[mapping.audit_entry_to_pb(e) for e in entries], next_page_token=token)
+
     async def Info(self, request: spb.InfoRequest, context: grpc.aio.ServicerContext) -> spb.InfoResponse:
         principal()
         return mapping.info_to_pb(self.engine.info(), version=VERSION)
@@ -67,7 +84,8 @@ class AdminServicer(sgrpc.AdminServiceServicer):
                            context: grpc.aio.ServicerContext) -> spb.CreateTenantResponse:
         initial = [mapping.memory_input_from_pb(m, where=f"initial_memories[{i}]")
                    for i, m in enumerate(request.initial_memories)]
-        count = await self.engine.create_tenant(principal(), request.tenant_id, initial)
+        count = await self.engine.create_tenant(principal(), request.tenant_id, initial,
+                                                template_tenant_id=request.template_tenant_id)
         return spb.CreateTenantResponse(tenant_id=request.tenant_id, initial_memories=count)
 
     async def ListTenants(self, request: spb.ListTenantsRequest,
@@ -78,6 +96,10 @@ class AdminServicer(sgrpc.AdminServiceServicer):
         key_id, secret = self.engine.create_key(principal(), name=request.name, tenant_ids=list(request.tenant_ids),
                                                 prefixes=list(request.tenant_prefixes), admin=request.admin)
         return spb.CreateKeyResponse(key_id=key_id, secret=secret)
+
+    async def DeleteTenant(self, request: spb.DeleteTenantRequest,
+                           context: grpc.aio.ServicerContext) -> spb.DeleteTenantResponse:
+        return spb.DeleteTenantResponse(deleted_memories=await self.engine.delete_tenant(principal(), request.tenant_id))
 
     async def RevokeKey(self, request: spb.RevokeKeyRequest, context: grpc.aio.ServicerContext) -> spb.RevokeKeyResponse:
         self.engine.revoke_key(principal(), request.key_id)

@@ -17,7 +17,7 @@ import numpy as np
 
 from server.domain import Memory
 from server.store.codec import memory_from_json, memory_to_json
-from server.store.wal import Record, WriteAheadLog
+from server.store.wal import Record, WriteAheadLog, read_records
 
 log = logging.getLogger(__name__)
 
@@ -118,10 +118,17 @@ class TenantStore:
                 if op == "put" or (old is not None and old.content != memory.content):
                     replayed.lexical_ops.append((self.seq, "put", memory.doc_id, memory.content))
         elif op == "del":
-            for memory_id in meta["ids"]:
-                memory = self._by_id.pop(memory_id, None)
-                if memory is None:
-                    continue
+            doomed = [m for m in (self._by_id.get(i) for i in meta["ids"]) if m is not None]
+            if len(doomed) > 1 and replayed is None:
+                # One visibility point for a multi-memory delete (a purge): a concurrent reader sees all of
+                # it or none of it. The id map goes first, so a doc found by id resolves to nothing.
+                gone_ids = {m.memory_id for m in doomed}
+                gone_docs = {m.doc_id for m in doomed}
+                self._by_id = {k: v for k, v in self._by_id.items() if k not in gone_ids}
+                self._by_doc = {k: v for k, v in self._by_doc.items() if k not in gone_docs}
+            for memory in doomed:
+                memory_id = memory.memory_id
+                self._by_id.pop(memory_id, None)
                 self._by_doc.pop(memory.doc_id, None)
                 if memory.key:
                     self._slots.get((memory.key, memory.scope), set()).discard(memory_id)
@@ -130,6 +137,20 @@ class TenantStore:
                     replayed.lexical_ops.append((self.seq, "del", memory.doc_id, ""))
         else:
             raise ValueError(f"unknown log record op {op!r}")
+
+    def compact(self) -> int:
+        """Rewrites the log as one put per memory it still holds (with its vector), atomically: every
+        record of a deleted memory, and every older version of a kept one, is gone from disk afterwards.
+        Returns the new log's size in bytes. Caller holds the shard's write lock."""
+        with self._lock:
+            vectors: dict[int, bytes] = {}
+            for meta, blob in read_records(self._wal.path):
+                if meta.get("op") == "put" and blob:
+                    vectors[int(meta["m"]["doc"])] = blob
+            records: list[Record] = [({"op": "put", "seq": self.seq, "m": memory_to_json(m)}, vectors[m.doc_id])
+                                     for m in sorted(self._by_id.values(), key=lambda m: m.doc_id)]
+            self._wal.rewrite(records)
+            return self._wal.size_bytes()
 
     def close(self) -> None:
         self._wal.close()

@@ -60,6 +60,11 @@ def _read_records(data: bytes) -> Iterator[tuple[int, Record]]:
         offset = end
 
 
+def read_records(path: Path) -> list[Record]:
+    """Every intact record of the log at ``path``, read-only (a compaction reads vectors back with it)."""
+    return [record for _, record in _read_records(path.read_bytes())]
+
+
 class WriteAheadLog:
     def __init__(self, path: Path) -> None:
         self.path = path
