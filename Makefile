@@ -21,7 +21,7 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 serve: $(STAMP)
-	$(VENV)/bin/engram serve --listen 127.0.0.1:50051 --data-dir ./data
+	$(VENV)/bin/engram serve --listen 127.0.0.1:50051 --data-dir ./data --metrics-listen 127.0.0.1:9464
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -19,6 +19,7 @@ from models.base import Embedder, Reranker
 from server.config import ServerConfig
 from server.engine.engine import Engine
 from server.grpc.server import GrpcFrontend
+from server.metrics import Metrics
 from server.tenants.catalog import Catalog
 from server.index.tiers import TierRules
 from server.tenants.registry import TenantRegistry
@@ -42,6 +43,8 @@ class App:
     new_admin_key: str | None
     pools: list[ThreadPoolExecutor] = field(default_factory=list)
     _flusher: asyncio.Task[None] | None = None
+    metrics: Metrics | None = None
+    metrics_port: int = 0
 
     @property
     def port(self) -> int:
@@ -51,6 +54,8 @@ class App:
         await self.engine.start()
         await self.frontend.start()
         await self.frontend.set_serving(True)
+        if self.metrics is not None:
+            self.metrics_port = self.metrics.serve(self.config.metrics_listen)
         self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         log.info("engram serving on port %d (device %s)", self.port, self.engine.device)
 
@@ -75,6 +80,8 @@ class App:
         self.engine.registry.catalog.close()
         for pool in self.pools:
             pool.shutdown(wait=True)
+        if self.metrics is not None:
+            self.metrics.close()
         log.info("engram stopped")
 
     async def serve_until_signal(self) -> None:
@@ -168,7 +175,8 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
     engine = Engine(config=config, registry=registry, embedder=embedder, reranker=reranker,
                     ranker=get_decay_ranker(device), device=device, device_pool=device_pool, cpu_pool=cpu_pool,
                     write_pool=write_pool)
+    metrics = build_metrics(config, engine)
     frontend = GrpcFrontend(engine, listen=config.listen, tls_cert=config.tls_cert, tls_key=config.tls_key,
-                            tls_client_ca=config.tls_client_ca)
-    return App(config=config, engine=engine, frontend=frontend, new_admin_key=new_admin_key,
+                            tls_client_ca=config.tls_client_ca, metrics=metrics)
+    return App(config=config, engine=engine, frontend=frontend, new_admin_key=new_admin_key, metrics=metrics,
                pools=[device_pool, cpu_pool, write_pool])

@@ -1,4 +1,10 @@
-"""The ``engram`` command line."""
+"""The ``engram`` command line: ``serve`` runs the server; every other command is a client built on the
+SDK (``server/sdk``) and talks to a running server over gRPC.
+
+Client commands find the server and the key through ``--address`` / ``--key`` or the environment
+(``ENGRAM_ADDRESS``, ``ENGRAM_KEY``, falling back to ``ENGRAM_ADMIN_KEY``), read once by
+``server.config.load_client_config``.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +13,28 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+TYPES = ("episodic", "semantic", "procedural")
+STATUSES = ("active", "pending", "superseded", "expired", "archived")
 
 
 def _serve(args: argparse.Namespace) -> int:
     from server.app import build_app
     from server.config import load_config
+    from server.grpc.interceptors import REQUEST_ID
+    from server.logs import configure_logging
 
     overrides: dict[str, object] = {}
-    if args.listen:
-        overrides["listen"] = args.listen
+    for name in ("listen", "log_level", "metrics_listen", "log_format"):
+        if getattr(args, name, None) is not None:
+            overrides[name] = getattr(args, name)
     if args.data_dir:
         overrides["data_dir"] = Path(args.data_dir)
-    if args.log_level:
-        overrides["log_level"] = args.log_level
     config = load_config(toml_path=Path(args.config) if args.config else None, overrides=overrides)
-    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(level=config.log_level, fmt=config.log_format, request_id=REQUEST_ID)
 
     async def main() -> None:
         app = build_app(config)
@@ -37,19 +49,159 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _config(args: argparse.Namespace) -> int:
+    from server.config import ServerConfig, load_config
+    from server.config_doc import to_markdown, to_toml
+
+    config = ServerConfig() if args.defaults or args.markdown else load_config(toml_path=Path(args.config) if args.config else None)
+    sys.stdout.write(to_markdown(config) if args.markdown else to_toml(config))
+    return 0
+
+
+def _client_command(run: Callable[[argparse.Namespace, Any], int]) -> Callable[[argparse.Namespace], int]:
+    def command(args: argparse.Namespace) -> int:
+        from server.config import load_client_config
+        from server.sdk import EngramClient
+
+        cfg = load_client_config(address=args.address, key=args.key, timeout_s=args.timeout)
+        with EngramClient(cfg.address, key=cfg.key, timeout_s=cfg.timeout_s) as client:
+            return run(args, client)
+
+    return command
+
+
+def _add_client_commands(sub: Any) -> None:
+    from server import cli_client as c
+
+    common = argparse.ArgumentParser(add_help=False)  # the connection flags, also after the command
+    _connection_flags(common, default=argparse.SUPPRESS)
+
+    def add(name: str, run: Callable[[argparse.Namespace, Any], int], help_: str, parent: Any = sub) -> Any:
+        p = parent.add_parser(name, help=help_, parents=[common])
+        p.set_defaults(func=_client_command(run))
+        return p
+
+    tenant = sub.add_parser("tenant", help="create, list or delete tenants (admin key)").add_subparsers(
+        dest="action", required=True)
+    add("create", c.tenant_create, "create a tenant", tenant).add_argument("tenant")
+    add("list", c.tenant_list, "tenants this key covers", tenant)
+    p = add("delete", c.tenant_delete, "delete a tenant and purge its memories", tenant)
+    p.add_argument("tenant")
+    p.add_argument("--yes", action="store_true", help="confirm the purge")
+
+    key = sub.add_parser("key", help="create, revoke or rotate API keys (admin key)").add_subparsers(
+        dest="action", required=True)
+    p = add("create", c.key_create, "create a key; prints its secret once", key)
+    p.add_argument("name")
+    p.add_argument("--tenant", action="append", help="a tenant id the key covers (repeatable)")
+    p.add_argument("--prefix", action="append", help="a tenant id prefix the key covers, e.g. acme/ (repeatable)")
+    p.add_argument("--admin", action="store_true", help="an admin key (tenants and keys)")
+    add("revoke", c.key_revoke, "revoke a key by id", key).add_argument("key_id")
+    add("rotate", c.key_rotate, "new secret for a key id; the old one stops working", key).add_argument("key_id")
+
+    p = add("write", c.write, "write one memory")
+    p.add_argument("tenant")
+    p.add_argument("content")
+    p.add_argument("--type", dest="type_", choices=TYPES, default="semantic")
+    p.add_argument("--importance", type=float)
+    p.add_argument("--confidence", type=float)
+    p.add_argument("--entity", action="append")
+    p.add_argument("--source-ref", default="")
+    p.add_argument("--scope", default="")
+    p.add_argument("--slot", default="", help="the memory's key (slot), e.g. budget: a newer one supersedes it")
+    p.add_argument("--pinned", action="store_true")
+
+    p = add("search", c.search, "search memories; prints a table with the score breakdown")
+    p.add_argument("tenant")
+    p.add_argument("query")
+    p.add_argument("-k", "--top-k", type=int, default=10)
+    p.add_argument("--type", action="append", choices=TYPES)
+    p.add_argument("--entity", action="append")
+    p.add_argument("--rerank-depth", type=int)
+    p.add_argument("--include-pending", action="store_true")
+    p.add_argument("--context", action="store_true", help="also print the prompt-ready context block")
+    p.add_argument("--json", action="store_true")
+
+    p = add("import", c.import_file, "import memories from JSONL or CSV (batched writes, progress bar)")
+    p.add_argument("tenant")
+    p.add_argument("file")
+    p.add_argument("--format", choices=("jsonl", "csv"), default="", help="default: from the file extension")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is no tty")
+    p.add_argument("--no-progress", action="store_true")
+
+    p = add("export", c.export, "export memories as JSONL (default: active and pending)")
+    p.add_argument("tenant")
+    p.add_argument("file", nargs="?", help="default: stdout")
+    p.add_argument("--status", action="append", choices=STATUSES)
+    p.add_argument("--type", action="append", choices=TYPES)
+
+    add("info", c.info, "server version, models, limits")
+    p = add("stats", c.stats, "loaded tenants, index tiers, memory budget (admin key)")
+    p.add_argument("tenant", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p = add("audit", c.audit, "a tenant's audit log")
+    p.add_argument("tenant")
+    p.add_argument("--op", action="append", help="only these ops: write, merge, supersede, delete, search, ...")
+    p.add_argument("--memory", help="only entries naming this memory id")
+    p.add_argument("--limit", type=int, default=50, help="the last N entries (0: all)")
+    p.add_argument("--json", action="store_true")
+
+
+def _connection_flags(parser: argparse.ArgumentParser, *, default: Any) -> None:
+    parser.add_argument("--address", default=default,
+                        help="server host:port (default ENGRAM_ADDRESS or 127.0.0.1:50051)")
+    parser.add_argument("--key", default=default, help="API key (default ENGRAM_KEY, else ENGRAM_ADMIN_KEY)")
+    parser.add_argument("--timeout", type=float, default=default,
+                        help="seconds per call, retries included (default ENGRAM_TIMEOUT_S or 30)")
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="engram", description="engram: long-term memory server for AI agents")
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING (default from config: INFO)")
+    _connection_flags(parser, default=None)
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the gRPC server")
     serve.add_argument("--listen", help="host:port (default 127.0.0.1:50051)")
     serve.add_argument("--data-dir", help="where memories live (default ./data)")
     serve.add_argument("--config", help="a TOML config file")
+    serve.add_argument("--metrics-listen", help="host:port for Prometheus /metrics (default: off)")
+    serve.add_argument("--log-format", choices=("text", "json"))
     serve.set_defaults(func=_serve)
-    args = parser.parse_args(argv)
+    config = sub.add_parser("config", help="print the effective config as TOML (or the option table)")
+    config.add_argument("--config", help="a TOML config file")
+    config.add_argument("--defaults", action="store_true", help="the built-in defaults only")
+    config.add_argument("--markdown", action="store_true", help="the README's option table (defaults)")
+    config.set_defaults(func=_config)
+    _add_client_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    return int(args.func(args))
+    if args.command != "serve" and args.log_level:
+        logging.basicConfig(level=args.log_level.upper())
+    try:
+        return int(args.func(args))
+    except Exception as exc:  # the CLI's one place to turn failures into a message and an exit code
+        return _report(exc)
+
+
+def _report(exc: Exception) -> int:
+    import grpc
+
+    from server.cli_io import RecordError
+    from server.errors import ConfigError
+
+    if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
+        sys.stderr.write(f"engram: {exc.code().name}: {exc.details()}\n")
+        return 1
+    if isinstance(exc, (ConfigError, RecordError, OSError, ValueError)):
+        sys.stderr.write(f"engram: {exc}\n")
+        return 2
+    raise exc
 
 
 if __name__ == "__main__":

@@ -116,6 +116,8 @@ class ServerConfig:
     log_level: str = "INFO"
     jvm_heap_mb: int = 2048
     lucene_commit_interval_s: float = 5.0
+    metrics_listen: str = ""              # Prometheus /metrics at host:port; "" = off (make serve: 127.0.0.1:9464)
+    log_format: str = "text"              # text | json (one JSON object per line, with request_id)
     tls_cert: str = ""                    # PEM server certificate chain; "" = plaintext
     tls_key: str = ""                     # PEM private key of tls_cert
     tls_client_ca: str = ""               # PEM CA bundle: set → clients must present a cert it signed
@@ -136,6 +138,8 @@ class ServerConfig:
             (self.batching.max_batch_tokens >= 64, "batching.max_batch_tokens must be >= 64"),
             (0.0 <= self.batching.max_wait_ms <= 100.0, "batching.max_wait_ms must be in [0, 100]"),
             (self.batching.queue_capacity >= 1, "batching.queue_capacity must be >= 1"),
+            (self.metrics_listen == "" or ":" in self.metrics_listen, "metrics_listen must be host:port or empty"),
+            (self.log_format in ("text", "json"), "log_format must be text or json"),
             (self.batching.query_cache_ttl_ms >= 0, "batching.query_cache_ttl_ms must be >= 0"),
             (self.batching.query_cache_entries >= 0, "batching.query_cache_entries must be >= 0"),
             (self.models.cpu_threads >= 0, "models.cpu_threads must be >= 0"),
@@ -216,7 +220,7 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     """ENGRAM_SEARCH__RRF_K=30 → {"search": {"rrf_k": "30"}}; ENGRAM_LISTEN → {"listen": ...}."""
     out: dict[str, Any] = {}
     for name, value in env.items():
-        if not name.startswith("ENGRAM_") or name == "ENGRAM_CONFIG":
+        if not name.startswith("ENGRAM_") or name == "ENGRAM_CONFIG" or name in CLIENT_VARIABLES:
             continue
         parts = name[len("ENGRAM_"):].lower().split("__")
         if len(parts) == 2 and parts[0] in _SECTIONS:
@@ -226,6 +230,32 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         else:
             raise ConfigError(f"unknown config variable: {name}")
     return out
+
+
+# Read by the CLI (a client), never by the server: ENGRAM_ADDRESS, ENGRAM_KEY (else ENGRAM_ADMIN_KEY).
+CLIENT_VARIABLES = frozenset({"ENGRAM_ADDRESS", "ENGRAM_KEY", "ENGRAM_TIMEOUT_S"})
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    address: str = "127.0.0.1:50051"
+    key: str = ""
+    timeout_s: float = 30.0
+
+
+def load_client_config(*, env: Mapping[str, str] | None = None, address: str | None = None,
+                       key: str | None = None, timeout_s: float | None = None) -> ClientConfig:
+    """Flags ← ENGRAM_ADDRESS / ENGRAM_KEY (or ENGRAM_ADMIN_KEY) / ENGRAM_TIMEOUT_S ← defaults."""
+    env = os.environ if env is None else env
+    base = ClientConfig()
+    try:
+        timeout = timeout_s if timeout_s is not None else float(env.get("ENGRAM_TIMEOUT_S") or base.timeout_s)
+    except ValueError as exc:
+        raise ConfigError(f"ENGRAM_TIMEOUT_S is not a number: {env.get('ENGRAM_TIMEOUT_S')!r}") from exc
+    if timeout <= 0:
+        raise ConfigError("the client timeout must be > 0")
+    return ClientConfig(address=address or env.get("ENGRAM_ADDRESS") or base.address,
+                        key=key or env.get("ENGRAM_KEY") or env.get("ENGRAM_ADMIN_KEY") or "", timeout_s=timeout)
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,9 @@ from server.engine.engine import Engine
 from server.errors import ConfigError
 from server.grpc.gen.engram.v1 import service_pb2, service_pb2_grpc
 from server.grpc.interceptors import EdgeInterceptor
+from server.grpc.observe import ObserveInterceptor
 from server.grpc.servicer import AdminServicer, MemoryServicer
+from server.metrics import Metrics
 
 SERVICE_NAMES = ("engram.v1.MemoryService", "engram.v1.AdminService")
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -23,11 +25,13 @@ log = logging.getLogger(__name__)
 
 class GrpcFrontend:
     def __init__(self, engine: Engine, *, listen: str, tls_cert: str = "", tls_key: str = "",
-                 tls_client_ca: str = "") -> None:
+                 tls_client_ca: str = "", metrics: Metrics | None = None) -> None:
         self.engine = engine
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
         self.server = grpc.aio.server(
-            interceptors=[EdgeInterceptor(authenticate=engine.registry.catalog.authenticate)],
+            interceptors=[*([ObserveInterceptor(metrics)] if metrics is not None else []),
+                          EdgeInterceptor(authenticate=engine.registry.catalog.authenticate,
+                                          on_done=metrics.rpc_done if metrics is not None else None)],
             options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                      ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)])
         service_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(engine), self.server)

@@ -239,3 +239,18 @@ class Attempts:
 
 def unknown_rpc(method: str) -> ValueError:
     return ValueError(f"no RPC named {method!r}; known: {', '.join(sorted(rpc_names()))}")
+
+
+def forget_request(tenant_id: str, *, filter: FilterLike, older_than_ms: int, delete: bool,  # noqa: A002
+                   include_pinned: bool, all: bool, dry_run: bool) -> Message:  # noqa: A002
+    mode = spb.FORGET_MODE_DELETE if delete else spb.FORGET_MODE_ARCHIVE
+    return spb.ForgetRequest(tenant_id=tenant_id, filter=memory_filter(filter), older_than_ms=older_than_ms,
+                             mode=mode, include_pinned=include_pinned, all=all, dry_run=dry_run)
+
+
+def audit_request(tenant_id: str, *, ops: Sequence[str | int], memory_id: str, page_size: int,
+                  page_token: str) -> Message:
+    codes = [op if isinstance(op, int) else spb.AuditOp.Value("AUDIT_OP_" + op.upper().removeprefix("AUDIT_OP_"))
+             for op in ops]
+    return spb.AuditRequest(tenant_id=tenant_id, ops=codes, memory_id=memory_id, page_size=page_size,
+                            page_token=page_token)

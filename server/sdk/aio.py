@@ -147,3 +147,46 @@ class AsyncEngramClient:
 
     async def rotate_key(self, key_id: str, *, timeout_s: float | None = None) -> spb.RotateKeyResponse:
         return await self.call("RotateKey", spb.RotateKeyRequest(key_id=key_id), timeout_s=timeout_s)  # type: ignore[no-any-return]
+
+    async def delete_tenant(self, tenant_id: str, *, timeout_s: float | None = None) -> Any:
+        return await self.call("DeleteTenant", spb.DeleteTenantRequest(tenant_id=tenant_id), timeout_s=timeout_s)
+
+    async def stats(self, tenant_id: str = "", *, timeout_s: float | None = None) -> Any:
+        return await self.call("Stats", spb.StatsRequest(tenant_id=tenant_id), timeout_s=timeout_s)
+
+    # -- memory lifecycle ------------------------------------------------------------------------------
+    async def history(self, tenant_id: str, memory_id: str, *,
+                      timeout_s: float | None = None) -> spb.HistoryResponse:
+        return await self.call("History", spb.HistoryRequest(tenant_id=tenant_id, memory_id=memory_id),  # type: ignore[no-any-return]
+                               timeout_s=timeout_s)
+
+    async def confirm(self, tenant_id: str, memory_ids: Sequence[str], *,
+                      timeout_s: float | None = None) -> spb.ConfirmResponse:
+        return await self.call("Confirm", spb.ConfirmRequest(tenant_id=tenant_id, memory_ids=list(memory_ids)),  # type: ignore[no-any-return]
+                               timeout_s=timeout_s)
+
+    async def forget(self, tenant_id: str, *, filter: FilterLike = None, older_than_ms: int = 0,  # noqa: A002
+                     delete: bool = False, include_pinned: bool = False, all: bool = False,  # noqa: A002
+                     dry_run: bool = False, timeout_s: float | None = None) -> spb.ForgetResponse:
+        request = _core.forget_request(tenant_id, filter=filter, older_than_ms=older_than_ms, delete=delete,
+                                       include_pinned=include_pinned, all=all, dry_run=dry_run)
+        return await self.call("Forget", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
+
+    async def audit_page(self, tenant_id: str, *, ops: Sequence[str | int] = (), memory_id: str = "",
+                         page_size: int = 0, page_token: str = "",
+                         timeout_s: float | None = None) -> spb.AuditResponse:
+        request = _core.audit_request(tenant_id, ops=ops, memory_id=memory_id, page_size=page_size,
+                                      page_token=page_token)
+        return await self.call("Audit", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
+
+    async def iter_audit(self, tenant_id: str, *, ops: Sequence[str | int] = (), memory_id: str = "",
+                         page_size: int = 100) -> AsyncIterator[spb.AuditEntry]:
+        token = ""
+        while True:
+            page = await self.audit_page(tenant_id, ops=ops, memory_id=memory_id, page_size=page_size,
+                                         page_token=token)
+            for entry in page.entries:
+                yield entry
+            token = page.next_page_token
+            if not token:
+                return

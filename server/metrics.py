@@ -1,0 +1,147 @@
+"""Every Prometheus metric engram exports, declared here and nowhere else.
+
+RPC metrics follow the names of go-grpc-prometheus (``grpc_server_*`` with ``grpc_service``,
+``grpc_method``, ``grpc_code``), so existing gRPC dashboards and alerts work unchanged; engram's own are
+``engram_*``. No label ever carries a tenant id: label values come from fixed sets (RPC names, status
+codes, stage names, batcher names). Each App owns its own registry (no process-global state), and the
+endpoint is off unless ``metrics_listen`` is set.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+log = logging.getLogger(__name__)
+
+# -- names (the one list) -----------------------------------------------------------------------------
+RPC_STARTED = "grpc_server_started"          # counter → grpc_server_started_total
+RPC_HANDLED = "grpc_server_handled"          # counter → grpc_server_handled_total; errors: grpc_code != "OK"
+RPC_SECONDS = "grpc_server_handling_seconds"
+STAGE_SECONDS = "engram_search_stage_seconds"
+QUERY_BATCH_SIZE = "engram_search_batch_size"
+QUERIES = "engram_search_queries"            # counter → engram_search_queries_total
+QUEUE_DEPTH = "engram_queue_depth"
+QUEUE_CAPACITY = "engram_queue_capacity"
+BATCHES = "engram_batches_total"
+BATCH_ITEMS = "engram_batch_items_total"
+BATCH_DROPPED = "engram_batch_dropped_total"
+BATCH_REJECTED = "engram_batch_rejected_total"
+TENANTS_LOADED = "engram_tenants_loaded"
+
+STAGES = ("queue", "embed", "ann", "bm25", "fusion", "rerank", "decay", "total")
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+class BatcherView(Protocol):
+    """What the metrics read from a batcher at scrape time."""
+
+    name: str
+    capacity: int
+
+    @property
+    def depth(self) -> int: ...
+
+    @property
+    def stats(self) -> Any: ...  # .batches, .items, .dropped, .rejected
+
+
+def split_method(path: str) -> tuple[str, str]:
+    """``/engram.v1.MemoryService/Search`` → (``engram.v1.MemoryService``, ``Search``)."""
+    _, _, rest = path.partition("/")
+    service, _, method = rest.partition("/")
+    return service or "unknown", method or "unknown"
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        rpc = ("grpc_type", "grpc_service", "grpc_method")
+        self.started = Counter(RPC_STARTED, "RPCs started on the server.", rpc, registry=self.registry)
+        self.handled = Counter(RPC_HANDLED, "RPCs completed on the server, by status code.", (*rpc, "grpc_code"),
+                               registry=self.registry)
+        self.seconds = Histogram(RPC_SECONDS, "Time from receiving an RPC to its status, in seconds.", rpc,
+                                 buckets=LATENCY_BUCKETS_S, registry=self.registry)
+        self.stage = Histogram(STAGE_SECONDS, "Per-query time in each search stage (shared stages: the batch's).",
+                               ("stage",), buckets=LATENCY_BUCKETS_S, registry=self.registry)
+        self.batch_size = Histogram(QUERY_BATCH_SIZE, "Queries in the device batch each search query rode in.",
+                                    buckets=BATCH_BUCKETS, registry=self.registry)
+        self.queries = Counter(QUERIES, "Search queries answered (a Search RPC may carry several).",
+                               registry=self.registry)
+        self._http: Any = None
+        self._http_thread: threading.Thread | None = None
+
+    # -- observations (edge) -----------------------------------------------------------------------------
+    def rpc_started(self, path: str) -> None:
+        service, method = split_method(path)
+        self.started.labels("unary", service, method).inc()
+
+    def rpc_done(self, path: str, code: str, seconds: float) -> None:
+        service, method = split_method(path)
+        self.handled.labels("unary", service, method, code).inc()
+        self.seconds.labels("unary", service, method).observe(seconds)
+
+    def query_done(self, stages_ns: Mapping[str, int], *, batch_size: int) -> None:
+        self.queries.inc()
+        for stage in STAGES:
+            value = stages_ns.get(stage, 0)
+            if value > 0 or stage in ("queue", "total"):
+                self.stage.labels(stage).observe(value / 1e9)
+        if batch_size > 0:
+            self.batch_size.observe(batch_size)
+
+    # -- state read at scrape time -----------------------------------------------------------------------
+    def watch(self, *, batchers: Sequence[BatcherView], loaded_tenants: Callable[[], int]) -> None:
+        self.registry.register(_StateCollector(batchers, loaded_tenants))
+
+    # -- the endpoint ------------------------------------------------------------------------------------
+    def serve(self, listen: str) -> int:
+        """Starts ``/metrics`` on host:port (port 0: any free one); returns the bound port."""
+        host, _, port = listen.rpartition(":")
+        self._http, self._http_thread = start_http_server(int(port), addr=host.strip("[]") or "0.0.0.0",
+                                                          registry=self.registry)
+        bound = int(self._http.server_port)
+        log.info("metrics on http://%s:%d/metrics", host or "0.0.0.0", bound)
+        return bound
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+        if self._http_thread is not None:
+            self._http_thread.join(5)
+            self._http_thread = None
+
+
+class _StateCollector(Collector):
+    def __init__(self, batchers: Sequence[BatcherView], loaded_tenants: Callable[[], int]) -> None:
+        self._batchers = list(batchers)
+        self._loaded_tenants = loaded_tenants
+
+    def collect(self) -> Iterator[Metric]:
+        depth = GaugeMetricFamily(QUEUE_DEPTH, "Requests waiting in a batcher's queue.", labels=["batcher"])
+        capacity = GaugeMetricFamily(QUEUE_CAPACITY, "A batcher's queue capacity.", labels=["batcher"])
+        batches = CounterMetricFamily(BATCHES, "Batches run.", labels=["batcher"])
+        items = CounterMetricFamily(BATCH_ITEMS, "Requests run in batches.", labels=["batcher"])
+        dropped = CounterMetricFamily(BATCH_DROPPED, "Requests dropped: deadline passed while queued.",
+                                      labels=["batcher"])
+        rejected = CounterMetricFamily(BATCH_REJECTED, "Requests refused: queue full (RESOURCE_EXHAUSTED).",
+                                       labels=["batcher"])
+        for b in self._batchers:
+            stats = b.stats
+            depth.add_metric([b.name], b.depth)
+            capacity.add_metric([b.name], b.capacity)
+            batches.add_metric([b.name], stats.batches)
+            items.add_metric([b.name], stats.items)
+            dropped.add_metric([b.name], stats.dropped)
+            rejected.add_metric([b.name], stats.rejected)
+        yield from (depth, capacity, batches, items, dropped, rejected)
+        yield GaugeMetricFamily(TENANTS_LOADED, "Tenant shards loaded in memory.", value=self._loaded_tenants())
