@@ -1,0 +1,59 @@
+"""The registry keeps loaded shards under a memory budget, evicting the least recently used idle one."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from server.config import MemoryConfig
+from server.domain import MemoryInput
+from server.engine.write import commit_writes
+from server.tenants.catalog import Catalog
+from server.tenants.registry import TenantRegistry
+from server.tenants.shard import SHARD_FIXED_BYTES
+
+DIM = 8
+
+
+def make(tmp_path: Path, *, budget: int, idle_s: float = 0.0) -> TenantRegistry:
+    return TenantRegistry(data_dir=tmp_path, catalog=Catalog(tmp_path / "system"), dim=DIM,
+                          memory_budget_bytes=budget, evict_idle_s=idle_s)
+
+
+def test_lru_eviction_under_budget_and_reload(tmp_path: Path, jvm: None) -> None:
+    registry = make(tmp_path, budget=int(SHARD_FIXED_BYTES * 2.5))   # room for two shards
+    for t in ("a", "b", "c"):
+        registry.create(t)
+    a = registry.shard("a")
+    with a.write_lock:
+        vec = np.ones((1, DIM), dtype=np.float32) / np.sqrt(DIM)
+        commit_writes(a, [MemoryInput(content="alpha memory")], vec, cfg=MemoryConfig(), now_ms=1)
+    registry.shard("b")
+    registry.shard("a")                      # a is now the most recently used
+    registry.shard("c")                      # over budget: b (least recently used) goes
+    loaded = {s.tenant_id for s in registry.loaded()}
+    assert loaded == {"a", "c"} and registry.evictions == 1
+    assert registry.stats("b")["tenants"][0]["state"] == "UNLOADED"
+    registry.shard("b")                      # reload; now a is the oldest
+    assert {s.tenant_id for s in registry.loaded()} == {"c", "b"}
+    again = registry.shard("a")              # a reloads with its memory, flushed on eviction
+    assert [m.content for m in again.store.all()] == ["alpha memory"]
+    assert again.lexical.search("alpha", 5)[1].tolist() == [again.store.all()[0].doc_id]
+    assert registry.loads == 5
+    registry.close()
+
+
+def test_recently_used_shards_are_not_evicted(tmp_path: Path, jvm: None) -> None:
+    registry = make(tmp_path, budget=1, idle_s=30.0)
+    for t in ("a", "b"):
+        registry.create(t)
+    registry.shard("a")
+    registry.shard("b")
+    assert len(registry.loaded()) == 2 and registry.evictions == 0   # soft budget: both in use
+    registry.evict_idle_s = 0.0
+    time.sleep(0.01)
+    assert registry.enforce_budget(keep="b") == 1
+    assert [s.tenant_id for s in registry.loaded()] == ["b"]
+    registry.close()
