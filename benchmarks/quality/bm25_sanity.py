@@ -4,6 +4,9 @@ Anserini's flat BM25 baseline (k1=0.9, b=0.4, title + " " + text) scores 0.679;
 ours must be >= 0.66. Also reports index build time and per-query search latency.
 
     .venv/bin/python -m benchmarks.quality.bm25_sanity [--data DIR] [--out results.json]
+
+It measures the lexical index alone (no server); ``make bench-quality`` measures the same BM25
+through the server, with every other stage beside it.
 """
 
 from __future__ import annotations
@@ -11,60 +14,31 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.quality.datasets import default_data_dir, load_scifact, ndcg_at_k
 from server.lexical.jvm import start_jvm
 from server.lexical.lucene import LuceneIndex
 
 _log = logging.getLogger(__name__)
 
-DEFAULT_DATA = Path("/work/shared/data/scifact")
-
-
-def load_scifact(
-    data: Path,
-) -> tuple[list[tuple[int, str]], dict[str, str], dict[str, dict[int, int]]]:
-    """(corpus as (id, title + " " + text), test queries by id, qrels by query id)."""
-    corpus = []
-    with open(data / "corpus.jsonl", encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            corpus.append((int(row["_id"]), f"{row.get('title', '')} {row['text']}"))
-    queries = {}
-    with open(data / "queries_test.jsonl", encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            queries[str(row["_id"])] = row["text"]
-    qrels: dict[str, dict[int, int]] = {}
-    with open(data / "qrels_test.tsv", encoding="utf-8") as f:
-        next(f)
-        for line in f:
-            qid, did, rel = line.rstrip("\n").split("\t")
-            qrels.setdefault(qid, {})[int(did)] = int(rel)
-    return corpus, queries, qrels
-
-
-def ndcg_at_k(ranked: np.ndarray, rels: dict[int, int], k: int = 10) -> float:
-    dcg = sum(rels.get(int(d), 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
-    ideal = sorted(rels.values(), reverse=True)[:k]
-    idcg = sum(r / math.log2(i + 2) for i, r in enumerate(ideal))
-    return dcg / idcg if idcg > 0 else 0.0
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=default_data_dir(), help="the folder holding scifact/")
     parser.add_argument("--batch", type=int, default=500, help="docs per upsert call")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
-    corpus, queries, qrels = load_scifact(args.data)
+    scifact = load_scifact(args.data, split="test")
+    corpus = [(int(d.id), d.text) for d in scifact.docs]
+    queries = {q.id: q.text for q in scifact.queries}
+    qrels = scifact.qrels
     start_jvm(heap_mb=1024)
     with tempfile.TemporaryDirectory() as tmp:
         index = LuceneIndex.open(Path(tmp) / "scifact")
@@ -86,7 +60,7 @@ def main() -> None:
                 t0 = time.perf_counter()
                 _, ids = index.search(queries[qid], 10)
                 latencies_ms.append((time.perf_counter() - t0) * 1e3)
-                scores.append(ndcg_at_k(ids, qrels[qid]))
+                scores.append(ndcg_at_k([str(i) for i in ids.tolist()], qrels[qid], 10))
             t0 = time.perf_counter()
             index.search_many([queries[q] for q in qids], 100)
             k100_ms = (time.perf_counter() - t0) * 1e3 / len(qids)

@@ -24,6 +24,7 @@ from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ScoringConfig, SearchConfig
 from server.domain import Breakdown, Hit, Memory, MemoryType, QueryResult, SearchQuery, Timings
 from server.fusion.rrf import rrf, rrf_max
+from server.lexical.analysis import has_code
 from server.tenants.shard import TenantShard
 
 CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
@@ -179,6 +180,8 @@ class SearchPipeline:
         dense_w = self.cfg.dense_weight
         if has_cjk(query.text):
             dense_w *= self.cfg.dense_weight_cjk   # the packaged embedder is English-only
+        if has_code(query.text):
+            dense_w *= self.cfg.dense_weight_code  # embedders blur codes: XJ-2025-0421 ≈ XJ-2026-0421
         return dense_w, self.cfg.lexical_weight
 
     def _fuse(self, it: SearchItem, dense: tuple[np.ndarray, np.ndarray] | None,

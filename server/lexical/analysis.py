@@ -15,6 +15,14 @@ Both analyzers split on the same UAX#29 word boundaries, so a code such as
 English query ("project code XJ-2026-0421") and from a Chinese one
 ("项目编号XJ-2026-0421是什么", where the tokenizer also breaks between Han and Latin).
 
+Both analyzers split codes at ``-``: a memory with "XJ-2025-0421" shares two of three
+terms with a query for "XJ-2026-0421". So a third field, ``code``, holds each code-like
+token whole and lowercased (letters/digits joined by ``- _ . /``, at least one digit, no
+word of 6+ letters: ``xj-2026-0421``, ``v1.2.3``, ``inv_0042``); :func:`code_tokens` finds them for
+documents and queries alike. A query with code-like tokens adds one SHOULD clause per
+code on that field, boosted by ``CODE_BOOST``, to the text-field query: the exact code
+outranks near misses, while every other query is unchanged.
+
 Queries are built like Anserini's ``BagOfWordsQueryGenerator``: the query text goes
 through the field's analyzer, and each distinct term becomes a SHOULD ``TermQuery``
 boosted by its count. No query parser is involved, so no user input is syntax.
@@ -31,6 +39,8 @@ from server.lexical.jvm import jclass
 
 FIELD_EN = "en"
 FIELD_CJK = "cjk"
+FIELD_CODE = "code"  # code-like tokens, whole and lowercased, whitespace-joined
+CODE_BOOST = 2.0  # weight of an exact code match against the text field's clauses
 # Indexed + stored keyword (decimal string): the update/delete key, and what Anserini's
 # ScoredDocs reads back per hit (it reads the stored field named "id").
 FIELD_ID = "id"
@@ -57,6 +67,24 @@ def java_text(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
+# Letters/digits joined by - _ . / (ASCII only: a Han character ends a code), with a digit and no
+# run of more than 5 letters: "XJ-2026-0421", "v1.2.3", "TDP-43" are codes; "anti-interleukin-2",
+# "0-dimensional" are hyphenated words.
+_CODE_RE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]+(?:[-_./][A-Za-z0-9]+)+(?![A-Za-z0-9])")
+_DIGIT_RE = re.compile(r"[0-9]")
+_WORD_RE = re.compile(r"[A-Za-z]{6,}")
+
+
+def code_tokens(text: str) -> list[str]:
+    """Code-like tokens of ``text``, lowercased, in order: ``"No. XJ-2026-0421."`` → ``["xj-2026-0421"]``."""
+    return [m.lower() for m in _CODE_RE.findall(text) if _DIGIT_RE.search(m) and not _WORD_RE.search(m)]
+
+
+def has_code(text: str) -> bool:
+    """Whether ``text`` names a code-like token (see :func:`code_tokens`)."""
+    return bool(code_tokens(text))
+
+
 def has_cjk(text: str) -> bool:
     """Whether ``text`` contains a Chinese, Japanese or Korean character."""
     return _CJK_RE.search(text) is not None
@@ -77,11 +105,14 @@ class Analysis:
         JPerFieldAnalyzerWrapper = jclass(
             "org.apache.lucene.analysis.miscellaneous.PerFieldAnalyzerWrapper"
         )
+        JWhitespaceAnalyzer = jclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")
         JHashMap = jclass("java.util.HashMap")
         english = JDefaultEnglishAnalyzer.newDefaultInstance()
         cjk = JCJKAnalyzer()
+        whitespace = JWhitespaceAnalyzer()
         by_field = JHashMap()
         by_field.put(FIELD_CJK, cjk)
+        by_field.put(FIELD_CODE, whitespace)
         return cls(english=english, cjk=cjk, per_field=JPerFieldAnalyzerWrapper(english, by_field))
 
     def field_for(self, query: str) -> str:
@@ -132,17 +163,28 @@ class QueryBuilder:
         tokens = self._analysis.terms(field, query)
         if not tokens:
             return None
-        if len(set(tokens)) <= self._max_terms:
+        codes = weighted_terms(code_tokens(query), max_terms=self._max_terms // 2)
+        if len(set(tokens)) + len(codes) <= self._max_terms:
             analyzer = self._analysis.analyzer_for(field)  # bind before the call (jvm.py)
-            return self._bag_of_words.buildQuery(field, analyzer, query)
-        return self._build_clauses(field, weighted_terms(tokens, max_terms=self._max_terms))
-
-    def _build_clauses(self, field: str, terms: list[tuple[str, int]]) -> Any:
+            text_query = self._bag_of_words.buildQuery(field, analyzer, query)
+        else:
+            limit = self._max_terms - len(codes)
+            text_query = self._build_clauses(field, weighted_terms(tokens, max_terms=limit))
+        if not codes:
+            return text_query
         builder = self._JBooleanQueryBuilder()
+        should = self._SHOULD
+        builder.add(text_query, should)
+        return self._build_clauses(FIELD_CODE, codes, boost=CODE_BOOST, builder=builder)
+
+    def _build_clauses(self, field: str, terms: list[tuple[str, int]], *, boost: float = 1.0,
+                       builder: Any = None) -> Any:
+        builder = self._JBooleanQueryBuilder() if builder is None else builder
         for term, count in terms:
-            clause: Any = self._JTermQuery(self._JTerm(field, term))
-            if count > 1:
-                clause = self._JBoostQuery(clause, float(count))
+            jterm = self._JTerm(field, term)
+            clause: Any = self._JTermQuery(jterm)
+            if count * boost != 1.0:
+                clause = self._JBoostQuery(clause, float(count * boost))
             should = self._SHOULD
             builder.add(clause, should)
         return builder.build()

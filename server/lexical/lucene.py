@@ -39,11 +39,13 @@ import numpy as np
 
 from server.lexical.analysis import (
     FIELD_CJK,
+    FIELD_CODE,
     FIELD_EN,
     FIELD_ID,
     FIELD_ID_NUM,
     Analysis,
     QueryBuilder,
+    code_tokens,
     java_text,
 )
 from server.lexical.jvm import jclass
@@ -108,7 +110,7 @@ class _Gate:
 
 
 class _DocumentFactory:
-    """Builds Lucene documents (id keyword + id doc values + two text fields)."""
+    """Builds Lucene documents (id keyword + id doc values + two text fields + codes, if any)."""
 
     def __init__(self) -> None:
         JFieldType = jclass("org.apache.lucene.document.FieldType")
@@ -145,6 +147,10 @@ class _DocumentFactory:
         doc.add(key_num)
         doc.add(english)
         doc.add(cjk)
+        codes = code_tokens(text)
+        if codes:
+            code = self._JField(FIELD_CODE, " ".join(codes), self._text_type, signature=_FIELD_SIGNATURE)
+            doc.add(code)
         return doc
 
 
