@@ -114,13 +114,24 @@ def dense_quality(directory: Path, data_dir: Path, qvecs: np.ndarray, *, rules: 
         return out
     header, payload = snap
     ivf = ivf_from_payload(payload, dim=vectors.shape[1], rules=rules, description=header["description"])
-    _, got = ivf.search(qvecs, 10)
     out["tier"] = "ivf"
     out["index"] = header["description"]
-    out["recall_at_10"] = float(np.mean([len(set(g) & set(t)) / 10 for g, t in zip(got.tolist(), truth.tolist())]))
+    out["nprobe_sweep"] = {}
+    for nprobe in sorted({16, 32, rules.nprobe, 128, 256}):
+        ivf.set_search_params(nprobe=nprobe, ef_search=max(rules.ef_search, 2 * nprobe))
+        _, got = ivf.search(qvecs, 10)
+        out["nprobe_sweep"][nprobe] = {"recall_at_10": _recall(got, truth),
+                                       **percentiles(_single_query_ms(ivf.search, qvecs))}
+    ivf.set_search_params(nprobe=rules.nprobe, ef_search=rules.ef_search)
+    _, got = ivf.search(qvecs, 10)
+    out["recall_at_10"] = _recall(got, truth)
     out["ivf"] = percentiles(_single_query_ms(ivf.search, qvecs))
     out["ivf_ram_bytes_per_memory"] = ivf.ram_bytes() / len(ivf)
     return out
+
+
+def _recall(got: np.ndarray, truth: np.ndarray) -> float:
+    return float(np.mean([len(set(g) & set(t)) / 10 for g, t in zip(got.tolist(), truth.tolist(), strict=True)]))
 
 
 def _single_query_ms(search: Any, qvecs: np.ndarray) -> list[float]:

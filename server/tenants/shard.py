@@ -44,6 +44,8 @@ class TenantShard:
         self._lexical_seq = lexical.committed_seq()
         self._snapshot_lock = threading.Lock()
         self._dense_snapshot_seq = dense_snapshot_seq
+        self._dense_changes = 0              # adds/removes since load; touches and status updates are not
+        self._dense_snapshot_changes: tuple[int, int] = (0, 0)
         self._store_bytes = sum(len(m.content) + MEMORY_BYTES for m in store.all())
         self.last_used_s = time.monotonic()
         self.load_s = load_s
@@ -94,6 +96,7 @@ class TenantShard:
             self.lexical.delete(doomed)
             self._store_bytes -= len(doomed) * MEMORY_BYTES
         if puts or doomed:
+            self._dense_changes += 1
             self.lexical.refresh()
         return seq
 
@@ -108,12 +111,16 @@ class TenantShard:
                 self._lexical_seq = self.store.seq
 
     def save_dense_snapshot(self) -> bool:
-        """Writes ``dense.snap`` when the dense index is IVF and changed since the last snapshot."""
+        """Writes ``dense.snap`` when the dense index is IVF and its vectors changed since the last snapshot
+        (or it was swapped in). Updates that change no vector (access counts, statuses) do not count: the
+        load-time catch-up replays only vector changes after the snapshot's seq."""
         with self._snapshot_lock:
             with self.write_lock:   # no write between reading the seq and serialising the index
                 active = self.dense.active
                 seq = self.store.seq
-                if active.tier != "ivf" or seq == self._dense_snapshot_seq or self.closed:
+                changes = (self._dense_changes, self.dense.builds)
+                if active.tier != "ivf" or self.closed or (
+                        self._dense_snapshot_seq and changes == self._dense_snapshot_changes):
                     return False
                 payload = ivf_payload(active)  # type: ignore[arg-type]
                 header = {"seq": seq, "dim": self.dense.dim, "n": len(active), "built_n": self.dense.built_n,
@@ -121,6 +128,7 @@ class TenantShard:
             started = time.perf_counter()
             size = write_snapshot(self.directory / DENSE_SNAPSHOT, header, payload)
             self._dense_snapshot_seq = seq
+            self._dense_snapshot_changes = changes
         log.info("tenant %s: dense snapshot at seq %d (%d vectors, %d bytes) in %.2fs", self.tenant_id, seq,
                  header["n"], size, time.perf_counter() - started)
         return True
@@ -159,11 +167,11 @@ def _load_dense(directory: Path, store: TenantStore, replayed: Replayed, *, dim:
                 log.warning("tenant dir %s: dense snapshot unreadable (%s); rebuilding", directory.name, exc)
             else:
                 del payload
-                _catch_up(ivf, replayed, after_seq=seq)
+                replayed_changes = _catch_up(ivf, replayed, after_seq=seq)
                 if len(ivf) == len(replayed.vectors):
                     index = TieredDenseIndex(dim, rules=rules, builder=builder, initial=ivf,
                                              built_n=int(header.get("built_n", len(ivf))))
-                    return index, seq
+                    return index, 0 if replayed_changes else seq   # 0: snapshot again on close
                 log.warning("tenant dir %s: dense snapshot holds %d vectors, the store %d; rebuilding",
                             directory.name, len(ivf), len(replayed.vectors))
         else:
@@ -176,17 +184,18 @@ def _load_dense(directory: Path, store: TenantStore, replayed: Replayed, *, dim:
     return index, 0
 
 
-def _catch_up(index: object, replayed: Replayed, *, after_seq: int) -> None:
+def _catch_up(index: object, replayed: Replayed, *, after_seq: int) -> int:
     """Applies the log's vector changes after ``after_seq``: docs put since are (re)added, docs deleted
     since are removed. Removing first makes a re-add (content change) never duplicate an id."""
     touched = {doc for seq, _, doc, _ in replayed.lexical_ops if seq > after_seq}
     if not touched:
-        return
+        return 0
     ids = np.fromiter(touched, dtype=np.int64, count=len(touched))
     index.remove(ids)  # type: ignore[attr-defined]
     live = [d for d in touched if d in replayed.vectors]
     if live:
         index.add(np.asarray(live, dtype=np.int64), np.stack([replayed.vectors[d] for d in live]))  # type: ignore[attr-defined]
+    return len(touched)
 
 
 def _replay_lexical(lexical: LuceneIndex, ops: list[tuple[int, str, int, str]]) -> None:
