@@ -1,0 +1,244 @@
+"""The serving benchmark: batching on vs off, side by side in one run, against real server processes.
+
+For each dataset (tenants × memories per tenant) two servers start from copies of the same cached data
+directory, one with ``batching.enabled`` and one without; both stay up, and for each concurrency level
+the two are measured back to back (on, then off), so that load from other processes on the machine
+hits both alike. Results: JSON + PNG under benchmarks/results/serving/ and a markdown table.
+
+    .venv/bin/python -m benchmarks.serving.run                       # the CPU grid
+    .venv/bin/python -m benchmarks.serving.run --quick               # a smoke run
+    .venv/bin/python -m benchmarks.serving.run --device cuda --reranker DIR --rerank-depth 100 --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from benchmarks.serving.build import ADMIN_KEY, build, tenant_name
+from benchmarks.serving.corpus import query_texts
+from benchmarks.serving.load import run_load, touch_tenants
+from server.grpc.gen.engram.v1 import service_pb2 as spb
+from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
+
+log = logging.getLogger("benchmarks.serving")
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results" / "serving"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """``engram serve`` in a child process on a copy of a data directory."""
+
+    def __init__(self, data: Path, *, batching: bool, env: dict[str, str], workdir: Path) -> None:
+        self.port = free_port()
+        self.dir = workdir / ("on" if batching else "off")
+        shutil.copytree(data, self.dir)
+        self.log_path = workdir / f"server-{'on' if batching else 'off'}.log"
+        child_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                     "ENGRAM_ADMIN_KEY": ADMIN_KEY, "ENGRAM_LOG_LEVEL": "WARNING",
+                     "ENGRAM_BATCHING__ENABLED": "true" if batching else "false",
+                     # Every query counts: no embedding cache hits in a throughput benchmark.
+                     "ENGRAM_BATCHING__QUERY_CACHE_TTL_MS": "0", **env}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "server.cli", "serve", "--listen", f"127.0.0.1:{self.port}",
+             "--data-dir", str(self.dir)], cwd=ROOT, env=child_env,
+            stdout=self.log_path.open("w"), stderr=subprocess.STDOUT)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout_s: float = 600) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited ({self.proc.returncode}); see {self.log_path}")
+            try:
+                with grpc.insecure_channel(self.address) as channel:
+                    info = sgrpc.MemoryServiceStub(channel).Info(
+                        spb.InfoRequest(), metadata=(("authorization", f"Bearer {ADMIN_KEY}"),), timeout=2)
+                return {"device": info.device, "embedder": info.embedder.name, "embedder_dtype": info.embedder.dtype,
+                        "reranker": info.reranker.name, "batching": {
+                            "enabled": info.batching.enabled, "max_batch_requests": info.batching.max_batch_requests,
+                            "max_batch_tokens": info.batching.max_batch_tokens,
+                            "max_wait_ms": info.batching.max_wait_ms}}
+            except grpc.RpcError:
+                time.sleep(0.5)
+        raise TimeoutError(f"server not ready after {timeout_s}s; see {self.log_path}")
+
+    def wait_indexes_built(self, timeout_s: float = 900) -> list[str]:
+        """Waits until no tenant has a background index build running (the server's steady state);
+        returns the dense index descriptions in use."""
+        deadline = time.monotonic() + timeout_s
+        with grpc.insecure_channel(self.address) as channel:
+            stub = sgrpc.AdminServiceStub(channel)
+            while True:
+                stats = stub.Stats(spb.StatsRequest(), metadata=(("authorization", f"Bearer {ADMIN_KEY}"),),
+                                   timeout=30)
+                if all(t.state != "BUILDING" for t in stats.tenants) or time.monotonic() > deadline:
+                    return sorted({t.dense_index for t in stats.tenants})
+                time.sleep(2)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def load_embedder_for_build(device: str):  # type: ignore[no-untyped-def]
+    import torch
+
+    from server.app import load_embedder
+    from server.config import load_config
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+    model = load_embedder(load_config(env={}), device)
+    model.warmup()
+    return model
+
+
+def bench_dataset(*, tenants: int, per_tenant: int, levels: list[int], seconds: float, env: dict[str, str],
+                  rerank_depth: int, workdir: Path) -> dict[str, Any]:
+    data = build(load_embedder_for_build("cpu"), tenants=tenants, per_tenant=per_tenant)
+    names = [tenant_name(i) for i in range(tenants)]
+    queries = query_texts(5000)
+    servers = {mode: ServerProcess(data, batching=mode == "on", env=env, workdir=workdir) for mode in ("on", "off")}
+    out: dict[str, Any] = {"tenants": tenants, "memories_per_tenant": per_tenant, "runs": []}
+    try:
+        for mode, server in servers.items():
+            out[f"server_{mode}"] = server.wait_ready()
+            started = time.perf_counter()
+            asyncio.run(touch_tenants(server.address, ADMIN_KEY, names, queries[0]))
+            out[f"dense_index_{mode}"] = server.wait_indexes_built()
+            asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries, concurrency=8,
+                                 seconds=min(3.0, seconds), rerank_depth=rerank_depth, seed=99))  # warm-up
+            log.info("%s ready and warm in %.1fs", mode, time.perf_counter() - started)
+        for level in levels:
+            for mode, server in servers.items():
+                load_before = os.getloadavg()[0]
+                result = asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries,
+                                              concurrency=level, seconds=seconds, rerank_depth=rerank_depth,
+                                              seed=level))
+                row = {"batching": mode, **result.summary(), "loadavg_1m_before": round(load_before, 2),
+                       "loadavg_1m_after": round(os.getloadavg()[0], 2)}
+                log.info("t%d m%d %s c=%d: %s", tenants, per_tenant, mode, level, row)
+                out["runs"].append(row)
+    finally:
+        for server in servers.values():
+            server.stop()
+    return out
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = ["| tenants × memories | clients | batching | QPS | p50 ms | p95 ms | p99 ms | mean batch | QPS on/off |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for ds in results["datasets"]:
+        by = {(r["batching"], r["concurrency"]): r for r in ds["runs"]}
+        for (mode, level), r in sorted(by.items(), key=lambda kv: (kv[0][1], kv[0][0] != "on")):
+            other = by.get(("off", level))
+            ratio = f"{r['qps'] / other['qps']:.2f}×" if mode == "on" and other and other["qps"] else ""
+            lines.append(f"| {ds['tenants']} × {ds['memories_per_tenant'] // 1000}k | {level} | {mode} | {r['qps']:.1f} "
+                         f"| {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['p99_ms']:.1f} | {r['mean_batch_size']:.1f} "
+                         f"| {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    datasets = results["datasets"]
+    fig, axes = plt.subplots(2, len(datasets), figsize=(5 * len(datasets), 7), squeeze=False)
+    for col, ds in enumerate(datasets):
+        for mode, style in (("on", "o-"), ("off", "s--")):
+            runs = sorted((r for r in ds["runs"] if r["batching"] == mode), key=lambda r: r["concurrency"])
+            xs = [r["concurrency"] for r in runs]
+            axes[0][col].plot(xs, [r["qps"] for r in runs], style, label=f"batching {mode}")
+            axes[1][col].plot(xs, [r["p95_ms"] for r in runs], style, label=f"batching {mode} p95")
+        axes[0][col].set_title(f"{ds['tenants']} tenant(s) × {ds['memories_per_tenant']:,} memories")
+        axes[0][col].set_ylabel("QPS")
+        axes[1][col].set_ylabel("p95 latency (ms)")
+        axes[1][col].set_yscale("log")
+        for row in (0, 1):
+            axes[row][col].set_xscale("log", base=2)
+            axes[row][col].set_xlabel("concurrent clients")
+            axes[row][col].legend()
+    fig.suptitle(f"engram serving ({results['device']}; {results['note']})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", default="1x10000,1x100000,100x10000", help="TENANTSxMEMORIES,...")
+    parser.add_argument("--levels", default="1,8,32,64")
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--reranker", default="", help="cross-encoder folder; '' = no rerank")
+    parser.add_argument("--rerank-depth", type=int, default=-1)
+    parser.add_argument("--server-env", action="append", default=[], help="extra KEY=VALUE for the servers")
+    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--name", default="serving")
+    parser.add_argument("--quick", action="store_true", help="1x10000, clients 1 and 8, 3 s each")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    if args.quick:
+        args.datasets, args.levels, args.seconds = "1x10000", "1,8", 3.0
+    env = {"ENGRAM_MODELS__DEVICE": args.device}
+    if args.reranker:
+        env["ENGRAM_MODELS__RERANKER"] = str(Path(args.reranker).resolve())
+    env.update(kv.split("=", 1) for kv in args.server_env)  # type: ignore[arg-type]
+    levels = [int(x) for x in args.levels.split(",")]
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {
+        "device": args.device, "cpus": os.cpu_count(), "platform": platform.platform(),
+        "python": platform.python_version(), "seconds_per_run": args.seconds, "rerank_depth": args.rerank_depth,
+        "reranker": args.reranker, "server_env": env, "loadavg_at_start": os.getloadavg(),
+        "note": ("closed-loop clients, one query per Search, top_k 10, no embedding cache; servers for batching "
+                 "on and off run side by side and are measured back to back per level; the load generator "
+                 "shares the machine with the server and with other processes"),
+        "datasets": []}
+    with tempfile.TemporaryDirectory(prefix="engram-serving-") as tmp:
+        for spec in args.datasets.split(","):
+            tenants, per_tenant = (int(x) for x in spec.split("x"))
+            work = Path(tmp) / spec
+            work.mkdir()
+            results["datasets"].append(bench_dataset(tenants=tenants, per_tenant=per_tenant, levels=levels,
+                                                     seconds=args.seconds, env=env, rerank_depth=args.rerank_depth,
+                                                     workdir=work))
+            (out_dir / f"{args.name}.json").write_text(json.dumps(results, indent=2))
+    results["loadavg_at_end"] = os.getloadavg()
+    (out_dir / f"{args.name}.json").write_text(json.dumps(results, indent=2))
+    (out_dir / f"{args.name}.md").write_text(markdown(results))
+    plot(results, out_dir / f"{args.name}.png")
+    sys.stdout.write(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
