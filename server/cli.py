@@ -195,6 +195,9 @@ def _report(exc: Exception) -> int:
     from server.cli_io import RecordError
     from server.errors import ConfigError
 
+    if isinstance(exc, BrokenPipeError):  # e.g. `engram export t | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
         sys.stderr.write(f"engram: {exc.code().name}: {exc.details()}\n")
         return 1

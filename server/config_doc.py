@@ -14,6 +14,45 @@ from server.config import ServerConfig
 
 _COMMENT = re.compile(r"^\s+(\w+)\s*:[^=]+=.*?#\s*(.+)$")
 
+# Meanings of options whose declaration in server/config.py carries no comment.
+MEANINGS = {
+    "listen": "gRPC host:port (port 0: any free port)",
+    "data_dir": "where tenants, WALs, indexes and the key catalog live",
+    "grace_s": "on SIGTERM: seconds in-flight calls get to finish",
+    "log_level": "DEBUG | INFO | WARNING | ERROR",
+    "jvm_heap_mb": "heap of the JVM that hosts Lucene",
+    "lucene_commit_interval_s": "how often Lucene indexes are committed to disk",
+    "models.embed_max_length": "tokens per text the embedder reads",
+    "models.rerank_max_length": "tokens per (query, memory) pair the cross-encoder reads",
+    "batching.enabled": "group concurrent queries into device batches",
+    "batching.max_batch_requests": "queries per batch at most",
+    "batching.max_batch_tokens": "padded tokens per batch at most (longest × count)",
+    "batching.max_wait_ms": "how long a batch waits for stragglers while the device is busy",
+    "batching.queue_capacity": "queued requests per batcher; beyond: RESOURCE_EXHAUSTED",
+    "batching.query_cache_entries": "size of the query-embedding cache",
+    "search.default_top_k": "hits per query when top_k is 0",
+    "search.rrf_k": "the k of reciprocal rank fusion",
+    "search.dense_weight": "weight of the dense list in fusion",
+    "search.lexical_weight": "weight of the BM25 list in fusion",
+    "scoring.episodic_half_life_s": "decay half-life of EPISODIC memories (0: never decays)",
+    "scoring.semantic_half_life_s": "decay half-life of SEMANTIC memories (0: never decays)",
+    "memory.default_importance": "importance of a memory written without one",
+    "memory.pending_below_confidence": "writes with confidence below this are stored PENDING",
+    "memory.dedupe_cosine": "a write this similar to a memory merges into it",
+    "limits.max_memories_per_write": "memories in one Write",
+    "limits.max_content_bytes": "bytes of one memory's content",
+    "limits.max_queries_per_search": "queries in one Search",
+    "limits.max_top_k": "largest top_k",
+    "limits.max_candidates": "largest per-list candidate depth",
+    "limits.max_page_size": "largest List page (and ids per Get/Delete)",
+    "limits.max_query_bytes": "bytes of one query text",
+    "limits.max_entities": "entities per memory",
+    "limits.max_metadata_entries": "metadata entries per memory",
+    "limits.max_tenant_id_len": "characters in a tenant id",
+    "index.nprobe": "IVF lists probed per query",
+    "index.ef_construction": "HNSW build depth of the coarse quantizer",
+}
+
 
 def _comments(cls: type) -> dict[str, str]:
     out: dict[str, str] = {}
@@ -44,12 +83,13 @@ def _rows(config: ServerConfig) -> list[tuple[str, str, str, Any, str]]:
         if dataclasses.is_dataclass(value):
             sections.append((f.name, value))
         else:
-            rows.append(("", f.name, f"ENGRAM_{f.name.upper()}", value, notes.get(f.name, "")))
+            rows.append(("", f.name, f"ENGRAM_{f.name.upper()}", value,
+                         notes.get(f.name, "") or MEANINGS.get(f.name, "")))
     for section, cfg in sections:
         notes = _comments(type(cfg))
         for f in dataclasses.fields(cfg):
             rows.append((section, f.name, f"ENGRAM_{section.upper()}__{f.name.upper()}", getattr(cfg, f.name),
-                         notes.get(f.name, "")))
+                         notes.get(f.name, "") or MEANINGS.get(f"{section}.{f.name}", "")))
     return rows
 
 
@@ -65,6 +105,10 @@ def to_toml(config: ServerConfig, *, redact: bool = True) -> str:
         comment = f"  # {note}" if note else ""
         lines.append(f"{name} = {_toml_value(value)}{comment}")
     return "\n".join(lines) + "\n"
+
+
+def undocumented(config: ServerConfig) -> list[str]:
+    return [f"{section}.{name}" if section else name for section, name, _e, _v, note in _rows(config) if not note]
 
 
 def to_markdown(config: ServerConfig) -> str:
