@@ -53,7 +53,8 @@ def _config(args: argparse.Namespace) -> int:
     from server.config import ServerConfig, load_config
     from server.config_doc import to_markdown, to_toml
 
-    config = ServerConfig() if args.defaults or args.markdown else load_config(toml_path=Path(args.config) if args.config else None)
+    toml_path = Path(args.config) if args.config else None
+    config = ServerConfig() if args.defaults or args.markdown else load_config(toml_path=toml_path)
     sys.stdout.write(to_markdown(config) if args.markdown else to_toml(config))
     return 0
 

@@ -11,7 +11,7 @@ import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import grpc
 from google.protobuf import json_format
@@ -29,8 +29,8 @@ CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
 )
 
-MemoryLike = Union[str, Mapping[str, Any], pb.MemoryInput]
-FilterLike = Union[None, Mapping[str, Any], pb.Filter]
+MemoryLike = str | Mapping[str, Any] | pb.MemoryInput
+FilterLike = Mapping[str, Any] | pb.Filter | None
 
 
 @dataclass(frozen=True)
@@ -163,6 +163,10 @@ def search_request(tenant_id: str, queries: Sequence[str | pb.SearchQuery], opti
     return spb.SearchRequest(tenant_id=tenant_id, queries=built)
 
 
+def create_tenant_request(tenant_id: str, initial: Iterable[MemoryLike]) -> spb.CreateTenantRequest:
+    return spb.CreateTenantRequest(tenant_id=tenant_id, initial_memories=[memory_input(m) for m in initial])
+
+
 def list_request(tenant_id: str, *, filter: FilterLike, page_size: int,  # noqa: A002
                  page_token: str) -> spb.ListRequest:
     return spb.ListRequest(tenant_id=tenant_id, filter=memory_filter(filter), page_size=page_size,
@@ -250,7 +254,9 @@ def forget_request(tenant_id: str, *, filter: FilterLike, older_than_ms: int, de
 
 def audit_request(tenant_id: str, *, ops: Sequence[str | int], memory_id: str, page_size: int,
                   page_token: str) -> Message:
-    codes = [op if isinstance(op, int) else spb.AuditOp.Value("AUDIT_OP_" + op.upper().removeprefix("AUDIT_OP_"))
-             for op in ops]
+    def code(op: str | int) -> Any:
+        return op if isinstance(op, int) else spb.AuditOp.Value("AUDIT_OP_" + op.upper().removeprefix("AUDIT_OP_"))
+
+    codes = [code(op) for op in ops]
     return spb.AuditRequest(tenant_id=tenant_id, ops=codes, memory_id=memory_id, page_size=page_size,
                             page_token=page_token)

@@ -137,7 +137,7 @@ class EngramClient:
     # -- AdminService ----------------------------------------------------------------------------------
     def create_tenant(self, tenant_id: str, initial: Iterable[MemoryLike] = (), *,
                       timeout_s: float | None = None) -> spb.CreateTenantResponse:
-        request = spb.CreateTenantRequest(tenant_id=tenant_id, initial_memories=[_core.memory_input(m) for m in initial])
+        request = _core.create_tenant_request(tenant_id, initial)
         return self.call("CreateTenant", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
 
     def list_tenants(self, *, timeout_s: float | None = None) -> list[str]:
