@@ -1,0 +1,3 @@
+from models.training.recipe import main
+
+main()

