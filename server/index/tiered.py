@@ -45,13 +45,17 @@ _Op = tuple[str, np.ndarray, np.ndarray | None]   # ("add", ids, vectors) | ("de
 class TieredDenseIndex:
     def __init__(self, dim: int, *, rules: TierRules, builder: Executor | None = None,
                  initial: VectorIndex | None = None, built_n: int = 0,
-                 on_swap: Callable[[TieredDenseIndex], None] | None = None) -> None:
+                 on_swap: Callable[[TieredDenseIndex], None] | None = None,
+                 exact_source: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
+                 flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex) -> None:
         self.dim = dim
         self.rules = rules
         self._builder = builder
-        self._active: VectorIndex = initial if initial is not None else FlatDenseIndex(dim)
+        # The small tier; any exact index with the VectorIndex contract (e.g. a GPU twin) fits here.
+        self._active: VectorIndex = initial if initial is not None else flat_factory(dim)
         self._built_n = built_n if initial is not None else 0
         self._on_swap = on_swap
+        self._exact_source = exact_source   # exact vectors for rebuilding a lossy (SQ8/PQ) index
         self._lock = threading.RLock()
         self._delta: list[_Op] | None = None
         self._building: Future[None] | None = None
@@ -138,8 +142,14 @@ class TieredDenseIndex:
             with self._lock:
                 if self._closed:
                     return
-                ids, vectors = self._active.export()
                 self._delta = []    # from here on, every write is recorded for the replay
+                lossy = self._active.tier != "flat" and self._exact_source is not None
+                if not lossy:
+                    ids, vectors = self._active.export()
+            if lossy:
+                assert self._exact_source is not None
+                # Read outside the lock; a write seen both here and in the delta is replayed idempotently.
+                ids, vectors = self._exact_source()
             fresh = build_ivf(ids, vectors, rules=self.rules)
             del ids, vectors
             if not self._catch_up_and_swap(fresh):
@@ -173,6 +183,9 @@ class TieredDenseIndex:
     def set_on_swap(self, callback: Callable[[TieredDenseIndex], None] | None) -> None:
         self._on_swap = callback
 
+    def set_exact_source(self, source: Callable[[], tuple[np.ndarray, np.ndarray]] | None) -> None:
+        self._exact_source = source
+
     def close(self) -> None:
         """Stops a build in flight from swapping in (the build itself finishes and is dropped)."""
         with self._lock:
@@ -180,9 +193,10 @@ class TieredDenseIndex:
 
 
 def _replay(index: VectorIndex, ops: list[_Op]) -> None:
+    """Applies recorded writes in order; an add first removes its ids, so replaying one the base
+    already holds never duplicates an id."""
     for op, ids, vectors in ops:
+        index.remove(ids)
         if op == "add":
             assert vectors is not None
             index.add(ids, vectors)
-        else:
-            index.remove(ids)

@@ -14,11 +14,14 @@ import shutil
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from server.errors import NotFound
+from server.index.dense import FlatDenseIndex
+from server.index.tiered import VectorIndex
 from server.index.tiers import TierRules
 from server.tenants.catalog import Catalog
 from server.tenants.shard import TenantShard
@@ -32,7 +35,8 @@ def tenant_dirname(tenant_id: str) -> str:
 
 class TenantRegistry:
     def __init__(self, *, data_dir: Path, catalog: Catalog, dim: int, rules: TierRules | None = None,
-                 memory_budget_bytes: int = 0, evict_idle_s: float = 2.0, build_threads: int = 1) -> None:
+                 memory_budget_bytes: int = 0, evict_idle_s: float = 2.0, build_threads: int = 1,
+                 flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex) -> None:
         self.root = data_dir / "tenants"
         self.root.mkdir(parents=True, exist_ok=True)
         self.catalog = catalog
@@ -40,6 +44,7 @@ class TenantRegistry:
         self.rules = (rules or TierRules()).validate()
         self.memory_budget_bytes = memory_budget_bytes
         self.evict_idle_s = evict_idle_s
+        self.flat_factory = flat_factory   # the exact small tier (FAISS flat; a GPU twin may go here)
         self._builder = ThreadPoolExecutor(max(1, build_threads), thread_name_prefix="index-build")
         self._shards: OrderedDict[str, TenantShard] = OrderedDict()   # least recently used first
         self._lock = threading.Lock()
@@ -82,7 +87,7 @@ class TenantRegistry:
                     raise NotFound(f"tenant {tenant_id!r} does not exist")
                 started = time.perf_counter()
                 shard = TenantShard.load(tenant_id, self.directory(tenant_id), dim=self.dim, rules=self.rules,
-                                         builder=self._builder)
+                                         builder=self._builder, flat_factory=self.flat_factory)
                 with self._lock:
                     self._shards[tenant_id] = shard
                     self.loads += 1

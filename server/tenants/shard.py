@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from pathlib import Path
 
@@ -19,15 +19,18 @@ import numpy as np
 
 from server.domain import Memory
 from server.index.ivf import ivf_from_payload, ivf_payload
-from server.index.tiered import TieredDenseIndex
+from server.index.dense import FlatDenseIndex
+from server.index.tiered import TieredDenseIndex, VectorIndex
 from server.index.tiers import TierRules
 from server.lexical.lucene import LuceneIndex
 from server.store.memory_store import Replayed, TenantStore
 from server.store.snapshot import read_snapshot, write_snapshot
+from server.store.wal import read_records
 
 log = logging.getLogger(__name__)
 
 DENSE_SNAPSHOT = "dense.snap"
+WAL_NAME = "memories.wal"           # the store's log (TenantStore.open)
 SHARD_FIXED_BYTES = 512 * 1024      # Lucene writer, searcher manager, analyzers, file handles (measured)
 MEMORY_BYTES = 700                  # a Memory object, its ids and its map entries, beside its content
 
@@ -53,11 +56,13 @@ class TenantShard:
 
     @classmethod
     def load(cls, tenant_id: str, directory: Path, *, dim: int, rules: TierRules | None = None,
-             builder: Executor | None = None) -> TenantShard:
+             builder: Executor | None = None, flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex,
+             ) -> TenantShard:
         started = time.perf_counter()
         rules = rules or TierRules()
         store, replayed = TenantStore.open(directory, dim=dim)
-        dense, snap_seq = _load_dense(directory, store, replayed, dim=dim, rules=rules, builder=builder)
+        dense, snap_seq = _load_dense(directory, store, replayed, dim=dim, rules=rules, builder=builder,
+                                      flat_factory=flat_factory)
         replayed.vectors = {}   # the indexes hold them now
         lexical = LuceneIndex.open(directory / "lucene")
         committed = lexical.committed_seq()
@@ -78,6 +83,7 @@ class TenantShard:
                  dense.description, load_s)
         shard = cls(tenant_id, directory, store, dense, lexical, dense_snapshot_seq=snap_seq, load_s=load_s)
         dense.set_on_swap(lambda _index: shard.save_dense_snapshot())
+        dense.set_exact_source(shard.logged_vectors)
         dense.maybe_promote()
         return shard
 
@@ -99,6 +105,18 @@ class TenantShard:
             self._dense_changes += 1
             self.lexical.refresh()
         return seq
+
+    def logged_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """Exact vectors of the live memories, read back from the log (a rebuild of an SQ8/PQ index must
+        not train on decoded vectors). Runs on the build thread; the WAL may grow meanwhile."""
+        blobs: dict[int, bytes] = {}
+        for meta, blob in read_records(self.directory / WAL_NAME):
+            if meta.get("op") == "put" and blob:
+                blobs[int(meta["m"]["doc"])] = blob
+        live = [doc for doc in blobs if self.store.by_doc(doc) is not None]
+        ids = np.asarray(live, dtype=np.int64)
+        vectors = np.frombuffer(b"".join(blobs[d] for d in live), dtype=np.float32).reshape(len(live), self.dense.dim)
+        return ids, vectors
 
     def touch(self) -> None:
         self.last_used_s = time.monotonic()
@@ -154,7 +172,8 @@ class TenantShard:
 
 
 def _load_dense(directory: Path, store: TenantStore, replayed: Replayed, *, dim: int, rules: TierRules,
-                builder: Executor | None) -> tuple[TieredDenseIndex, int]:
+                builder: Executor | None, flat_factory: Callable[[int], VectorIndex],
+                ) -> tuple[TieredDenseIndex, int]:
     """The IVF snapshot caught up with the log when usable; otherwise a flat index of the logged vectors."""
     snap = read_snapshot(directory / DENSE_SNAPSHOT)
     if snap is not None:
@@ -177,7 +196,7 @@ def _load_dense(directory: Path, store: TenantStore, replayed: Replayed, *, dim:
         else:
             log.warning("tenant dir %s: dense snapshot is stale (seq %d, store %d, dim %s); rebuilding",
                         directory.name, seq, store.seq, header.get("dim"))
-    index = TieredDenseIndex(dim, rules=rules, builder=builder)
+    index = TieredDenseIndex(dim, rules=rules, builder=builder, flat_factory=flat_factory)
     if replayed.vectors:
         ids = np.fromiter(replayed.vectors.keys(), dtype=np.int64, count=len(replayed.vectors))
         index.active.add(ids, np.stack(list(replayed.vectors.values())))

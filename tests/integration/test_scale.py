@@ -58,7 +58,6 @@ def assert_nothing_forbidden(client, tenant_id: str, forbidden: dict[str, str], 
     assert wanted in seen, "the live replacement must still be found"
 
 
-@pytest.mark.slow
 def test_no_dead_memory_returns_across_promotion_eviction_and_restart(tmp_path, jvm, embedder) -> None:  # type: ignore[no-untyped-def]
     server = start_server(tmp_path / "data", embedder=embedder, **OVERRIDES)
     client = server.client()

@@ -110,3 +110,36 @@ def test_flat_export_matches_input() -> None:
     assert len(ids) == 98 and 7 not in ids.tolist()
     order = {int(i): j for j, i in enumerate(ids)}
     assert np.array_equal(out[order[21]], vecs[3])
+
+
+def test_regrow_rebuilds_from_exact_vectors_without_duplicates(builder: ThreadPoolExecutor) -> None:
+    vecs = clustered(6000, seed=5)
+    live: dict[int, np.ndarray] = {}
+    calls: list[int] = []
+
+    def source() -> tuple[np.ndarray, np.ndarray]:
+        calls.append(len(live))
+        ids = np.array(sorted(live), dtype=np.int64)
+        return ids, np.stack([live[i] for i in ids.tolist()])
+
+    rules = TierRules(promote_at=1000, codes="SQ8", nprobe=32, ef_search=64, regrow_factor=4.0)
+    index = TieredDenseIndex(DIM, rules=rules, builder=builder, exact_source=source)
+
+    def add(lo: int, hi: int) -> None:
+        for i in range(lo, hi):
+            live[i] = vecs[i]
+        index.add(np.arange(lo, hi), vecs[lo:hi])
+
+    add(0, 1000)
+    index.wait_built(60)
+    assert index.tier == "ivf" and index.built_n == 1000 and not calls   # promotion exports the flat index
+    add(1000, 4100)                     # 4x growth: a rebuild with a larger K, from the exact source
+    add(4100, 6000)                     # during (or after) the rebuild; some also seen by the source
+    for i in range(0, 6000, 7):
+        live.pop(i)
+    index.remove(np.arange(0, 6000, 7))
+    index.wait_built(60)
+    assert calls and index.builds == 2 and index.description.startswith("IVF")
+    ids, _ = index.export()
+    assert len(ids) == len(set(ids.tolist())) == len(live)
+    assert set(ids.tolist()) == set(live)
