@@ -23,10 +23,21 @@ HOUR_S = 3600.0
 DAY_S = 24 * HOUR_S
 
 
+BUNDLED_RERANKER = Path(__file__).resolve().parents[1] / "models" / "weights" / "engram-reranker-v1"
+
+
+BUNDLED = "bundled"
+
+
+def bundled_reranker() -> str:
+    """engram's own trained cross-encoder (``make reranker``) when its weights are present, else ""."""
+    return str(BUNDLED_RERANKER) if (BUNDLED_RERANKER / "model.safetensors").is_file() else ""
+
+
 @dataclass(frozen=True)
 class ModelsConfig:
     embedder: str = ""           # local path or hub id; "" = the packaged all-MiniLM-L6-v2
-    reranker: str = ""           # "" = no reranking
+    reranker: str = BUNDLED      # "bundled" = models/weights/engram-reranker-v1 when present; "" = none
     device: str = "auto"         # auto | cpu | cuda
     embed_max_length: int = 256
     rerank_max_length: int = 320
@@ -284,4 +295,7 @@ def load_config(*, env: Mapping[str, str] | None = None, toml_path: Path | None 
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     layered = _merge(layered, _env_overrides(env))
     layered = _merge(layered, overrides or {})
-    return _apply(ServerConfig(), layered).validate()
+    config = _apply(ServerConfig(), layered).validate()
+    if config.models.reranker == BUNDLED:
+        config = dataclasses.replace(config, models=dataclasses.replace(config.models, reranker=bundled_reranker()))
+    return config

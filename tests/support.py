@@ -52,6 +52,8 @@ class RunningServer:
 
 def start_server(data_dir: Path, *, embedder: Embedder, reranker: Reranker | None = None,
                  **overrides: Any) -> RunningServer:
+    # No reranker unless a test hands one in or names one (the bundled engram-reranker-v1 is a default).
+    overrides = {**overrides, "models": {"reranker": "", **overrides.get("models", {})}}
     config = load_config(env={}, overrides={"listen": "127.0.0.1:0", "data_dir": data_dir, "admin_key": ADMIN_KEY,
                                             "lucene_commit_interval_s": 0.5, **overrides})
     loop = asyncio.new_event_loop()

@@ -1,7 +1,7 @@
 """engram's own cross-encoder reranker: a reproducible, offline training recipe (`make reranker`).
 
-Stages: :mod:`.mine` (candidate lists from the real server's hybrid search), :mod:`.data` (training
+Stages: :mod:`.mine` (BM25 candidate lists), :mod:`.data` (training
 groups: SciFact train claims and self-supervised sentence queries, each with one positive and hard
 negatives), :mod:`.train` (listwise fine-tuning of the packaged MiniLM with a fresh head),
-:mod:`.evaluate` (hybrid vs hybrid + reranker) and :mod:`.recipe` (the whole run, with its log).
+:mod:`.evaluate` (BM25 vs BM25 + reranker) and :mod:`.recipe` (the whole run, with its log).
 """

@@ -19,12 +19,12 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
 
 @dataclass(frozen=True)
 class MinedQuery:
-    """A query with its positive documents and the hybrid candidates the server returned for it."""
+    """A query with its positive documents and its mined candidates (BM25 order)."""
 
     id: str
     text: str
     positives: tuple[str, ...]
-    candidates: tuple[str, ...]  # doc ids in hybrid order (positives included where found)
+    candidates: tuple[str, ...]  # doc ids in candidate order (positives included where found)
     positive_text: str | None = None  # self-supervised: the document with the query sentence removed
 
 
@@ -69,7 +69,7 @@ def sentence_queries(docs: Mapping[str, str], *, count: int, seed: int,
 def build_groups(mined: Sequence[MinedQuery], docs: Mapping[str, str], *, negatives: int, seed: int,
                  skip_top: int = 0) -> list[Group]:
     """One group per (query, positive): the positive and ``negatives`` hard negatives sampled from the
-    hybrid candidates that are not positives (after skipping the ``skip_top`` highest, which are the
+    candidates that are not positives (after skipping the ``skip_top`` highest, which are the
     likeliest unjudged relevant documents). Deterministic in ``seed``; the order is shuffled."""
     rng = random.Random(seed)
     groups: list[Group] = []

@@ -1,8 +1,8 @@
-"""Hybrid vs hybrid + reranker on mined candidate lists, scored with the shared benchmark metrics.
+"""BM25 vs BM25 + reranker on mined candidate lists, scored with the shared benchmark metrics.
 
-The reranked order is the server's: the top ``depth`` fused candidates ordered by the cross-encoder's
-logit (ties keep fused order), the rest after them in fused order. ``blend`` > 0 instead fuses the
-two orders of the top ``depth`` by RRF (``1/(k + fused rank) + blend/(k + rerank rank)``); the
+The reranked order is the server's: the top ``depth`` candidates ordered by the cross-encoder's
+logit (ties keep candidate order), the rest after them in candidate order. ``blend`` > 0 instead fuses the
+two orders of the top ``depth`` by RRF (``1/(k + candidate rank) + blend/(k + rerank rank)``); the
 recipe only reports it, measured on the dev claims.
 """
 
@@ -47,10 +47,10 @@ def reorder(candidates: Sequence[str], logits: np.ndarray, *, blend: float = 0.0
 
 def compare(mined: Sequence[MinedQuery], logits: Mapping[str, np.ndarray], *,
             blends: Sequence[float] = (), ks: Sequence[int] = (10,)) -> dict[str, dict[str, float]]:
-    """``{"hybrid": metrics, "hybrid+rerank": metrics, "hybrid+rerank(blend=w)": metrics, ...}``."""
+    """``{"bm25": metrics, "bm25+rerank": metrics, "bm25+rerank(blend=w)": metrics, ...}``."""
     qrels = {q.id: {d: 1 for d in q.positives} for q in mined}
-    runs = {"hybrid": {q.id: list(q.candidates) for q in mined},
-            "hybrid+rerank": {q.id: reorder(q.candidates, logits[q.id]) for q in mined}}
+    runs = {"bm25": {q.id: list(q.candidates) for q in mined},
+            "bm25+rerank": {q.id: reorder(q.candidates, logits[q.id]) for q in mined}}
     for w in blends:
-        runs[f"hybrid+rerank(blend={w:g})"] = {q.id: reorder(q.candidates, logits[q.id], blend=w) for q in mined}
+        runs[f"bm25+rerank(blend={w:g})"] = {q.id: reorder(q.candidates, logits[q.id], blend=w) for q in mined}
     return {name: {k: round(v, 4) for k, v in evaluate(run, qrels, ks=ks).items()} for name, run in runs.items()}

@@ -37,9 +37,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     p.add_argument("--init", type=Path, default=None, help="encoder folder (default: packaged MiniLM)")
-    p.add_argument("--selfsup", type=int, default=400, help="self-supervised sentence queries")
+    p.add_argument("--selfsup", type=int, default=200, help="self-supervised sentence queries")
     p.add_argument("--negatives", type=int, default=3)
-    p.add_argument("--pool-depth", type=int, default=30, help="hard negatives come from this hybrid depth")
+    p.add_argument("--pool-depth", type=int, default=30, help="hard negatives come from this BM25 depth")
     p.add_argument("--eval-depth", type=int, default=20)
     p.add_argument("--eval-max-length", type=int, default=256)
     p.add_argument("--train-limit", type=int, default=0, help="use only the first N groups (0 = all)")
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "provenance": (f"engram models/training recipe (make reranker), seed {cfg.seed}; initialised from "
                        f"{minilm_provenance() if args.init is None else args.init} first {cfg.layers or 'all'} "
                        "layers + fresh head; trained on SciFact train claims (dev share held out) and "
-                       "self-supervised SciFact corpus sentences with hybrid hard negatives"),
+                       "self-supervised SciFact corpus sentences with BM25 hard negatives"),
         "base_model": MINILM_NAME if args.init is None else str(args.init),
         "training": config_dict(cfg),
         "data": {"groups": len(groups), "train_claims": len(train_claims), "dev_claims": len(dev_claims),

@@ -30,10 +30,10 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TrainConfig:
     layers: int = 3              # encoder layers kept (0 = all)
-    max_length: int = 192        # tokens per (query, passage) pair while training
+    max_length: int = 160        # tokens per (query, passage) pair while training
     groups_per_step: int = 4     # a step sees groups_per_step × (1 + negatives) pairs
     epochs: int = 1
-    lr: float = 5e-5
+    lr: float = 6e-5
     head_lr: float = 1e-3        # the fresh head learns faster than the pretrained body
     weight_decay: float = 0.01
     warmup_share: float = 0.1
