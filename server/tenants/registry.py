@@ -45,6 +45,10 @@ class TenantRegistry:
         self.memory_budget_bytes = memory_budget_bytes
         self.evict_idle_s = evict_idle_s
         self.flat_factory = flat_factory   # the exact small tier (FAISS flat; a GPU twin may go here)
+        # Hooks for the engine: may this shard be evicted now (e.g. no search in flight)? and what to do
+        # with it just before it closes (e.g. commit pending access touches).
+        self.can_evict: Callable[[TenantShard], bool] = lambda shard: True
+        self.before_evict: list[Callable[[TenantShard], None]] = []
         self._builder = ThreadPoolExecutor(max(1, build_threads), thread_name_prefix="index-build")
         self._shards: OrderedDict[str, TenantShard] = OrderedDict()   # least recently used first
         self._lock = threading.Lock()
@@ -111,8 +115,8 @@ class TenantRegistry:
                     return evicted
                 now = time.monotonic()
                 victim = next((t for t, s in self._shards.items()
-                               if t != keep and now - s.last_used_s >= self.evict_idle_s and not s.dense.building),
-                              None)
+                               if t != keep and now - s.last_used_s >= self.evict_idle_s and not s.dense.building
+                               and self.can_evict(s)), None)
             if victim is None:
                 return evicted
             if self.evict(victim):
@@ -126,6 +130,11 @@ class TenantRegistry:
             if shard is None:
                 return False
             started = time.perf_counter()
+            for hook in self.before_evict:
+                try:
+                    hook(shard)
+                except Exception:
+                    log.exception("tenant %s: before-evict hook failed", tenant_id)
             shard.close()
             with self._lock:
                 self.evictions += 1

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 DENSE_SNAPSHOT = "dense.snap"
 WAL_NAME = "memories.wal"           # the store's log (TenantStore.open)
-SHARD_FIXED_BYTES = 512 * 1024      # Lucene writer, searcher manager, analyzers, file handles (measured)
+SHARD_FIXED_BYTES = 512 * 1024      # measured: an open Lucene index ~50 KiB heap, ~300 KiB RSS, 1 fd (+1 WAL fd)
 MEMORY_BYTES = 700                  # a Memory object, its ids and its map entries, beside its content
 
 
