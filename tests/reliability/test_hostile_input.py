@@ -186,6 +186,63 @@ ROWS: list[Row] = [
     )],
 ]
 
+H, CF, FG, AU = ("MemoryService/" + n for n in ("History", "Confirm", "Forget", "Audit"))
+ST, DT = "AdminService/Stats", "AdminService/DeleteTenant"
+ROWS += [
+    # -- History -----------------------------------------------------------------------------------------
+    Row(H, "empty request", spb.HistoryRequest(), INVALID),
+    Row(H, "no memory id", spb.HistoryRequest(tenant_id="acme"), INVALID),
+    Row(H, "NUL in memory id", spb.HistoryRequest(tenant_id="acme", memory_id="m_\x00"), INVALID),
+    Row(H, "oversize memory id", spb.HistoryRequest(tenant_id="acme", memory_id="m" * 300), INVALID),
+    Row(H, "unknown memory", spb.HistoryRequest(tenant_id="acme", memory_id="m_nope"), NOT_FOUND),
+    Row(H, "look-alike tenant", spb.HistoryRequest(tenant_id="acme2", memory_id="m_x"), DENIED, auth="tenant"),
+    Row(H, "invalid UTF-8 id", utf8_bad(1, b"acme") + utf8_bad(2), INVALID),
+    # -- Confirm -----------------------------------------------------------------------------------------
+    Row(CF, "empty request", spb.ConfirmRequest(), INVALID),
+    Row(CF, "no ids", spb.ConfirmRequest(tenant_id="acme"), INVALID),
+    Row(CF, "NUL in id", spb.ConfirmRequest(tenant_id="acme", memory_ids=["m_\x00"]), INVALID),
+    Row(CF, "too many ids", spb.ConfirmRequest(tenant_id="acme", memory_ids=[f"m_{i}" for i in range(21)]), INVALID),
+    Row(CF, "unknown id", spb.ConfirmRequest(tenant_id="acme", memory_ids=["m_nope"]), NOT_FOUND),
+    Row(CF, "look-alike tenant", spb.ConfirmRequest(tenant_id="acme2", memory_ids=["m_x"]), DENIED, auth="tenant"),
+    Row(CF, "invalid UTF-8 id", utf8_bad(1, b"acme") + utf8_bad(2), INVALID),
+    # -- Forget ------------------------------------------------------------------------------------------
+    Row(FG, "empty request", spb.ForgetRequest(), INVALID),
+    Row(FG, "everything without all=true", spb.ForgetRequest(tenant_id="acme", mode=spb.FORGET_MODE_DELETE), INVALID),
+    Row(FG, "unknown mode", spb.ForgetRequest(tenant_id="acme", all=True, mode=7), INVALID),
+    Row(FG, "unknown status filter", spb.ForgetRequest(tenant_id="acme", filter=flt(statuses=[66])), INVALID),
+    Row(FG, "NaN min_importance", spb.ForgetRequest(tenant_id="acme", filter=flt(min_importance=NAN)), INVALID),
+    Row(FG, "negative older_than", spb.ForgetRequest(tenant_id="acme", older_than_ms=-1), INVALID),
+    Row(FG, "look-alike tenant", spb.ForgetRequest(tenant_id="acme2", all=True), DENIED, auth="tenant"),
+    Row(FG, "sub-tenant with an exact key", spb.ForgetRequest(tenant_id="acme/alice", all=True), DENIED,
+        auth="tenant"),
+    Row(FG, "invalid UTF-8 tenant", utf8_bad(1), INVALID),
+    # -- Audit -------------------------------------------------------------------------------------------
+    Row(AU, "empty request", spb.AuditRequest(), INVALID),
+    Row(AU, "negative page size", spb.AuditRequest(tenant_id="acme", page_size=-1), INVALID),
+    Row(AU, "huge page size", spb.AuditRequest(tenant_id="acme", page_size=2**31 - 1), INVALID),
+    Row(AU, "forged page token", spb.AuditRequest(tenant_id="acme", page_token="!!"), INVALID),
+    Row(AU, "unknown op", spb.AuditRequest(tenant_id="acme", ops=[99]), INVALID),
+    Row(AU, "NUL in memory id", spb.AuditRequest(tenant_id="acme", memory_id="m_\x00"), INVALID),
+    Row(AU, "look-alike tenant", spb.AuditRequest(tenant_id="acme2"), DENIED, auth="tenant"),
+    Row(AU, "invalid UTF-8 tenant", utf8_bad(1), INVALID),
+    # -- Stats -------------------------------------------------------------------------------------------
+    Row(ST, "bad tenant id", spb.StatsRequest(tenant_id="acme\x00"), INVALID),
+    Row(ST, "look-alike tenant", spb.StatsRequest(tenant_id="acme2"), DENIED, auth="tenant"),
+    Row(ST, "invalid UTF-8 tenant", utf8_bad(1), INVALID),
+    # -- DeleteTenant ------------------------------------------------------------------------------------
+    Row(DT, "empty tenant id", spb.DeleteTenantRequest(), INVALID),
+    Row(DT, "unknown tenant", spb.DeleteTenantRequest(tenant_id="ghost"), NOT_FOUND),
+    Row(DT, "tenant key is not admin", spb.DeleteTenantRequest(tenant_id="acme"), DENIED, auth="tenant"),
+    Row(DT, "prefix look-alike of a tenant", spb.DeleteTenantRequest(tenant_id="acm"), NOT_FOUND),
+    Row(DT, "path traversal", spb.DeleteTenantRequest(tenant_id="acme/.."), INVALID),
+    Row(DT, "Cyrillic look-alike", spb.DeleteTenantRequest(tenant_id="аcme"), INVALID),
+    Row(DT, "invalid UTF-8 tenant", utf8_bad(1), INVALID),
+    Row(CT, "unknown template tenant", spb.CreateTenantRequest(tenant_id="fresh", template_tenant_id="ghost"),
+        NOT_FOUND),
+    Row(CT, "look-alike template tenant", spb.CreateTenantRequest(tenant_id="fresh", template_tenant_id="аcme"),
+        INVALID),
+]
+
 # Generic rows for every RPC, including ones added later.
 GENERIC = {"missing authorization", "bearer without key", "unknown key", "malformed key", "oversize key",
            "truncated protobuf", "truncated protobuf without a key"}

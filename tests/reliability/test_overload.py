@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -28,7 +29,7 @@ def small_queue(tmp_path_factory: pytest.TempPathFactory, jvm: None, embedder) -
     running.stop()
 
 
-def _fire(client, requests: list[tuple[str, object]], timeout: float) -> list[tuple[C, float]]:  # type: ignore[no-untyped-def]
+def _fire(client: Any, requests: list[tuple[str, object]], timeout: float) -> list[tuple[C, float]]:
     """Starts every call at once; returns (status, seconds until it finished) per call."""
     started = time.monotonic()
     done: dict[int, float] = {}
