@@ -205,6 +205,8 @@ class Engine:
         limit = self.config.limits.max_page_size
         if not 0 <= page_size <= limit:
             raise InvalidArgument(f"page_size must be in [0, {limit}]")
+        if memory_id:
+            validate_memory_ids([memory_id], limit=1)
         after = _decode_token(page_token)
         entries, offset = await asyncio.get_running_loop().run_in_executor(
             self.cpu_pool, lambda: self.lifecycle.state(shard).audit.read(after=after, limit=page_size or 100,
