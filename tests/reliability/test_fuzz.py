@@ -29,7 +29,7 @@ CLIENT_ERRORS = {C.OK, C.INVALID_ARGUMENT, C.NOT_FOUND, C.PERMISSION_DENIED, C.A
 # Fuzzed RPCs: every MemoryService RPC and the admin RPCs that cannot lock the test out.
 SKIP = {"AdminService/DeleteTenant", "AdminService/RevokeKey", "AdminService/RotateKey"}
 MUTATING = {"Write", "Delete", "Confirm", "Forget", "CreateTenant"}
-EXAMPLES = int(os.environ.get("ENGRAM_FUZZ_EXAMPLES", "120"))
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "120"))
 
 texts = st.one_of(
     st.text(st.characters(blacklist_categories=("Cs",)), max_size=40),
@@ -145,3 +145,10 @@ def test_fuzzed_requests_get_a_client_status_and_rejected_ones_change_nothing(ch
 
 def test_server_still_serves_after_fuzzing(channel: grpc.Channel) -> None:
     assert_serving(channel)
+
+
+@pytest.mark.slow
+@settings(max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(item=requests)
+def test_two_thousand_fuzzed_requests(channel: grpc.Channel, item: tuple[str, Any]) -> None:
+    _check(channel, *item)
