@@ -249,6 +249,8 @@ class Lifecycle:
                 archived = [dataclasses.replace(m, status=MemoryStatus.ARCHIVED, updated_at_ms=now_ms) for m in chosen]
                 shard.apply(updates=archived)
                 self.audit(shard, AuditOp.ARCHIVE, refs_of(archived), at_ms=now_ms, key_id=key_id, note="forget")
+        if spec.mode == ForgetMode.DELETE:
+            shard.save_dense_snapshot()   # an IVF snapshot on disk must not keep the purged vectors
         return len(ids), ids[:MAX_LISTED_IDS]
 
     def purge_locked(self, shard: TenantShard, memory_ids: Sequence[str], *, key_id: str, now_ms: int,

@@ -7,7 +7,7 @@ import time
 import grpc
 import pytest
 from memory_support import DAY_MS, HOUR_MS, confirm, get_one, history, ids_of, mem, now_ms, write_one
-from support import status_of
+from support import start_server, status_of
 
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
 from server.grpc.gen.engram.v1 import service_pb2 as spb
@@ -88,7 +88,9 @@ def test_decay_and_importance_per_type_with_overrides(admin) -> None:
                                ("procedural", pb.MEMORY_TYPE_PROCEDURAL, False), ("pinned", pb.MEMORY_TYPE_EPISODIC, True)):
         ids[name] = write_one(admin, T, f"{text} ({name} note {len(ids)})", type=kind, pinned=pinned, importance=0.5,
                               created_at_ms=ago, last_access_at_ms=ago).memory_id
-    by_id = {h.memory.memory_id: h.breakdown for h in admin.search(T, text, top_k=10).hits}
+    # Every search here is "as of" now: a plain one is an access, which resets the decay clock of its hits.
+    by_id = {h.memory.memory_id: h.breakdown for h in admin.search(T, text, top_k=10,
+                                                                   scoring=pb.Scoring(now_ms=now)).hits}
     assert by_id[ids["episodic"]].decay == pytest.approx(0.25, rel=1e-3)      # 96 h = two 48 h half-lives
     assert by_id[ids["semantic"]].decay == pytest.approx(0.5 ** (4 / 30), rel=1e-3)
     assert by_id[ids["procedural"]].decay == pytest.approx(1.0)
@@ -103,7 +105,15 @@ def test_decay_and_importance_per_type_with_overrides(admin) -> None:
     assert {h.memory.memory_id: h.breakdown.decay for h in faster.hits}[ids["episodic"]] == pytest.approx(1 / 16, rel=1e-3)
 
 
-def test_access_updates_are_batched_into_one_log_group(server, admin) -> None:
+def test_access_updates_are_batched_into_one_log_group(tmp_path, jvm, embedder) -> None:
+    server = start_server(tmp_path / "data", embedder=embedder, lucene_commit_interval_s=3600.0)  # flushes: ours
+    try:
+        _touch_and_flush(server, server.client())
+    finally:
+        server.stop()
+
+
+def _touch_and_flush(server, admin) -> None:  # type: ignore[no-untyped-def]
     admin.create_tenant(T)
     target = write_one(admin, T, "The team standup is at 9:30 every weekday", importance=0.5).memory_id
     admin.write(T, "User likes hiking in the Alps")
