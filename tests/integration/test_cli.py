@@ -104,6 +104,10 @@ def test_write_search_audit_and_errors(server, capsys: pytest.CaptureFixture[str
     if "Stats" in rpc_names():
         code, out, _ = run(capsys, server, "stats")
         assert code == 0 and "loaded_tenants" in out
+    if "DeleteTenant" in rpc_names():
+        assert run(capsys, server, "tenant", "delete", "w")[0] == 2  # needs --yes
+        assert run(capsys, server, "tenant", "delete", "w", "--yes")[:2] == (0, "deleted tenant w (1 memories)\n")
+        assert "w" not in run(capsys, server, "tenant", "list")[1].split()
 
 
 def test_config_prints_effective_toml(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -63,3 +63,20 @@ def test_every_proto_rpc_is_callable_by_name() -> None:
     assert {"Write", "Search", "Get", "Delete", "List", "Info", "CreateTenant", "ListTenants",
             "CreateKey"} <= set(names)
     assert _core.response_class(names["Search"], "Search").__name__ == "SearchResponse"
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
+TYPED = {"List": "list_page", "Audit": "audit_page"}  # paginated RPCs: a page method plus an iterator
+
+
+def test_every_rpc_has_a_typed_method_on_both_clients() -> None:
+    from server.sdk import AsyncEngramClient, EngramClient
+
+    for rpc in _core.rpc_names():
+        name = TYPED.get(rpc, _snake(rpc))
+        for cls in (EngramClient, AsyncEngramClient):
+            assert hasattr(cls, name), (f"{cls.__name__}.{name} is missing for RPC {rpc}: add a one-line method "
+                                        f"in server/sdk/client.py and aio.py calling self.call({rpc!r}, ...)")
