@@ -15,6 +15,9 @@ from server.grpc.gen.engram.v1 import service_pb2 as spb
 from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
 
 
+STAGES = ("queue", "embed", "ann", "bm25", "fusion", "rerank", "decay", "total")
+
+
 @dataclass
 class LoadResult:
     concurrency: int
@@ -22,6 +25,7 @@ class LoadResult:
     latencies_ms: list[float] = field(default_factory=list)
     batch_sizes: list[int] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
+    stage_ns: dict[str, int] = field(default_factory=dict)   # summed server-side stage timings
 
     def summary(self) -> dict[str, float | int | dict[str, int]]:
         lat = np.asarray(self.latencies_ms) if self.latencies_ms else np.zeros(1)
@@ -32,6 +36,8 @@ class LoadResult:
             "p99_ms": round(float(np.percentile(lat, 99)), 2), "mean_ms": round(float(lat.mean()), 2),
             "mean_batch_size": round(float(np.mean(self.batch_sizes)), 2) if self.batch_sizes else 0.0,
             "errors": dict(self.errors),
+            "server_stage_mean_ms": {k: round(v / max(1, len(self.latencies_ms)) / 1e6, 2)
+                                     for k, v in self.stage_ns.items()},
         }
 
 
@@ -59,7 +65,10 @@ async def run_load(address: str, key: str, *, tenants: list[str], queries: list[
                 result.errors[name] = result.errors.get(name, 0) + 1
                 continue
             result.latencies_ms.append((time.perf_counter() - started) * 1000)
-            result.batch_sizes.append(reply.results[0].timings.batch_size)
+            timings = reply.results[0].timings
+            result.batch_sizes.append(timings.batch_size)
+            for stage in STAGES:
+                result.stage_ns[stage] = result.stage_ns.get(stage, 0) + getattr(timings, f"{stage}_ns")
 
     began = time.perf_counter()
     await asyncio.gather(*(client(i) for i in range(concurrency)))
