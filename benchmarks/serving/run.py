@@ -187,7 +187,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
             axes[row][col].set_xscale("log", base=2)
             axes[row][col].set_xlabel("concurrent clients")
             axes[row][col].legend()
-    fig.suptitle(f"engram serving ({results['device']}; {results['note']})", fontsize=9)
+    import textwrap
+
+    fig.suptitle(textwrap.fill(f"engram serving ({results['device']}; {results['note']})", 150), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -204,7 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--name", default="serving")
     parser.add_argument("--quick", action="store_true", help="1x10000, clients 1 and 8, 3 s each")
+    parser.add_argument("--replot", action="store_true", help="only redraw the PNG and table from the JSON")
     args = parser.parse_args(argv)
+    if args.replot:
+        saved = json.loads((Path(args.out) / f"{args.name}.json").read_text())
+        plot(saved, Path(args.out) / f"{args.name}.png")
+        (Path(args.out) / f"{args.name}.md").write_text(markdown(saved))
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.quick:
         args.datasets, args.levels, args.seconds = "1x10000", "1,8", 3.0
