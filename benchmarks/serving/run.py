@@ -121,7 +121,8 @@ def load_embedder_for_build(device: str):  # type: ignore[no-untyped-def]
 
 def bench_dataset(*, tenants: int, per_tenant: int, levels: list[int], seconds: float, env: dict[str, str],
                   rerank_depth: int, workdir: Path) -> dict[str, Any]:
-    data = build(load_embedder_for_build("cpu"), tenants=tenants, per_tenant=per_tenant)
+    data = build(load_embedder_for_build(env.get("ENGRAM_MODELS__DEVICE", "cpu")), tenants=tenants,
+                 per_tenant=per_tenant)
     names = [tenant_name(i) for i in range(tenants)]
     queries = query_texts(5000)
     servers = {mode: ServerProcess(data, batching=mode == "on", env=env, workdir=workdir) for mode in ("on", "off")}
