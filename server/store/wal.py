@@ -2,12 +2,14 @@
 
 Each record is ``[u32 meta_len][u32 blob_len][u32 crc32][meta JSON][blob]``. ``append`` writes a group of
 records and fsyncs once before returning, so a caller that acknowledges after ``append`` never loses an
-acknowledged record. ``replay`` stops at the first torn or corrupt record (a crash mid-append) and cuts
-the file there, so a half-written group is never half-applied on the next start.
+acknowledged record. ``open`` stops at the first torn or corrupt record (a crash mid-append) or at the
+start of a group that never finished, and cuts the file there, so a half-written group is never
+half-applied on the next start.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -21,6 +23,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct("<III")
+_GROUP_KEY = "_g"  # in each appended record: how many records of its group follow it
 
 Record = tuple[dict[str, Any], bytes]
 
@@ -60,9 +63,28 @@ def _read_records(data: bytes) -> Iterator[tuple[int, Record]]:
         offset = end
 
 
+def _read_groups(data: bytes) -> Iterator[tuple[int, list[Record]]]:
+    """Yields (end offset, records) for every complete group: ``append`` tags each record with how many of
+    its group follow it (``_g``), so a group cut short by a crash (a short write on SIGKILL) is never
+    yielded in part. Records without the tag (``rewrite``, older logs) are groups of one."""
+    group: list[Record] = []
+    expected: int | None = None
+    for end, (meta, blob) in _read_records(data):
+        remaining = int(meta.pop(_GROUP_KEY, 0))
+        if expected is not None and remaining != expected:
+            return  # a group that never finished, followed by something else: stop at its start
+        group.append((meta, blob))
+        if remaining == 0:
+            yield end, group
+            group, expected = [], None
+        else:
+            expected = remaining - 1
+
+
 def read_records(path: Path) -> list[Record]:
-    """Every intact record of the log at ``path``, read-only (a compaction reads vectors back with it)."""
-    return [record for _, record in _read_records(path.read_bytes())]
+    """Every record of the complete groups of the log at ``path``, read-only (a compaction reads vectors
+    back with it)."""
+    return [record for _, group in _read_groups(path.read_bytes()) for record in group]
 
 
 class WriteAheadLog:
@@ -79,8 +101,8 @@ class WriteAheadLog:
         good_end = 0
         if path.exists():
             data = path.read_bytes()
-            for end, record in _read_records(data):
-                records.append(record)
+            for end, group in _read_groups(data):
+                records.extend(group)
                 good_end = end
             if good_end != len(data):
                 log.warning("wal %s: cutting %d torn bytes at offset %d", path, len(data) - good_end, good_end)
@@ -97,11 +119,20 @@ class WriteAheadLog:
         """Writes the records as one group and fsyncs before returning."""
         if not records:
             return
-        payload = b"".join(encode_record(meta, blob) for meta, blob in records)
+        last = len(records) - 1
+        payload = b"".join(encode_record({**meta, _GROUP_KEY: last - i}, blob)
+                           for i, (meta, blob) in enumerate(records))
         with self._lock:
-            self._file.write(payload)
-            self._file.flush()
-            os.fsync(self._file.fileno())
+            start = self._file.tell()
+            try:
+                self._file.write(payload)
+                self._file.flush()
+                os.fsync(self._file.fileno())
+            except BaseException:
+                # Leave no partial group behind for later groups to follow (e.g. ENOSPC mid-write).
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._file.fileno(), start)
+                raise
 
     def size_bytes(self) -> int:
         with self._lock:
