@@ -77,3 +77,16 @@ def test_full_queue_answers_resource_exhausted_and_the_server_recovers(tmp_path,
         assert status_of(lambda: admin.search("acme/full", "one")) == grpc.StatusCode.OK
     finally:
         running.stop()
+
+
+def test_concurrent_writes_share_embedding_passes(server, admin) -> None:
+    admin.create_tenant("acme/writes")
+    stats = server.app.engine.write_batcher.stats
+    before_batches, before_items = stats.batches, stats.items
+    with ThreadPoolExecutor(16) as pool:
+        replies = list(pool.map(lambda i: admin.write("acme/writes", f"Write number {i} about topic {i * 7}."),
+                                range(32)))
+    assert all(r.results[0].memory_id for r in replies)
+    batches, items = stats.batches - before_batches, stats.items - before_items
+    assert items == 32 and batches < 32, "concurrent writes should share embedding passes"
+    assert len(admin.list_all("acme/writes")) == 32
