@@ -132,7 +132,9 @@ class Worker(threading.Thread):
         self._record(self._send_write([pb.MemoryInput(content=content, supersedes=[old])], flight), [content])
 
     def _delete(self) -> None:
-        candidates = [i for i in self.model.live if i not in self.model.deleted and i not in self.model.keyed.values()]
+        # Not the newer side of a supersede: what deleting it does to the older one's link is not modelled.
+        keep = set(self.model.keyed.values()) | set(self.model.superseded_by.values())
+        candidates = [i for i in self.model.live if i not in self.model.deleted and i not in keep]
         if not candidates:
             return self._write()
         ids = self.rng.sample(sorted(candidates), min(len(candidates), self.rng.randint(1, 2)))
