@@ -120,4 +120,4 @@ def test_config_prints_effective_toml(monkeypatch: pytest.MonkeyPatch, capsys: p
     assert main(["config"]) == 0
     assert tomllib.loads(capsys.readouterr().out)["search"]["rrf_k"] == 30.0
     assert main(["config", "--markdown"]) == 0
-    assert "| `search.rrf_k` | `ENGRAM_SEARCH__RRF_K` | `60.0` |" in capsys.readouterr().out
+    assert "| `search.rrf_k` | `ENGRAM_SEARCH__RRF_K` | `10.0` |" in capsys.readouterr().out

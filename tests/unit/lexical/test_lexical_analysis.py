@@ -47,10 +47,12 @@ def test_english_field_uses_anserini_default_analysis(jvm: None) -> None:
     assert analysis.terms(FIELD_EN, "The memories of running cats") == ["memori", "run", "cat"]
 
 
-def test_cjk_field_bigrams_han_and_keeps_latin_tokens(jvm: None) -> None:
+def test_cjk_field_unigrams_and_bigrams_han_and_keeps_latin_tokens(jvm: None) -> None:
     analysis = Analysis.create()
     assert analysis.terms(FIELD_CJK, "项目编号XJ-2026-0421是什么") == [
-        "项目", "目编", "编号", "xj", "2026", "0421", "是什", "什么",
+        "项", "项目", "目", "目编", "编", "编号", "号", "xj", "2026", "0421", "是", "是什", "什", "什么", "么",
     ]
+    # CJKAnalyzer's width folding, lowercasing and English stopwords are kept.
+    assert analysis.terms(FIELD_CJK, "the Ｆｕｌｌ 号") == ["full", "号"]
     assert analysis.field_for("项目编号") == FIELD_CJK
     assert analysis.field_for("project code") == FIELD_EN

@@ -126,7 +126,10 @@ def test_chinese_query_finds_chinese_doc(index: LuceneIndex) -> None:
     index.upsert(DOCS)
     assert ids_of(index.search("公园散步", 10)) == [3]
     assert ids_of(index.search("开会", 10)) == [5]
-    assert index.search("天气预报", 10)[1].size == 0
+    assert index.search("雨伞", 10)[1].size == 0  # no character in common with any doc
+    # Unigrams are indexed too: one shared character (预) is a weak match, below a shared word (预算).
+    weak, strong = index.search("天气预报", 10), index.search("预算", 10)
+    assert ids_of(weak) == ids_of(strong) == [5] and weak[0][0] < strong[0][0]
 
 
 def test_code_is_found_from_english_and_chinese_queries(index: LuceneIndex) -> None:

@@ -1,0 +1,165 @@
+"""The quality harness's server and client: a real engram App (gRPC on 127.0.0.1:<free port>, the
+packaged embedder, FAISS, Lucene, a temp data dir) and a thin client that ingests eval documents as
+memories and runs eval queries through Search, stage by stage.
+
+Stages are per-query switches of the Search RPC, so every stage of one data set runs against the same
+ingested tenant. Every query is sent "as of" a fixed time (``scoring.now_ms``): such searches do not
+record accesses, so earlier queries never change the importance or recency of later queries' hits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from benchmarks.quality.datasets import Query
+from server.app import App, build_app
+from server.config import load_config
+from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from server.grpc.gen.engram.v1 import service_pb2 as spb
+from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
+
+log = logging.getLogger(__name__)
+
+ADMIN_KEY = "quality-harness-admin-key-0123456789"
+WRITE_CHUNK = 256
+QUERY_CHUNK = 64  # the server's max_queries_per_search
+
+
+def clean(text: str) -> str:
+    """Control characters (the server refuses them; a few SciFact abstracts have some) → spaces."""
+    if all(ch.isprintable() or ch in "\n\r\t" for ch in text):
+        return text
+    return "".join(" " if (unicodedata.category(ch) in ("Cc", "Cs") and ch not in "\n\r\t")
+                   or ch in "\ufffe\uffff" else ch for ch in text)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One ablation: which lists feed the ranking and what multiplies it."""
+
+    name: str
+    lexical_only: bool = False
+    dense_only: bool = False
+    rerank: bool = False
+    decay: bool = False  # decay × importance on ("now" = the data set's now)
+    half_life_s: float | None = None  # episodic half-life override (None: the server's)
+
+
+BM25 = Stage("bm25", lexical_only=True)
+DENSE = Stage("dense", dense_only=True)
+HYBRID = Stage("hybrid")
+RERANK = Stage("hybrid+rerank", rerank=True)
+DECAY = Stage("hybrid+decay", decay=True)
+
+
+@dataclass
+class Ingested:
+    """What one tenant's ingest produced: eval ids per memory (a merge folds several into one)."""
+
+    tenant: str
+    docs_of: dict[str, list[str]] = field(default_factory=dict)  # memory id → eval doc ids
+    merged: int = 0      # writes the near-duplicate rule merged into an earlier memory
+    superseded: int = 0  # memories a later write of the same key and scope superseded
+    seconds: float = 0.0
+
+    @property
+    def memories(self) -> int:
+        return len(self.docs_of)
+
+
+class EvalServer:
+    """A started App plus a client channel; use as a context manager."""
+
+    def __init__(self, data_dir: Path, *, reranker: str = "", overrides: Mapping[str, Any] | None = None) -> None:
+        settings: dict[str, Any] = {
+            "listen": "127.0.0.1:0", "data_dir": data_dir, "admin_key": ADMIN_KEY,
+            "memory": {"audit_searches": False}, **(overrides or {}),
+        }
+        if reranker:
+            settings.setdefault("models", {})["reranker"] = reranker
+        # ENGRAM_* variables apply as they would to `engram serve` (e.g. ENGRAM_MODELS__RERANKER).
+        self.config = load_config(env=os.environ, overrides=settings)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="quality-server", daemon=True)
+        self._app: App | None = None
+        self._channel: grpc.Channel | None = None
+        self._metadata = [("authorization", f"Bearer {ADMIN_KEY}")]
+
+    def __enter__(self) -> EvalServer:
+        self._thread.start()
+
+        async def build() -> App:
+            app = build_app(self.config)
+            await app.start()
+            return app
+
+        self._app = asyncio.run_coroutine_threadsafe(build(), self._loop).result(600)
+        options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
+        self._channel = grpc.insecure_channel(f"127.0.0.1:{self._app.port}", options=options)
+        self._memory = sgrpc.MemoryServiceStub(self._channel)
+        self._admin = sgrpc.AdminServiceStub(self._channel)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._channel is not None:
+            self._channel.close()
+        if self._app is not None:
+            asyncio.run_coroutine_threadsafe(self._app.stop(), self._loop).result(120)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(30)
+
+    @property
+    def has_reranker(self) -> bool:
+        return bool(self.config.models.reranker)
+
+    def info(self) -> spb.InfoResponse:
+        return self._memory.Info(spb.InfoRequest(), metadata=self._metadata)
+
+    def ingest(self, tenant: str, items: Sequence[tuple[str, pb.MemoryInput]]) -> Ingested:
+        """Creates ``tenant`` and writes ``(eval id, memory)`` pairs in order, in chunks."""
+        self._admin.CreateTenant(spb.CreateTenantRequest(tenant_id=tenant), metadata=self._metadata)
+        out = Ingested(tenant=tenant)
+        t0 = time.perf_counter()
+        for i in range(0, len(items), WRITE_CHUNK):
+            chunk = items[i:i + WRITE_CHUNK]
+            for _, memory in chunk:
+                memory.content = clean(memory.content)
+            reply = self._memory.Write(spb.WriteRequest(tenant_id=tenant, memories=[m for _, m in chunk]),
+                                       metadata=self._metadata, timeout=600)
+            for (eval_id, _), result in zip(chunk, reply.results, strict=True):
+                out.docs_of.setdefault(result.memory_id, []).append(eval_id)
+                out.merged += result.outcome == spb.WRITE_OUTCOME_MERGED
+                out.superseded += len(result.superseded)
+        out.seconds = time.perf_counter() - t0
+        log.info("%s: %d writes → %d memories (%d merged, %d superseded) in %.1fs", tenant, len(items),
+                 out.memories, out.merged, out.superseded, out.seconds)
+        return out
+
+    def search(self, tenant: Ingested, queries: Sequence[Query], stage: Stage, *, now_ms: int, top_k: int,
+               candidates: int = 0) -> dict[str, list[str]]:
+        """Ranked eval doc ids per query id for one stage (a merged memory stands for all its docs)."""
+        scoring = pb.Scoring(disable_decay=not stage.decay, disable_importance=not stage.decay, now_ms=now_ms)
+        if stage.half_life_s is not None:
+            scoring.episodic_half_life_s = stage.half_life_s
+        run: dict[str, list[str]] = {}
+        for i in range(0, len(queries), QUERY_CHUNK):
+            chunk = queries[i:i + QUERY_CHUNK]
+            request = spb.SearchRequest(tenant_id=tenant.tenant, queries=[
+                pb.SearchQuery(text=clean(q.text), top_k=top_k, candidates=candidates, lexical_only=stage.lexical_only,
+                               dense_only=stage.dense_only, rerank_depth=0 if stage.rerank else -1, scoring=scoring)
+                for q in chunk])
+            reply = self._memory.Search(request, metadata=self._metadata, timeout=600)
+            for q, result in zip(chunk, reply.results, strict=True):
+                run[q.id] = [d for h in result.hits for d in tenant.docs_of.get(h.memory.memory_id, ())]
+        return run

@@ -1,0 +1,84 @@
+"""``make bench-quality``: every quality number in the README, through the real gRPC server.
+
+    .venv/bin/python -m benchmarks.quality.run [--only scifact,locomo,zh] [--reranker PATH]
+        [--locomo-text raw,contextualised] [--out benchmarks/results/quality]
+
+One in-process server (packaged embedder, FAISS, Lucene, a temp data dir that is deleted afterwards:
+nothing is cached) ingests each data set and answers every stage. A reranker is used when
+``--reranker`` or ``ENGRAM_MODELS__RERANKER`` names one (then a "hybrid+rerank" stage appears).
+Data sets missing under ../shared/data are skipped with a message. Writes ``results.json``,
+``quality.png`` and ``table.md`` under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.quality import report, suites
+from benchmarks.quality.datasets import DataMissing, repo_root
+from benchmarks.quality.harness import EvalServer
+
+log = logging.getLogger("benchmarks.quality")
+
+SUITES = ("scifact", "locomo", "zh")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=",".join(SUITES), help="comma-separated: scifact, locomo, zh")
+    parser.add_argument("--reranker", default="", help="cross-encoder path (else ENGRAM_MODELS__RERANKER)")
+    parser.add_argument("--locomo-text", default="raw,contextualised",
+                        help="LoCoMo memory text: raw turn text and/or '[date] speaker: text'")
+    parser.add_argument("--out", type=Path, default=repo_root() / "benchmarks" / "results" / "quality")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for noisy in ("server", "models"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    wanted = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(wanted) - set(SUITES)
+    if unknown:
+        parser.error(f"unknown suites: {sorted(unknown)}")
+
+    started = time.perf_counter()
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="engram-quality-") as tmp, EvalServer(Path(tmp) / "data",
+                                                                                  reranker=args.reranker) as server:
+        info = server.info()
+        results["meta"] = {
+            "embedder": info.embedder.name, "reranker": info.reranker.name if server.has_reranker else None,
+            "search": {k: v for k, v in vars(suites.DEFAULTS).items()}, "machine": platform.platform(),
+        }
+        for name in wanted:
+            t0 = time.perf_counter()
+            try:
+                if name == "scifact":
+                    results["scifact"] = suites.run_scifact(server)
+                elif name == "locomo":
+                    variants = [v.strip() for v in args.locomo_text.split(",") if v.strip()]
+                    results["locomo"] = suites.run_locomo(server, variants=variants)
+                else:
+                    results["zh"] = suites.run_chinese(server)
+            except DataMissing as exc:
+                log.warning("skipping %s: %s", name, exc)
+                results[name] = {"skipped": str(exc)}
+                continue
+            results[name]["seconds"] = round(time.perf_counter() - t0, 1)
+    results["meta"]["seconds"] = round(time.perf_counter() - started, 1)
+    ran = {k: v for k, v in results.items() if not (isinstance(v, dict) and "skipped" in v)}
+    report.write_json(results, args.out / "results.json")
+    report.plot(ran, args.out / "quality.png")
+    table = report.markdown_table(ran) + "\nLoCoMo recall@10 per category (contextualised text):\n\n" + \
+        report.locomo_category_table(ran)
+    (args.out / "table.md").write_text(table, encoding="utf-8")
+    log.info("quality results in %s (%.0fs)\n%s", args.out, results["meta"]["seconds"], table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
