@@ -107,8 +107,8 @@ class IndexConfig:
 
     promote_at: int = 20000               # vectors before flat → IVF{K}_HNSW32; 0 = always flat
     codes: str = "SQ8"                    # Flat | SQ8 | PQ
-    nprobe: int = 64
-    ef_search: int = 128                  # HNSW coarse quantizer
+    nprobe: int = 128                     # IVF lists probed per query
+    ef_search: int = 256                  # HNSW coarse quantizer
     ef_construction: int = 40
     regrow_factor: float = 4.0            # rebuild with a larger K after this much growth
 

@@ -23,8 +23,8 @@ CODES = ("Flat", "SQ8", "PQ")
 class TierRules:
     promote_at: int = 20000          # vectors; 0 = always flat
     codes: str = "SQ8"               # Flat | SQ8 | PQ (PQ uses dim/8 sub-quantizers of 8 bits)
-    nprobe: int = 64
-    ef_search: int = 128             # HNSW coarse quantizer: >= nprobe
+    nprobe: int = 128                # 1M memories: recall@10 0.951 (0.936 at 64), 1.4 ms p50 (benchmarks/index)
+    ef_search: int = 256             # HNSW coarse quantizer: >= nprobe
     ef_construction: int = 40
     regrow_factor: float = 4.0       # rebuild with a larger K once N grows this much since the build
     train_per_list: int = TRAIN_PER_LIST
