@@ -59,6 +59,21 @@ class Lifecycle:
         self.registry = registry
         self._states: weakref.WeakKeyDictionary[TenantShard, ShardState] = weakref.WeakKeyDictionary()
         registry.sweep_orphans()
+        registry.can_evict = self._can_evict
+        registry.before_evict.append(self._before_evict)
+
+    def _can_evict(self, shard: TenantShard) -> bool:
+        st = self._states.get(shard)
+        return st is None or st.in_flight == 0
+
+    def _before_evict(self, shard: TenantShard) -> None:
+        """An evicted shard keeps nothing in memory only: pending touches are committed, the audit log closed."""
+        st = self._states.get(shard)
+        if st is None:
+            return
+        if len(st.touches):
+            self.flush_touches(shard, st)
+        st.audit.close()
 
     def state(self, shard: TenantShard) -> ShardState:
         st = self._states.get(shard)
