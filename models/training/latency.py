@@ -3,7 +3,7 @@
 ``python -m models.training.latency [--depths 0,5,10,20,30] [--queries 60]``: one server (the trained
 reranker loaded), one query per Search, sequential, distinct query texts (no embedding-cache hits);
 depth 0 sends ``rerank_depth = -1`` (off). Every depth runs over the same queries, interleaved, so
-load from other processes falls on all of them alike. Writes ``benchmarks/results/reranker_latency.json``.
+load from other processes falls on all of them alike. Writes ``benchmarks/results/reranker/latency.json``.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def main() -> None:
     args = p.parse_args()
     result = measure(depths=[int(d) for d in args.depths.split(",")], queries=args.queries,
                      reranker=args.reranker or bundled_reranker(), threads=args.threads)
-    out = repo_root() / "benchmarks" / "results" / "reranker_latency.json"
+    out = repo_root() / "benchmarks" / "results" / "reranker" / "latency.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))

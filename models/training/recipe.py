@@ -102,6 +102,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not args.skip_eval:
         report["eval"] = evaluate_saved(args, docs)
     report["seconds"]["total"] = round(time.perf_counter() - started, 1)
+    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "training_log.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
 

@@ -32,7 +32,9 @@ class TrainConfig:
     layers: int = 3              # encoder layers kept (0 = all)
     max_length: int = 160        # tokens per (query, passage) pair while training
     groups_per_step: int = 4     # a step sees groups_per_step × (1 + negatives) pairs
-    epochs: int = 1
+    # One epoch (247 steps) was measured too short: the loss left ln(4) only near step 170, and the
+    # result hurt ranking (benchmarks/results/reranker/run1_1epoch.json). Three is not yet measured.
+    epochs: int = 3
     # all-MiniLM-L6-v2 was trained with mean pooling: its [CLS] state is nearly the same for every input
     # (relative spread ~1e-3), and BERT's classification head reads [CLS]. At 6e-5 the loss stayed at
     # ln(4) for 50 steps; the body needs a high rate to route the match signal into [CLS] in one epoch.
