@@ -74,7 +74,8 @@ def measure(*, depths: list[int], queries: int, reranker: str, threads: int) -> 
     rows = {str(d): {"p50_ms": round(float(np.percentile(s, 50)), 1), "p95_ms": round(float(np.percentile(s, 95)), 1),
                      "rerank_p50_ms": round(float(np.percentile(rerank_ms[d], 50)), 1), "n": len(s)}
             for d, s in samples.items()}
-    return {"memories": 10_000, "reranker": str(info).count("engram-reranker-v1") > 0 and reranker,
+    named = info.reranker.name if info.HasField("reranker") else ""
+    return {"memories": 10_000, "reranker": reranker, "info_reranker": named,
             "cpu_threads": threads, "depths": rows}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks.quality.datasets import DataMissing, load_scifact
@@ -16,8 +17,6 @@ from models.training.data import Group, MinedQuery, build_groups, is_dev, senten
 from models.training.evaluate import compare, reorder
 from models.training.recipe import parse, run
 from models.training.train import TrainConfig, train
-
-import numpy as np
 
 DOCS = {
     "d1": "Aspirin lowers the risk of heart attack. It thins the blood. Doses vary by age and weight in adults.",
@@ -76,7 +75,7 @@ def test_reorder_puts_reranked_head_first_and_keeps_the_tail() -> None:
     assert reorder(["a", "b", "c", "d"], np.array([0.1, 2.0, 0.5], dtype=np.float32)) == ["b", "c", "a", "d"]
     mined = [MinedQuery(id="q", text="t", positives=("b",), candidates=("a", "b", "c"))]
     scores = compare(mined, {"q": np.array([0.0, 3.0], dtype=np.float32)}, ks=(1,))
-    assert scores["hybrid"]["ndcg@1"] == 0.0 and scores["hybrid+rerank"]["ndcg@1"] == 1.0
+    assert scores["bm25"]["ndcg@1"] == 0.0 and scores["bm25+rerank"]["ndcg@1"] == 1.0
 
 
 def _write_cache(cache: Path) -> None:
@@ -104,7 +103,7 @@ def test_recipe_end_to_end_is_reproducible(tiny_init: Path, tmp_path: Path) -> N
         assert (out / "model.safetensors").stat().st_size < 50 << 20
         meta = json.loads((out / "engram_provenance.json").read_text())
         assert meta["name"] == "engram-reranker-v1" and meta["random_weights"] is False
-        assert json.loads((out / "training_log.json").read_text())["eval"]["scifact_test"]["hybrid"]["queries"] == 3
+        assert json.loads((out / "training_log.json").read_text())["eval"]["scifact_test"]["bm25"]["queries"] == 3
         loaded = HFCrossEncoder.load(out, device="cpu")
         assert loaded.name == "engram-reranker-v1" and loaded.max_length == 64
     assert reports[0]["weights_sha256"] == reports[1]["weights_sha256"]
