@@ -63,7 +63,7 @@ class SearchConfig:
     rrf_k: float = 10.0
     dense_weight: float = 0.85
     lexical_weight: float = 1.0
-    dense_weight_cjk: float = 0.3   # multiplies dense_weight for queries in CJK scripts
+    dense_weight_cjk: float = 0.1   # multiplies dense_weight for queries in CJK scripts
     dense_weight_code: float = 0.3  # multiplies dense_weight for queries naming a code (XJ-2026-0421)
     rerank_depth: int = 30       # fused candidates the cross-encoder sees, when configured
 

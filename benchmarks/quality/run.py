@@ -7,12 +7,14 @@ One in-process server (packaged embedder, FAISS, Lucene, a temp data dir that is
 nothing is cached) ingests each data set and answers every stage. A reranker is used when
 ``--reranker`` or ``ENGRAM_MODELS__RERANKER`` names one (then a "hybrid+rerank" stage appears).
 Data sets missing under ../shared/data are skipped with a message. Writes ``results.json``,
-``quality.png`` and ``table.md`` under --out.
+``quality.png`` and ``table.md`` under --out; with --only, the other data sets' sections of an
+existing ``results.json`` there are kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import platform
 import tempfile
@@ -47,12 +49,16 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     results: dict[str, Any] = {}
+    previous = args.out / "results.json"
+    if set(wanted) != set(SUITES) and previous.is_file():
+        # A partial run (--only) replaces its own sections of the last full results and keeps the rest.
+        results = {k: v for k, v in json.loads(previous.read_text(encoding="utf-8")).items() if k != "meta"}
     with tempfile.TemporaryDirectory(prefix="engram-quality-") as tmp, EvalServer(Path(tmp) / "data",
                                                                                   reranker=args.reranker) as server:
         info = server.info()
-        results["meta"] = {
+        results["meta"] = {"suites_run": wanted,
             "embedder": info.embedder.name, "reranker": info.reranker.name if server.has_reranker else None,
-            "search": {k: v for k, v in vars(suites.DEFAULTS).items()}, "machine": platform.platform(),
+            "search": dict(vars(server.config.search)), "machine": platform.platform(),
         }
         for name in wanted:
             t0 = time.perf_counter()
