@@ -25,14 +25,18 @@ WORDS = ("river mountain ledger violin copper harbor meadow lantern orbit quartz
          "nectar oyster pepper quill raven sierra thistle umber vortex willow xenon yarrow zinc amber basil "
          "cobalt delta fern garnet heron indigo juniper koala lilac marble nutmeg olive pebble quince rustic").split()
 SUPERSEDED = pb.MEMORY_STATUS_SUPERSEDED
-RELEVANCE_ONLY = pb.Scoring(disable_decay=True, disable_importance=True)  # access counts must not reorder
+# Retrieval, not ranking: access counts and a configured reranker must not push the memory out of the top.
+RELEVANCE_ONLY = pb.Scoring(disable_decay=True, disable_importance=True)
 
 
 def token(worker: int, n: int) -> str:
     """A word no other memory contains, made of letters only so every analyzer keeps it whole."""
     letters = "bcdfghjkmnpqrstvwxz"
-    digits = [worker, *divmod(n, len(letters) ** 2), n % len(letters)]
-    return "zq" + "".join(letters[d % len(letters)] for d in digits) + "zq"
+    out = [letters[worker % len(letters)]]
+    for _ in range(4):  # n in base 19: unique for the first 130,321 writes of a worker
+        n, digit = divmod(n, len(letters))
+        out.append(letters[digit])
+    return "zq" + "".join(out) + "zq"
 
 
 @dataclass
@@ -60,6 +64,8 @@ class WorkerModel:
 
 
 class Worker(threading.Thread):
+    # Operations are named _op_*: threading.Thread has private methods (e.g. _delete, run at thread exit)
+    # that a plain _delete would override.
     def __init__(self, *, index: int, client: Client, model: WorkerModel, seed: int, first_n: int) -> None:
         super().__init__(name=f"crash-worker-{index}", daemon=True)
         self.index = index
@@ -76,8 +82,8 @@ class Worker(threading.Thread):
         return " ".join([tok, *self.rng.sample(WORDS, 7)])
 
     def run(self) -> None:
-        ops: list[tuple[float, Callable[[], None]]] = [(0.5, self._write), (0.2, self._keyed), (0.15, self._supersede),
-                                                       (0.15, self._delete)]
+        ops: list[tuple[float, Callable[[], None]]] = [(0.5, self._op_write), (0.2, self._op_keyed),
+                                                       (0.15, self._op_supersede), (0.15, self._op_delete)]
         while not self.stop.is_set():
             op = self.rng.choices([o for _, o in ops], weights=[w for w, _ in ops])[0]
             try:
@@ -103,12 +109,12 @@ class Worker(threading.Thread):
             for old in result.superseded:
                 self.model.superseded_by[old] = result.memory_id
 
-    def _write(self) -> None:
+    def _op_write(self) -> None:
         contents = [self._content() for _ in range(self.rng.randint(1, 3))]
         flight = InFlight("write", tokens=[c.split()[0] for c in contents])
         self._record(self._send_write([pb.MemoryInput(content=c) for c in contents], flight), contents)
 
-    def _keyed(self) -> None:
+    def _op_keyed(self) -> None:
         key = f"w{self.index}slot{self.rng.randint(0, 3)}"  # slots are per worker: no cross-worker races
         content = self._content()
         flight = InFlight("write", tokens=[content.split()[0]], key=key,
@@ -122,21 +128,21 @@ class Worker(threading.Thread):
         return sorted(i for i in self.model.live if i not in self.model.superseded_by and i not in self.model.deleted
                       and i not in self.model.keyed.values())
 
-    def _supersede(self) -> None:
+    def _op_supersede(self) -> None:
         candidates = self._candidates()
         if not candidates:
-            return self._write()
+            return self._op_write()
         old = self.rng.choice(candidates)
         content = self._content()
         flight = InFlight("write", tokens=[content.split()[0]], supersedes=[old])
         self._record(self._send_write([pb.MemoryInput(content=content, supersedes=[old])], flight), [content])
 
-    def _delete(self) -> None:
+    def _op_delete(self) -> None:
         # Not the newer side of a supersede: what deleting it does to the older one's link is not modelled.
         keep = set(self.model.keyed.values()) | set(self.model.superseded_by.values())
         candidates = [i for i in self.model.live if i not in self.model.deleted and i not in keep]
         if not candidates:
-            return self._write()
+            return self._op_write()
         ids = self.rng.sample(sorted(candidates), min(len(candidates), self.rng.randint(1, 2)))
         self.model.in_flight = InFlight("delete", ids=ids)
         reply = self.client.memory.Delete(spb.DeleteRequest(tenant_id=self.model.tenant, memory_ids=ids),
@@ -199,7 +205,7 @@ def verify(client: Client, models: list[WorkerModel]) -> dict[str, int]:
             content = model.live[memory_id]
             for mode in ({"lexical_only": True}, {"dense_only": True}):
                 hits = client.search(model.tenant, content, top_k=5, include_history=True, include_pending=True,
-                                     scoring=RELEVANCE_ONLY, **mode).hits
+                                     scoring=RELEVANCE_ONLY, rerank_depth=-1, **mode).hits
                 assert memory_id in [h.memory.memory_id for h in hits], (
                     memory_id, mode, by_tenant[model.tenant][memory_id], [(h.memory.memory_id, h.memory.status,
                                                                            h.breakdown) for h in hits])

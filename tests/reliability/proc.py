@@ -69,7 +69,9 @@ class ServerProcess:
 
     def start(self, *, timeout_s: float = 180.0, wait: bool = True) -> ServerProcess:
         env = {**os.environ, "ENGRAM_ADMIN_KEY": ADMIN_KEY, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "ENGRAM_MODELS__DEVICE": "cpu", "ENGRAM_JVM_HEAP_MB": "512", "PYTHONUNBUFFERED": "1", **self.env}
+               "ENGRAM_MODELS__DEVICE": "cpu", "ENGRAM_JVM_HEAP_MB": "512", "PYTHONUNBUFFERED": "1",
+               "ENGRAM_MODELS__RERANKER": "",  # these tests are about durability, not ranking: no reranker
+               **self.env}
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "server.cli", "serve", "--listen", self.address, "--data-dir", str(self.data_dir)],

@@ -41,7 +41,8 @@ def run_crash_rounds(tmp_path: Path, *, kills: int, seed: int, dim: int) -> Coun
             server.kill()
             for w in workers:
                 w.join(60)
-            assert not errors, errors
+            if errors:
+                pytest.fail("\n".join(errors))
             if round_no == kills - 1:
                 shutil.copytree(tmp_path / "data", tmp_path / "after-last-kill")
             server.port = free_port()
