@@ -7,8 +7,10 @@ non-decreasing, ``offsets[q] == n``; empty segments are allowed).
 Per candidate ``i``::
 
     age      = max(age_s[i], 0)                      (negative or NaN ages count as 0)
-    decay    = 2 ** -(age / half_life_s[i])          if half_life_s[i] > 0, finite, and not pinned[i]
+    decay    = floor + (1 - floor) * 2 ** -(age / half_life_s[i])
+                                                     if half_life_s[i] > 0, finite, and not pinned[i]
              = 1                                     otherwise (0, inf or NaN half-life: never decays)
+    floor    = decay_floor (a scalar, or decay_floor[i]; default 0: the plain half-life curve)
     weight   = (1 - importance_weight) + importance_weight * importance[i]
     final    = relevance[i] * decay * weight         (all in float32)
 
@@ -53,7 +55,20 @@ class DecayRanker(Protocol):
         *,
         top_k: int,
         importance_weight: float,
+        decay_floor: Any = 0.0,
     ) -> DecayRanked: ...
+
+
+def decay_floors(decay_floor: Any, n: int, xp: Any = np) -> Any:
+    """The per-candidate floor array (float32, length n) from a scalar or an array; checks [0, 1]."""
+    floors = xp.asarray(decay_floor, dtype=xp.float32)
+    if floors.ndim == 0:
+        floors = xp.full(n, floors, dtype=xp.float32)
+    if floors.shape != (n,):
+        raise ValueError(f"decay_floor must be a scalar or of shape ({n},), got {floors.shape}")
+    if n and not bool(((floors >= 0) & (floors <= 1)).all()):
+        raise ValueError("decay_floor must be in [0, 1]")
+    return xp.ascontiguousarray(floors)
 
 
 def validate_decay_inputs(
@@ -107,6 +122,7 @@ def decay_rank(
     *,
     top_k: int,
     importance_weight: float,
+    decay_floor: npt.ArrayLike = 0.0,
 ) -> DecayRanked:
     """NumPy reference; see the module docstring for the semantics."""
     rel = np.asarray(relevance, dtype=np.float32)
@@ -121,7 +137,8 @@ def decay_rank(
     decays = np.ones(n, dtype=np.float32)
     decaying = (half_life > 0) & np.isfinite(half_life) & ~pin
     clipped_age = np.fmax(age[decaying], np.float32(0))  # fmax maps NaN to 0
-    decays[decaying] = np.exp2(-(clipped_age / half_life[decaying]))
+    floors = decay_floors(decay_floor, n)[decaying]
+    decays[decaying] = floors + (np.float32(1) - floors) * np.exp2(-(clipped_age / half_life[decaying]))
     iw = np.float32(importance_weight)
     weights = (np.float32(1) - iw) + iw * imp
     finals = (rel * decays) * weights

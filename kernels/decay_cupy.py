@@ -17,7 +17,7 @@ from typing import Any
 import cupy  # type: ignore[import-not-found, import-untyped, unused-ignore]
 import numpy as np
 
-from kernels.decay import DecayRanked, host_offsets, validate_decay_inputs
+from kernels.decay import DecayRanked, decay_floors, host_offsets, validate_decay_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +34,7 @@ extern "C" __global__ void decay_final(
     const int q,
     const long long n,
     const float importance_weight,
+    const float* __restrict__ decay_floor,
     float* __restrict__ decay,
     float* __restrict__ weight,
     float* __restrict__ final_score,
@@ -47,7 +48,8 @@ extern "C" __global__ void decay_final(
     if (!pinned[i] && hl > 0.0f && isfinite(hl)) {
         const float a = age_s[i];
         const float age = a > 0.0f ? a : 0.0f;  /* negative and NaN ages count as 0 */
-        d = exp2f(-__fdiv_rn(age, hl));
+        const float floor = decay_floor[i];
+        d = __fadd_rn(floor, __fmul_rn(1.0f - floor, exp2f(-__fdiv_rn(age, hl))));
     }
     /* explicit rounding intrinsics: no FMA contraction, to match NumPy's float32 arithmetic */
     const float w = __fadd_rn(1.0f - importance_weight, __fmul_rn(importance_weight, importance[i]));
@@ -99,6 +101,7 @@ def decay_rank(
     *,
     top_k: int,
     importance_weight: float,
+    decay_floor: Any = 0.0,
 ) -> DecayRanked:
     """GPU version of :func:`kernels.decay.decay_rank`; NumPy or CuPy inputs, NumPy outputs."""
     rel = cupy.ascontiguousarray(cupy.asarray(relevance, dtype=cupy.float32))
@@ -109,6 +112,7 @@ def decay_rank(
     segs_host = host_offsets(offsets)
     arrays = {"relevance": rel, "age_s": age, "half_life_s": half_life, "importance": imp, "pinned": pin}
     n = validate_decay_inputs(arrays, segs_host, top_k=top_k, importance_weight=importance_weight)
+    floors = decay_floors(decay_floor, n, cupy)
     q = segs_host.shape[0] - 1
     if q >= 2**31:
         raise ValueError(f"too many segments for one launch: {q}")
@@ -126,7 +130,7 @@ def decay_rank(
             (
                 rel, age, half_life, imp, pin, segs,
                 np.int32(q), np.int64(n), np.float32(importance_weight),
-                decay, weight, final, key,
+                floors, decay, weight, final, key,
             ),
         )
     order = cupy.argsort(key).astype(cupy.int64)  # stable: equal keys keep index order

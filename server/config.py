@@ -74,6 +74,7 @@ class ScoringConfig:
     semantic_half_life_s: float = 30 * DAY_S
     procedural_half_life_s: float = 0.0   # 0: never decays
     importance_weight: float = 0.5        # weight = (1 - w) + w * importance
+    decay_floor: float = 0.0              # decay = floor + (1 - floor) * 0.5^(age / half-life); 0 = plain curve
 
 
 @dataclass(frozen=True)
@@ -172,13 +173,14 @@ class ServerConfig:
             (0.0 <= self.memory.default_importance <= 1.0, "memory.default_importance must be in [0, 1]"),
             (0.0 <= self.memory.pending_below_confidence <= 1.0, "memory.pending_below_confidence in [0, 1]"),
             (0.0 < self.memory.dedupe_cosine <= 1.01, "memory.dedupe_cosine must be in (0, 1.01]"),
+            (0.0 <= self.memory.access_importance_step <= 0.5, "memory.access_importance_step in [0, 0.5]"),
+            (0.0 <= self.memory.access_importance_max <= 1.0, "memory.access_importance_max in [0, 1]"),
+            (self.memory.capacity_per_tenant >= 0, "memory.capacity_per_tenant must be >= 0"),
+            (0.0 <= self.scoring.decay_floor <= 1.0, "scoring.decay_floor must be in [0, 1]"),
         ]
         for name in ("episodic_half_life_s", "semantic_half_life_s", "procedural_half_life_s"):
             value = getattr(self.scoring, name)
             checks.append((math.isfinite(value) and value >= 0, f"scoring.{name} must be finite and >= 0"))
-            (0.0 <= self.memory.access_importance_step <= 0.5, "memory.access_importance_step in [0, 0.5]"),
-            (0.0 <= self.memory.access_importance_max <= 1.0, "memory.access_importance_max in [0, 1]"),
-            (self.memory.capacity_per_tenant >= 0, "memory.capacity_per_tenant must be >= 0"),
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)

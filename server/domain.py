@@ -132,6 +132,7 @@ class Scoring:
     procedural_half_life_s: float | None = None
     importance_weight: float | None = None
     now_ms: int = 0
+    decay_floor: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -255,6 +255,10 @@ class SearchPipeline:
         w = query.scoring.importance_weight
         return self.scoring.importance_weight if w is None else w
 
+    def _decay_floor(self, query: SearchQuery) -> float:
+        floor = query.scoring.decay_floor
+        return self.scoring.decay_floor if floor is None else floor
+
     def _rank_stage(self, items: Sequence[SearchItem], cands: list[_Candidates],
                     timings: Timings) -> list[QueryResult]:
         """One decay × importance kernel call over every candidate of the batch (segmented)."""
@@ -264,10 +268,12 @@ class SearchPipeline:
         half_life: list[float] = []
         weight_in: list[float] = []
         pinned: list[bool] = []
+        floors: list[float] = []
         offsets = [0]
         for it, cand in zip(items, cands, strict=True):
             lives = self._half_lives(it.query)
             w = self._importance_weight(it.query)
+            floors.extend([self._decay_floor(it.query)] * len(cand.memories))
             for memory, rel in zip(cand.memories, cand.relevance, strict=True):
                 relevance.append(rel)
                 age_s.append(max(0.0, (it.now_ms - memory.last_access_at_ms) / 1000.0))
@@ -280,7 +286,7 @@ class SearchPipeline:
         ranked = self.ranker(np.asarray(relevance, dtype=np.float32), np.asarray(age_s, dtype=np.float32),
                              np.asarray(half_life, dtype=np.float32), np.asarray(weight_in, dtype=np.float32),
                              np.asarray(pinned, dtype=np.bool_), np.asarray(offsets, dtype=np.int64),
-                             top_k=top_k, importance_weight=1.0)
+                             top_k=top_k, importance_weight=1.0, decay_floor=np.asarray(floors, dtype=np.float32))
         timings.decay_ns = time.monotonic_ns() - t0
         results: list[QueryResult] = []
         for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):

@@ -128,6 +128,7 @@ def validate_queries(queries: Sequence[SearchQuery], *, limits: LimitsConfig) ->
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise InvalidArgument(f"{where}.scoring.{name} must be finite and >= 0")
         _unit(s.importance_weight, f"{where}.scoring.importance_weight")
+        _unit(s.decay_floor, f"{where}.scoring.decay_floor")
         _time(s.now_ms, f"{where}.scoring.now_ms")
         validate_filter(q.filter, where=f"{where}.filter")
 

@@ -63,7 +63,7 @@ def scoring_from_pb(s: pb.Scoring) -> Scoring:
     return Scoring(disable_decay=s.disable_decay, disable_importance=s.disable_importance,
                    episodic_half_life_s=opt("episodic_half_life_s"), semantic_half_life_s=opt("semantic_half_life_s"),
                    procedural_half_life_s=opt("procedural_half_life_s"), importance_weight=opt("importance_weight"),
-                   now_ms=s.now_ms)
+                   now_ms=s.now_ms, decay_floor=opt("decay_floor"))
 
 
 def query_from_pb(q: pb.SearchQuery, *, where: str = "query") -> SearchQuery:

@@ -92,3 +92,14 @@ def test_accepts_cupy_inputs_and_edge_shapes() -> None:
     assert np.isneginf(none.scores).all()
     zero_k = decay_rank(*args, top_k=0, importance_weight=0.0)
     assert zero_k.indices.shape == (5, 0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_decay_floor_matches_numpy_reference(seed) -> None:
+    from kernels.decay_cupy import decay_rank
+
+    args = random_case(seed, q=32, max_segment=200)
+    floor = np.random.default_rng(seed).random(int(args[-1][-1]), dtype=np.float32)
+    got = decay_rank(*args, top_k=20, importance_weight=0.5, decay_floor=floor)
+    want = reference(*args, top_k=20, importance_weight=0.5, decay_floor=floor)
+    assert_same_ranking(got, want, args[-1])

@@ -12,14 +12,15 @@ from kernels import decay as decay_module
 from kernels.decay import DecayRanked, decay_rank
 
 
-def naive_elementwise(rel, age, half_life, imp, pinned, importance_weight):
+def naive_elementwise(rel, age, half_life, imp, pinned, importance_weight, floor=None):
+    floor = np.zeros(len(rel)) if floor is None else np.broadcast_to(floor, len(rel))
     decays, weights, finals = [], [], []
     for i in range(len(rel)):
         a = float(age[i])
         a = 0.0 if math.isnan(a) or a < 0 else a
         hl = float(half_life[i])
         decays_now = bool(not pinned[i] and hl > 0 and math.isfinite(hl))
-        d = 0.5 ** (a / hl) if decays_now else 1.0
+        d = float(floor[i]) + (1.0 - float(floor[i])) * 0.5 ** (a / hl) if decays_now else 1.0
         w = (1.0 - importance_weight) + importance_weight * float(imp[i])
         decays.append(d)
         weights.append(w)
@@ -183,3 +184,32 @@ def test_cuda_ranker_falls_back_to_numpy_without_cupy():
 
 def test_array_module_is_numpy_for_numpy_arrays():
     assert array_module(np.zeros(2), np.ones(3)) is np
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("floor_kind", ["scalar", "per-candidate"])
+def test_decay_floor_matches_naive_loop(seed, floor_kind):
+    rel, age, half_life, imp, pinned, offsets = random_case(seed)
+    rng = np.random.default_rng(100 + seed)
+    floor = np.float32(0.4) if floor_kind == "scalar" else rng.random(len(rel), dtype=np.float32)
+    got = decay_rank(rel, age, half_life, imp, pinned, offsets, top_k=10, importance_weight=0.5, decay_floor=floor)
+    d, _, f = naive_elementwise(rel, age, half_life, imp, pinned, 0.5, floor=floor)
+    np.testing.assert_allclose(got.decay, d, rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(got.final, f, rtol=5e-6, atol=1e-7)
+    decaying = (half_life > 0) & np.isfinite(half_life) & ~pinned
+    assert (got.decay[decaying] >= np.broadcast_to(floor, len(rel))[decaying] - 1e-7).all()
+
+
+def test_decay_floor_keeps_an_old_relevant_memory_above_a_new_irrelevant_one():
+    # A year-old exact answer (relevance 1.0) against a fresh weak match (0.2), 48 h half-life.
+    args = (np.array([1.0, 0.2], np.float32), np.array([365 * 86400.0, 0.0], np.float32),
+            np.full(2, 48 * 3600.0, np.float32), np.ones(2, np.float32), np.zeros(2, bool), np.array([0, 2]))
+    assert decay_rank(*args, top_k=2, importance_weight=0.0).indices[0].tolist() == [1, 0]
+    assert decay_rank(*args, top_k=2, importance_weight=0.0, decay_floor=0.5).indices[0].tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), [0.5, 0.5]])
+def test_decay_floor_is_validated(bad):
+    rel, age, half_life, imp, pinned, offsets = random_case(0)
+    with pytest.raises(ValueError):
+        decay_rank(rel, age, half_life, imp, pinned, offsets, top_k=3, importance_weight=0.5, decay_floor=bad)

@@ -150,7 +150,7 @@ class Filter(_message.Message):
     def __init__(self, types: _Optional[_Iterable[_Union[MemoryType, str]]] = ..., statuses: _Optional[_Iterable[_Union[MemoryStatus, str]]] = ..., scope: _Optional[str] = ..., entities_any: _Optional[_Iterable[str]] = ..., entities_all: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., created_after_ms: _Optional[int] = ..., created_before_ms: _Optional[int] = ..., accessed_after_ms: _Optional[int] = ..., accessed_before_ms: _Optional[int] = ..., min_importance: _Optional[float] = ...) -> None: ...
 
 class Scoring(_message.Message):
-    __slots__ = ("disable_decay", "disable_importance", "episodic_half_life_s", "semantic_half_life_s", "procedural_half_life_s", "importance_weight", "now_ms")
+    __slots__ = ("disable_decay", "disable_importance", "episodic_half_life_s", "semantic_half_life_s", "procedural_half_life_s", "importance_weight", "now_ms", "decay_floor")
     DISABLE_DECAY_FIELD_NUMBER: _ClassVar[int]
     DISABLE_IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
     EPISODIC_HALF_LIFE_S_FIELD_NUMBER: _ClassVar[int]
@@ -158,6 +158,7 @@ class Scoring(_message.Message):
     PROCEDURAL_HALF_LIFE_S_FIELD_NUMBER: _ClassVar[int]
     IMPORTANCE_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    DECAY_FLOOR_FIELD_NUMBER: _ClassVar[int]
     disable_decay: bool
     disable_importance: bool
     episodic_half_life_s: float
@@ -165,7 +166,8 @@ class Scoring(_message.Message):
     procedural_half_life_s: float
     importance_weight: float
     now_ms: int
-    def __init__(self, disable_decay: _Optional[bool] = ..., disable_importance: _Optional[bool] = ..., episodic_half_life_s: _Optional[float] = ..., semantic_half_life_s: _Optional[float] = ..., procedural_half_life_s: _Optional[float] = ..., importance_weight: _Optional[float] = ..., now_ms: _Optional[int] = ...) -> None: ...
+    decay_floor: float
+    def __init__(self, disable_decay: _Optional[bool] = ..., disable_importance: _Optional[bool] = ..., episodic_half_life_s: _Optional[float] = ..., semantic_half_life_s: _Optional[float] = ..., procedural_half_life_s: _Optional[float] = ..., importance_weight: _Optional[float] = ..., now_ms: _Optional[int] = ..., decay_floor: _Optional[float] = ...) -> None: ...
 
 class SearchQuery(_message.Message):
     __slots__ = ("text", "top_k", "filter", "include_history", "include_pending", "rerank_depth", "scoring", "candidates", "context_block", "context_items", "lexical_only", "dense_only")
