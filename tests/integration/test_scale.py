@@ -71,13 +71,15 @@ def test_no_dead_memory_returns_across_promotion_eviction_and_restart(tmp_path, 
     old = client.write(big, pb.MemoryInput(content="The narwhal code is 2222", key="narwhal-code")).results[0]
     new = client.write(big, pb.MemoryInput(content="The narwhal code is 3333", key="narwhal-code")).results[0]
     assert old.memory_id in new.superseded
+    expires_at_ms = int(time.time() * 1000) + 1500
     expiring = client.write(big, pb.MemoryInput(content="The axolotl token is 4444",
-                                                expires_at_ms=int(time.time() * 1000) + 1500)).results[0].memory_id
+                                                expires_at_ms=expires_at_ms)).results[0].memory_id
     client.delete(big, deleted)
     assert stats(client, big).tenants[0].dense_tier == "flat"
     client.write(big, *texts[400:])   # crosses promote_at: promotion runs in the background
     forbidden = {deleted: "deleted", old.memory_id: "superseded", expiring: "expired"}
     wait_for_tier(client, big, "ivf")
+    time.sleep(max(0.0, expires_at_ms / 1000 - time.time() + 0.1))   # the expiry has passed before any check
     assert_nothing_forbidden(client, big, forbidden, new.memory_id)
 
     # A second tenant pushes the 1 MB budget over: the big one is flushed, snapshotted and unloaded.
