@@ -54,6 +54,7 @@ class Stage:
     rerank: bool = False
     decay: bool = False  # decay × importance on ("now" = the data set's now)
     half_life_s: float | None = None  # episodic half-life override (None: the server's)
+    decay_floor: float | None = None  # decay floor override (None: the server's)
 
 
 BM25 = Stage("bm25", lexical_only=True)
@@ -150,6 +151,8 @@ class EvalServer:
                candidates: int = 0) -> dict[str, list[str]]:
         """Ranked eval doc ids per query id for one stage (a merged memory stands for all its docs)."""
         scoring = pb.Scoring(disable_decay=not stage.decay, disable_importance=not stage.decay, now_ms=now_ms)
+        if stage.decay_floor is not None:
+            scoring.decay_floor = stage.decay_floor
         if stage.half_life_s is not None:
             scoring.episodic_half_life_s = stage.half_life_s
         run: dict[str, list[str]] = {}

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 FIXED_NOW_MS = int(datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
 DECAY_30D = Stage("hybrid+decay(30d)", decay=True, half_life_s=30 * DAY_S)
+DECAY_FLOOR = Stage("hybrid+decay(floor 0.8)", decay=True, decay_floor=0.8)
 
 
 def _scores(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], ks: Sequence[int],
@@ -136,7 +137,7 @@ def run_locomo(server: EvalServer, *, variants: Sequence[str] = ("raw", "context
             for q in conv.questions:
                 qrels[q.id] = {dia: 1 for dia in q.evidence}
                 category[q.id] = q.category
-            for stage in _stages(server, DECAY, DECAY_30D):
+            for stage in _stages(server, DECAY, DECAY_30D, DECAY_FLOOR):
                 found = server.search(tenant, queries, stage, now_ms=conv.now * 1000, top_k=10)
                 runs.setdefault(stage.name, {}).update(found)
         result: dict = {"merged": merged, "stages": {}}
@@ -172,7 +173,7 @@ def run_chinese(server: EvalServer) -> dict:
     out: dict = {"memories": len(zh.memories), "queries": len(zh.queries), "merged": tenant.merged,
                  "stages": {}}
     runs: dict[str, dict[str, list[str]]] = {}
-    for stage in _stages(server, DECAY):
+    for stage in _stages(server, DECAY, DECAY_FLOOR):
         runs[stage.name] = server.search(tenant, zh.queries, stage, now_ms=now_ms, top_k=10)
         out["stages"][stage.name] = {"all": _scores(runs[stage.name], zh.qrels, ks),
                                      **{lang: _scores(runs[stage.name], zh.qrels, ks, ids) for lang, ids in langs.items()}}
