@@ -14,16 +14,13 @@ def empty_result(n_queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     return (np.full((n_queries, k), -np.inf, dtype=np.float32), np.full((n_queries, k), -1, dtype=np.int64))
 
 
-class FlatDenseIndex:
-    """``IndexIDMap2(IndexFlatIP)``: exact cosine search with tenant-local int64 ids."""
+class FaissIdIndex:
+    """What every FAISS index with tenant-local int64 ids shares: size, add and remove under one lock.
+    Subclasses set ``dim``, ``_index`` and ``_lock``."""
 
-    tier = "flat"
-    description = "IDMap2,Flat"
-
-    def __init__(self, dim: int) -> None:
-        self.dim = dim
-        self._index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
-        self._lock = threading.RLock()
+    dim: int
+    _index: faiss.Index
+    _lock: threading.RLock
 
     def __len__(self) -> int:
         return int(self._index.ntotal)
@@ -40,6 +37,18 @@ class FlatDenseIndex:
             return 0
         with self._lock:
             return int(self._index.remove_ids(np.asarray(ids, dtype=np.int64)))
+
+
+class FlatDenseIndex(FaissIdIndex):
+    """``IndexIDMap2(IndexFlatIP)``: exact cosine search with tenant-local int64 ids."""
+
+    tier = "flat"
+    description = "IDMap2,Flat"
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self._index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+        self._lock = threading.RLock()
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Returns (scores, ids), each (n_queries, k); missing slots have id -1."""

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 import faiss
 import numpy as np
 
-from server.index.dense import empty_result
+from server.index.dense import FaissIdIndex, empty_result
 from server.index.tiers import TierRules, choose_nlist, factory_string, training_size
 
 log = logging.getLogger(__name__)
 
 
-class IvfDenseIndex:
+class IvfDenseIndex(FaissIdIndex):
     """A trained IVF index. Same contract as ``FlatDenseIndex``: ``search(queries, k) -> (scores, ids)``."""
 
     tier = "ivf"
@@ -47,22 +47,6 @@ class IvfDenseIndex:
             quantizer = faiss.downcast_index(self._ivf.quantizer)
             if hasattr(quantizer, "hnsw"):
                 quantizer.hnsw.efSearch = max(ef_search, self._ivf.nprobe)
-
-    def __len__(self) -> int:
-        return int(self._index.ntotal)
-
-    def add(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray) -> None:
-        if len(ids) == 0:
-            return
-        vecs = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(ids), self.dim)
-        with self._lock:
-            self._index.add_with_ids(vecs, np.asarray(ids, dtype=np.int64))
-
-    def remove(self, ids: Sequence[int] | np.ndarray) -> int:
-        if len(ids) == 0:
-            return 0
-        with self._lock:
-            return int(self._index.remove_ids(np.asarray(ids, dtype=np.int64)))
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         q = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.dim)
