@@ -115,17 +115,15 @@ def _load_reranker(config: ServerConfig, device: str) -> Reranker | None:
     return HFCrossEncoder.load(config.models.reranker, device=device, max_length=config.models.rerank_max_length)
 
 
-def set_cpu_threads(requested: int) -> int:
+def set_process_threads(requested: int) -> int:
     """Torch and FAISS CPU threads, process-wide. Auto (0) is half the cores: on a small shared box,
     spinning intra-op threads of one batch starve the CPU stages of the next (a single MiniLM query on
     two loaded cores took 40-140 ms with two torch threads and 12-19 ms with one)."""
     import os
 
-    import torch
+    from models.threads import set_cpu_threads as set_torch_threads
 
-    threads = requested or max(1, (os.cpu_count() or 2) // 2)
-    if torch.get_num_threads() != threads:
-        torch.set_num_threads(threads)
+    threads = set_torch_threads(requested or max(1, (os.cpu_count() or 2) // 2))
     try:
         import faiss
     except ImportError:  # a CUDA box may run the torch flat index without FAISS
@@ -153,7 +151,7 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
 
     log.info("effective config: %s", config.effective())
     device = resolve_device(config.models.device)
-    set_cpu_threads(config.models.cpu_threads)
+    set_process_threads(config.models.cpu_threads)
     start_jvm(heap_mb=config.jvm_heap_mb)
     if embedder is None:
         embedder = load_embedder(config, device)

@@ -73,9 +73,9 @@ def load_models(device: str, workdir: Path, *, tiny: bool):  # type: ignore[no-u
 def run(*, device: str, n_memories: int, batch_sizes: list[int], rerank_depth: int, candidates: int,
         repeats: int, tiny: bool = False) -> dict[str, Any]:
     if device == "cpu":
-        from server.app import set_cpu_threads   # imports FAISS: only on the CPU twin
+        from server.app import set_process_threads   # imports FAISS: only on the CPU twin
 
-        set_cpu_threads(0)   # the server's setting: on CPU, half the cores
+        set_process_threads(0)   # the server's setting: on CPU, half the cores
     rng = np.random.default_rng(0)
     pool = sentence_pool(2000)
     texts = [t for t, _ in memories(max(rerank_depth, 200), pool)]
