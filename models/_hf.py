@@ -123,6 +123,31 @@ def load_pretrained(auto_cls: Any, origin: Origin, *, dtype: torch.dtype, device
     return tokenizer, model
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """What both model kinds' ``load`` need: tokenizer and model on their device, and where they came from."""
+
+    tokenizer: Any
+    model: Any
+    origin: Origin
+    device: torch.device
+    dtype: torch.dtype
+
+
+def load_parts(auto_cls: Any, path_or_id: str | Path, *, device: str, dtype: torch.dtype | str | None,
+               num_threads: int | None, name: str | None, provenance: str | None) -> Loaded:
+    """Threads (when asked), device, dtype, origin and the pretrained weights, for any Auto* class."""
+    if num_threads is not None:
+        from models.threads import set_cpu_threads
+
+        set_cpu_threads(num_threads)
+    torch_device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, torch_device)
+    origin = resolve_origin(path_or_id, name=name, provenance=provenance)
+    tokenizer, model = load_pretrained(auto_cls, origin, dtype=torch_dtype, device=torch_device)
+    return Loaded(tokenizer=tokenizer, model=model, origin=origin, device=torch_device, dtype=torch_dtype)
+
+
 def effective_max_length(requested: int, tokenizer: Any, config: Any) -> int:
     if requested < 2:
         raise ModelLoadError(f"max_length must be >= 2, got {requested}")

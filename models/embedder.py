@@ -12,9 +12,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from models._hf import HFRunner, load_pretrained, resolve_device, resolve_dtype, resolve_origin
+from models._hf import HFRunner, load_parts
 from models.base import ModelLoadError
-from models.threads import set_cpu_threads
 
 logger = logging.getLogger(__name__)
 
@@ -54,21 +53,17 @@ class HFEmbedder(HFRunner[str]):
         """
         from transformers import AutoModel
 
-        if num_threads is not None:
-            set_cpu_threads(num_threads)
-        torch_device = resolve_device(device)
-        torch_dtype = resolve_dtype(dtype, torch_device)
-        origin = resolve_origin(path_or_id, name=name, provenance=provenance)
-        tokenizer, model = load_pretrained(AutoModel, origin, dtype=torch_dtype, device=torch_device)
+        parts = load_parts(AutoModel, path_or_id, device=device, dtype=dtype, num_threads=num_threads, name=name,
+                           provenance=provenance)
         return cls(
-            tokenizer=tokenizer,
-            model=model,
-            origin=origin,
-            device=torch_device,
-            dtype=torch_dtype,
+            tokenizer=parts.tokenizer,
+            model=parts.model,
+            origin=parts.origin,
+            device=parts.device,
+            dtype=parts.dtype,
             max_length=max_length,
             batch_size=batch_size,
-            pooling=pooling or _pooling_from_folder(origin.path),
+            pooling=pooling or _pooling_from_folder(parts.origin.path),
         )
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:

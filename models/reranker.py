@@ -11,9 +11,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from models._hf import HFRunner, load_pretrained, resolve_device, resolve_dtype, resolve_origin
+from models._hf import HFRunner, load_parts
 from models.base import ModelLoadError, TextPair
-from models.threads import set_cpu_threads
 
 logger = logging.getLogger(__name__)
 
@@ -53,20 +52,15 @@ class HFCrossEncoder(HFRunner[TextPair]):
         """
         from transformers import AutoModelForSequenceClassification
 
-        if num_threads is not None:
-            set_cpu_threads(num_threads)
-        torch_device = resolve_device(device)
-        torch_dtype = resolve_dtype(dtype, torch_device)
-        origin = resolve_origin(path_or_id, name=name, provenance=provenance)
-        tokenizer, model = load_pretrained(
-            AutoModelForSequenceClassification, origin, dtype=torch_dtype, device=torch_device
-        )
+        parts = load_parts(AutoModelForSequenceClassification, path_or_id, device=device, dtype=dtype,
+                           num_threads=num_threads, name=name, provenance=provenance)
+        model = parts.model
         return cls(
-            tokenizer=tokenizer,
+            tokenizer=parts.tokenizer,
             model=model,
-            origin=origin,
-            device=torch_device,
-            dtype=torch_dtype,
+            origin=parts.origin,
+            device=parts.device,
+            dtype=parts.dtype,
             max_length=max_length,
             batch_size=batch_size,
             positive_label=_positive_label(int(model.config.num_labels), positive_label),
