@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -85,8 +86,6 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
         on_done = self._on_done
 
         async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            import time
-
             rid = metadata.get("x-request-id", "")[:64] or secrets.token_hex(8)
             rid_token = REQUEST_ID.set(rid)
             started = time.perf_counter()
