@@ -37,7 +37,13 @@ _DTYPES: dict[str, torch.dtype] = {
     "half": torch.float16,
     "bfloat16": torch.bfloat16,
     "bf16": torch.bfloat16,
+    "int8": torch.qint8,
+    "qint8": torch.qint8,
 }
+"""``int8`` is dynamic quantization on the CPU: float32 weights are loaded, then every ``nn.Linear``
+is replaced by an int8 one with per-output-channel weight scales (activations are quantized per
+call). On this project's CPUs (AVX-512 VNNI) MiniLM runs 2-4x faster; SciFact dense nDCG@10 moved
+by -0.003 with per-channel scales and by -0.017 with one scale per tensor (README "Quality")."""
 _SANE_MAX_LENGTH = 100_000  # tokenizers without a limit report int(1e30)
 
 
@@ -55,15 +61,20 @@ def resolve_device(device: str) -> torch.device:
 
 
 def resolve_dtype(dtype: torch.dtype | str | None, device: torch.device) -> torch.dtype:
-    """None → float32 on CPU, float16 on CUDA."""
+    """None → float32 on CPU, float16 on CUDA; ``"auto"`` → int8 on CPU, float16 on CUDA."""
+    if isinstance(dtype, str) and dtype.lower() == "auto":
+        return torch.qint8 if device.type == "cpu" else torch.float16
     if dtype is None:
         return torch.float16 if device.type == "cuda" else torch.float32
     if isinstance(dtype, torch.dtype):
         return dtype
     try:
-        return _DTYPES[dtype.lower().removeprefix("torch.")]
+        resolved = _DTYPES[dtype.lower().removeprefix("torch.")]
     except KeyError:
-        raise ModelLoadError(f"unknown dtype {dtype!r}; use one of {sorted(_DTYPES)}") from None
+        raise ModelLoadError(f"unknown dtype {dtype!r}; use auto or one of {sorted(_DTYPES)}") from None
+    if resolved == torch.qint8 and device.type != "cpu":
+        raise ModelLoadError(f"dtype int8 (dynamic quantization) runs on the CPU only, not on {device}")
+    return resolved
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,7 @@ def load_pretrained(auto_cls: Any, origin: Origin, *, dtype: torch.dtype, device
     started = time.perf_counter()
     try:
         tokenizer = AutoTokenizer.from_pretrained(origin.path, use_fast=True)
-        model = auto_cls.from_pretrained(origin.path, dtype=dtype)
+        model = auto_cls.from_pretrained(origin.path, dtype=torch.float32 if dtype == torch.qint8 else dtype)
     except (OSError, ValueError) as exc:
         hint = "" if Path(origin.path).is_dir() else " (hub ids need a network; HF_HUB_OFFLINE may be set)"
         raise ModelLoadError(f"cannot load {origin.path!r}{hint}: {exc}") from exc
@@ -116,11 +127,27 @@ def load_pretrained(auto_cls: Any, origin: Origin, *, dtype: torch.dtype, device
         raise ModelLoadError(f"{origin.path!r} has no fast (Rust) tokenizer; one is required")
     model.to(device)
     model.eval()
+    if dtype == torch.qint8:
+        model = quantize_int8(model)
     logger.info(
         "loaded %s (%s) on %s as %s in %.2fs [%s]",
         origin.name, type(model).__name__, device, dtype, time.perf_counter() - started, origin.provenance,
     )
     return tokenizer, model
+
+
+def quantize_int8(model: Any) -> Any:
+    """Dynamic int8 quantization of every ``nn.Linear`` (per-channel weight scales), in eval mode."""
+    import warnings
+
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    with warnings.catch_warnings():  # torch.ao's eager-mode API announces its move to torchao
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        quantized = quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+    quantized.eval()
+    return quantized
 
 
 @dataclass(frozen=True)
@@ -253,7 +280,7 @@ class HFRunner(Generic[InputT]):
             "name": self.name,
             "path": self._origin.path,
             "device": self.device,
-            "dtype": str(self._dtype).removeprefix("torch."),
+            "dtype": "int8" if self._dtype == torch.qint8 else str(self._dtype).removeprefix("torch."),
             "provenance": self._origin.provenance,
             "random_weights": self._origin.random_weights,
             "max_length": self.max_length,

@@ -100,10 +100,10 @@ def load_embedder(config: ServerConfig, device: str) -> Embedder:
     from models.embedder import HFEmbedder
     from models.packaged import MINILM_NAME, minilm_path, minilm_provenance
 
-    max_length = config.models.embed_max_length
+    max_length, dtype = config.models.embed_max_length, config.models.dtype
     if config.models.embedder:
-        return HFEmbedder.load(config.models.embedder, device=device, max_length=max_length)
-    return HFEmbedder.load(minilm_path(), device=device, max_length=max_length, name=MINILM_NAME,
+        return HFEmbedder.load(config.models.embedder, device=device, dtype=dtype, max_length=max_length)
+    return HFEmbedder.load(minilm_path(), device=device, dtype=dtype, max_length=max_length, name=MINILM_NAME,
                            provenance=minilm_provenance())
 
 
@@ -112,7 +112,8 @@ def _load_reranker(config: ServerConfig, device: str) -> Reranker | None:
         return None
     from models.reranker import HFCrossEncoder
 
-    return HFCrossEncoder.load(config.models.reranker, device=device, max_length=config.models.rerank_max_length)
+    return HFCrossEncoder.load(config.models.reranker, device=device, dtype=config.models.dtype,
+                               max_length=config.models.rerank_max_length)
 
 
 def set_process_threads(requested: int) -> int:

@@ -34,11 +34,15 @@ def bundled_reranker() -> str:
     return str(BUNDLED_RERANKER) if (BUNDLED_RERANKER / "model.safetensors").is_file() else ""
 
 
+MODEL_DTYPES = ("auto", "int8", "float32", "float16", "bfloat16")
+
+
 @dataclass(frozen=True)
 class ModelsConfig:
     embedder: str = ""           # local path or hub id; "" = the packaged all-MiniLM-L6-v2
     reranker: str = BUNDLED      # "bundled" = models/weights/engram-reranker-v1 when present; "" = none
     device: str = "auto"         # auto | cpu | cuda
+    dtype: str = "auto"          # auto (int8 on CPU, float16 on CUDA) | int8 | float32 | float16 | bfloat16
     embed_max_length: int = 256
     rerank_max_length: int = 320
     cpu_threads: int = 0         # torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)
@@ -148,6 +152,7 @@ class ServerConfig:
         checks: list[tuple[bool, str]] = [
             (":" in self.listen, "listen must be host:port"),
             (self.models.device in ("auto", "cpu", "cuda"), "models.device must be auto, cpu or cuda"),
+            (self.models.dtype in MODEL_DTYPES, f"models.dtype must be one of {', '.join(MODEL_DTYPES)}"),
             (self.batching.max_batch_requests >= 1, "batching.max_batch_requests must be >= 1"),
             (self.batching.max_batch_tokens >= 64, "batching.max_batch_tokens must be >= 64"),
             (0.0 <= self.batching.max_wait_ms <= 100.0, "batching.max_wait_ms must be in [0, 100]"),

@@ -91,3 +91,14 @@ def test_empty_input_and_warmup(tiny_cross_encoder_dir: Path) -> None:
     model = HFCrossEncoder.load(tiny_cross_encoder_dir)
     assert model.score([]).shape == (0,)
     model.warmup()
+
+
+def test_int8_keeps_the_order_of_float32_scores(tiny_cross_encoder_dir: Path) -> None:
+    exact = HFCrossEncoder.load(tiny_cross_encoder_dir).score(PAIRS)
+    model = HFCrossEncoder.load(tiny_cross_encoder_dir, dtype="int8")
+    assert model.describe()["dtype"] == "int8"
+    approx = model.score(PAIRS)
+    assert approx.dtype == np.float32 and not np.array_equal(approx, exact)  # quantized, not the same network
+    # A tiny random network has a narrow logit range, so int8 noise is relatively large here; the
+    # packaged MiniLM's int8 vectors are checked tightly in test_embedder.py.
+    assert float(np.corrcoef(approx, exact)[0, 1]) > 0.8
