@@ -70,6 +70,10 @@ class SearchConfig:
     dense_weight_cjk: float = 0.1   # multiplies dense_weight for queries in CJK scripts
     dense_weight_code: float = 0.3  # multiplies dense_weight for queries naming a code (XJ-2026-0421)
     rerank_depth: int = 30       # fused candidates the cross-encoder sees, when configured
+    # Reranked order = RRF of the fused order and the cross-encoder's order over the reranked depth:
+    # 1/(rerank_rrf_k + fused rank) + rerank_weight/(rerank_rrf_k + cross-encoder rank).
+    rerank_weight: float = 1.0
+    rerank_rrf_k: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,8 @@ class ServerConfig:
             (1 <= self.search.candidates <= self.limits.max_candidates, "search.candidates out of range"),
             (1 <= self.search.default_top_k <= self.limits.max_top_k, "search.default_top_k out of range"),
             (self.search.rerank_depth >= 0, "search.rerank_depth must be >= 0"),
+            (self.search.rerank_weight > 0 and self.search.rerank_rrf_k > 0,
+             "search.rerank_weight and search.rerank_rrf_k must be > 0"),
             (0.0 <= self.scoring.importance_weight <= 1.0, "scoring.importance_weight must be in [0, 1]"),
             (0.0 <= self.memory.default_importance <= 1.0, "memory.default_importance must be in [0, 1]"),
             (0.0 <= self.memory.pending_below_confidence <= 1.0, "memory.pending_below_confidence in [0, 1]"),

@@ -8,7 +8,6 @@ schedules them.
 from __future__ import annotations
 
 import asyncio
-import math
 import re
 import time
 from collections.abc import Sequence
@@ -70,6 +69,20 @@ def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: n
         kept.append(doc)
         info[doc] = (len(kept), float(score))
     return kept, info
+
+
+def rerank_relevance(logits: Sequence[float], *, k: float, weight: float) -> list[float]:
+    """Relevance in (0, 1] of the reranked head of a fused list (``logits[i]`` is the cross-encoder's
+    logit of fused rank ``i``): reciprocal rank fusion of the fused order and the cross-encoder's
+    order, ``1/(k + fused rank) + weight/(k + logit rank)``, divided by its largest possible value.
+    The fused order is itself hybrid evidence that a cross-encoder trained on little data lacks;
+    a large ``weight`` leaves the cross-encoder's order alone. Ties between equal logits keep fused order."""
+    by_logit = sorted(range(len(logits)), key=lambda i: (-logits[i], i))
+    logit_rank = [0] * len(logits)
+    for r, i in enumerate(by_logit):
+        logit_rank[i] = r
+    top = (1.0 + weight) / (k + 1.0)
+    return [(1.0 / (k + i + 1.0) + weight / (k + logit_rank[i] + 1.0)) / top for i in range(len(logits))]
 
 
 class SearchPipeline:
@@ -231,7 +244,8 @@ class SearchPipeline:
             depth = min(self.rerank_depth(it.query), len(cand.memories))
             if depth == 0:
                 continue
-            rel = [1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, cand.rerank[i] or 0.0)))) for i in range(depth)]
+            rel = rerank_relevance([cand.rerank[i] or 0.0 for i in range(depth)], k=self.cfg.rerank_rrf_k,
+                                   weight=self.cfg.rerank_weight)
             floor = min(rel)
             last_rrf = cand.rrf[depth - 1]
             # Candidates past the rerank depth stay below every reranked one, in fused order.

@@ -1,0 +1,78 @@
+"""The rerank stage through the real gRPC server, with a tiny BERT cross-encoder built locally and loaded
+through the same code as any Hugging Face model: which hits are reranked, the logits they report, how
+the cross-encoder's order is fused with the hybrid order, and the per-request depth."""
+
+from __future__ import annotations
+
+import pytest
+from support import start_server
+
+from server.engine.search import rerank_relevance
+from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from server.grpc.gen.engram.v1 import service_pb2 as spb
+
+NOTES = [
+    "Alice drinks green tea every morning before standup.",
+    "Bob prefers espresso and never drinks tea.",
+    "The team moved the tea supply order to the second Monday of the month.",
+    "Alice's green tea comes from a shop near the Kyoto office.",
+    "Standup starts at 9:30 and runs fifteen minutes.",
+    "Carol keeps a jar of chamomile tea for late evenings.",
+    "The coffee machine on floor three was repaired on Tuesday.",
+]
+QUERY = "what tea does alice drink"
+PLAIN = {"disable_decay": True, "disable_importance": True}  # final == relevance: the ranks are the rerank's
+
+
+@pytest.fixture
+def rerank_server(tmp_path, jvm, embedder, tiny_reranker):  # type: ignore[no-untyped-def]
+    running = start_server(tmp_path / "data", embedder=embedder, reranker=tiny_reranker,
+                           search={"rerank_depth": 3, "rerank_weight": 2.0, "rerank_rrf_k": 5.0})
+    client = running.client()
+    client.create_tenant("acme/rr")
+    client.write("acme/rr", *NOTES)
+    yield running, client
+    running.stop()
+
+
+def _search(client, **query) -> pb.QueryResult:  # type: ignore[no-untyped-def]
+    return client.search("acme/rr", QUERY, top_k=len(NOTES), scoring=pb.Scoring(**PLAIN), **query)
+
+
+def test_default_depth_reranks_the_fused_head_with_the_models_logits(rerank_server, tiny_reranker) -> None:
+    _, client = rerank_server
+    result = _search(client)
+    assert result.timings.rerank_ns > 0
+    reranked = [h for h in result.hits if h.breakdown.HasField("rerank")]
+    assert len(reranked) == 3
+    # The three reranked hits are the fused top three, and their logits are the model's own.
+    fused = sorted(result.hits, key=lambda h: -h.breakdown.rrf)
+    assert {h.memory.memory_id for h in reranked} == {h.memory.memory_id for h in fused[:3]}
+    logits = tiny_reranker.score([(QUERY, h.memory.content) for h in fused[:3]])
+    for hit, logit in zip(fused[:3], logits.tolist(), strict=True):
+        assert hit.breakdown.rerank == pytest.approx(logit, abs=1e-4)
+    # Relevance is the fusion of the fused order and the cross-encoder's order, as configured.
+    expected = rerank_relevance(logits.tolist(), k=5.0, weight=2.0)
+    for hit, rel in zip(fused[:3], expected, strict=True):
+        assert hit.breakdown.relevance == pytest.approx(rel, rel=1e-5)
+    # Every reranked hit outranks every hit past the depth, which keep their fused order.
+    tail = [h for h in result.hits if not h.breakdown.HasField("rerank")]
+    assert max(h.breakdown.relevance for h in tail) < min(h.breakdown.relevance for h in reranked)
+    assert [h.memory.memory_id for h in result.hits[3:]] == [h.memory.memory_id for h in fused[3:]]
+    assert [h.breakdown.final for h in result.hits] == sorted((h.breakdown.final for h in result.hits), reverse=True)
+
+
+def test_per_request_depth_and_opt_out(rerank_server) -> None:
+    _, client = rerank_server
+    deeper = _search(client, rerank_depth=5)
+    assert sum(h.breakdown.HasField("rerank") for h in deeper.hits) == 5
+    off = _search(client, rerank_depth=-1)
+    assert off.timings.rerank_ns == 0 and not any(h.breakdown.HasField("rerank") for h in off.hits)
+    assert [h.memory.memory_id for h in off.hits] == [
+        h.memory.memory_id for h in sorted(off.hits, key=lambda h: -h.breakdown.rrf)]
+
+
+def test_info_names_the_reranker(rerank_server) -> None:
+    _, client = rerank_server
+    info = client.memory.Info(spb.InfoRequest(), metadata=client.metadata)
+    assert info.reranker.name and "NOT TRAINED" in info.reranker.provenance and info.reranker.device == "cpu"
