@@ -120,7 +120,7 @@ def load_embedder_for_build(device: str):  # type: ignore[no-untyped-def]
 
 
 def bench_dataset(*, tenants: int, per_tenant: int, levels: list[int], seconds: float, env: dict[str, str],
-                  rerank_depth: int, workdir: Path) -> dict[str, Any]:
+                  rerank_depth: int, workdir: Path, warmup_s: float = 10.0) -> dict[str, Any]:
     data = build(load_embedder_for_build(env.get("ENGRAM_MODELS__DEVICE", "cpu")), tenants=tenants,
                  per_tenant=per_tenant)
     names = [tenant_name(i) for i in range(tenants)]
@@ -133,8 +133,10 @@ def bench_dataset(*, tenants: int, per_tenant: int, levels: list[int], seconds: 
             started = time.perf_counter()
             asyncio.run(touch_tenants(server.address, ADMIN_KEY, names, queries[0]))
             out[f"dense_index_{mode}"] = server.wait_indexes_built()
-            asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries, concurrency=8,
-                                 seconds=min(3.0, seconds), rerank_depth=rerank_depth, seed=99))  # warm-up
+            # Warm-up long enough for the JVM's JIT to settle: with 3 s its C2 compiler thread was still
+            # taking ~15% of a core during the measured runs.
+            asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries, concurrency=32,
+                                 seconds=warmup_s, rerank_depth=rerank_depth, seed=99))
             log.info("%s ready and warm in %.1fs", mode, time.perf_counter() - started)
         for level in levels:
             for mode, server in servers.items():
@@ -200,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", default="1x10000,1x100000,100x10000", help="TENANTSxMEMORIES,...")
     parser.add_argument("--levels", default="1,8,32,64")
     parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--warmup", type=float, default=10.0, help="seconds of load per server before measuring")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--reranker", default="", help="cross-encoder folder; '' = no rerank")
     parser.add_argument("--rerank-depth", type=int, default=-1)
@@ -216,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.quick:
-        args.datasets, args.levels, args.seconds = "1x10000", "1,8", 3.0
+        args.datasets, args.levels, args.seconds, args.warmup = "1x10000", "1,8", 3.0, 3.0
     env = {"ENGRAM_MODELS__DEVICE": args.device}
     if args.reranker:
         env["ENGRAM_MODELS__RERANKER"] = str(Path(args.reranker).resolve())
@@ -226,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
         "device": args.device, "cpus": os.cpu_count(), "platform": platform.platform(),
-        "python": platform.python_version(), "seconds_per_run": args.seconds, "rerank_depth": args.rerank_depth,
+        "python": platform.python_version(), "seconds_per_run": args.seconds, "warmup_s": args.warmup,
+        "rerank_depth": args.rerank_depth,
         "reranker": args.reranker, "server_env": env, "loadavg_at_start": os.getloadavg(),
         "note": ("closed-loop clients, one query per Search, top_k 10, no embedding cache; servers for batching "
                  "on and off run side by side and are measured back to back per level; the load generator "
@@ -239,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             work.mkdir()
             results["datasets"].append(bench_dataset(tenants=tenants, per_tenant=per_tenant, levels=levels,
                                                      seconds=args.seconds, env=env, rerank_depth=args.rerank_depth,
-                                                     workdir=work))
+                                                     workdir=work, warmup_s=args.warmup))
             (out_dir / f"{args.name}.json").write_text(json.dumps(results, indent=2))
     results["loadavg_at_end"] = os.getloadavg()
     (out_dir / f"{args.name}.json").write_text(json.dumps(results, indent=2))
