@@ -44,7 +44,7 @@ class ModelsConfig:
     device: str = "auto"         # auto | cpu | cuda
     dtype: str = "auto"          # auto (int8 on CPU, float16 on CUDA) | int8 | float32 | float16 | bfloat16
     embed_max_length: int = 256
-    rerank_max_length: int = 320
+    rerank_max_length: int = 256
     cpu_threads: int = 0         # torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)
 
 

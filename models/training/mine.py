@@ -39,7 +39,7 @@ def load(path: Path) -> list[MinedQuery]:
 def mine(out_dir: Path, *, selfsup: int, seed: int, depth: int = 100) -> None:
     """Writes the three candidate files under ``out_dir`` (skipped when all exist)."""
     paths = [out_dir / f for f in (TRAIN_FILE, SELFSUP_FILE, TEST_FILE)]
-    if all(p.is_file() for p in paths):
+    if all(p.is_file() for p in paths) and len(load(paths[1])) >= selfsup:
         log.info("candidates cached in %s", out_dir)
         return
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -37,11 +37,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     p.add_argument("--init", type=Path, default=None, help="encoder folder (default: packaged MiniLM)")
-    p.add_argument("--selfsup", type=int, default=200, help="self-supervised sentence queries")
-    p.add_argument("--negatives", type=int, default=3)
+    p.add_argument("--selfsup", type=int, default=2000, help="self-supervised sentence queries")
+    p.add_argument("--negatives", type=int, default=7)
     p.add_argument("--pool-depth", type=int, default=30, help="hard negatives come from this BM25 depth")
     p.add_argument("--eval-depth", type=int, default=20)
     p.add_argument("--eval-max-length", type=int, default=256)
+    p.add_argument("--eval-dtype", default="int8", help="dtype the evaluation scores with (the CPU server's)")
     p.add_argument("--train-limit", type=int, default=0, help="use only the first N groups (0 = all)")
     p.add_argument("--eval-limit", type=int, default=0, help="evaluate only the first N queries (0 = all)")
     p.add_argument("--skip-eval", action="store_true")
@@ -112,7 +113,8 @@ def evaluate_saved(args: argparse.Namespace, docs: dict[str, str]) -> dict[str, 
     from models.reranker import HFCrossEncoder
     from models.training.evaluate import compare, score_candidates
 
-    reranker = HFCrossEncoder.load(args.out, device="cpu", max_length=args.eval_max_length)
+    # Scored as the server scores by default on a CPU: int8 dynamic quantization (models.dtype auto).
+    reranker = HFCrossEncoder.load(args.out, device="cpu", dtype=args.eval_dtype, max_length=args.eval_max_length)
     out: dict[str, Any] = {"depth": args.eval_depth, "max_length": args.eval_max_length}
     claims = mining.load(args.cache / mining.TRAIN_FILE)
     for name, mined in (("scifact_dev", [q for q in claims if is_dev(q.id, dev_share=DEV_SHARE)]),

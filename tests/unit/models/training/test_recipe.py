@@ -99,7 +99,7 @@ def test_recipe_end_to_end_is_reproducible(tiny_init: Path, tmp_path: Path) -> N
         out = tmp_path / name
         reports.append(run(parse(["--init", str(tiny_init), "--cache", str(tmp_path / "cache"), "--out", str(out),
                                   "--layers", "0", "--max-length", "64", "--eval-max-length", "64",
-                                  "--eval-depth", "5", "--threads", "1", "--negatives", "2"])))
+                                  "--eval-depth", "5", "--threads", "1", "--negatives", "2", "--selfsup", "1"])))
         assert (out / "model.safetensors").stat().st_size < 50 << 20
         meta = json.loads((out / "engram_provenance.json").read_text())
         assert meta["name"] == "engram-reranker-v1" and meta["random_weights"] is False
