@@ -150,12 +150,19 @@ class EvalServer:
     def search(self, tenant: Ingested, queries: Sequence[Query], stage: Stage, *, now_ms: int, top_k: int,
                candidates: int = 0) -> dict[str, list[str]]:
         """Ranked eval doc ids per query id for one stage (a merged memory stands for all its docs)."""
+        return {qid: [d for h in hits for d in tenant.docs_of.get(h.memory.memory_id, ())]
+                for qid, hits in self.search_hits(tenant, queries, stage, now_ms=now_ms, top_k=top_k,
+                                                  candidates=candidates).items()}
+
+    def search_hits(self, tenant: Ingested, queries: Sequence[Query], stage: Stage, *, now_ms: int, top_k: int,
+                    candidates: int = 0) -> dict[str, list[pb.Hit]]:
+        """The server's hits (with their score breakdowns) per query id for one stage."""
         scoring = pb.Scoring(disable_decay=not stage.decay, disable_importance=not stage.decay, now_ms=now_ms)
         if stage.decay_floor is not None:
             scoring.decay_floor = stage.decay_floor
         if stage.half_life_s is not None:
             scoring.episodic_half_life_s = stage.half_life_s
-        run: dict[str, list[str]] = {}
+        run: dict[str, list[pb.Hit]] = {}
         for i in range(0, len(queries), QUERY_CHUNK):
             chunk = queries[i:i + QUERY_CHUNK]
             request = spb.SearchRequest(tenant_id=tenant.tenant, queries=[
@@ -164,5 +171,5 @@ class EvalServer:
                 for q in chunk])
             reply = self._memory.Search(request, metadata=self._metadata, timeout=600)
             for q, result in zip(chunk, reply.results, strict=True):
-                run[q.id] = [d for h in result.hits for d in tenant.docs_of.get(h.memory.memory_id, ())]
+                run[q.id] = list(result.hits)
         return run
