@@ -43,6 +43,7 @@ class HFEmbedder(HFRunner[str]):
         num_threads: int | None = None,
         name: str | None = None,
         provenance: str | None = None,
+        trace: bool = False,
     ) -> HFEmbedder:
         """Load tokenizer and ``AutoModel`` from a local folder (or a hub id where a network exists).
 
@@ -54,7 +55,7 @@ class HFEmbedder(HFRunner[str]):
         from transformers import AutoModel
 
         parts = load_parts(AutoModel, path_or_id, device=device, dtype=dtype, num_threads=num_threads, name=name,
-                           provenance=provenance)
+                           provenance=provenance, trace=trace)
         return cls(
             tokenizer=parts.tokenizer,
             model=parts.model,
@@ -64,6 +65,7 @@ class HFEmbedder(HFRunner[str]):
             max_length=max_length,
             batch_size=batch_size,
             pooling=pooling or _pooling_from_folder(parts.origin.path),
+            trace=trace,
         )
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
@@ -81,7 +83,7 @@ class HFEmbedder(HFRunner[str]):
         )
 
     def _run(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        hidden = self._model(**inputs).last_hidden_state.float()
+        hidden = self._call(inputs).float()
         if self.pooling == "cls":
             pooled = hidden[:, 0]
         else:

@@ -44,6 +44,7 @@ class HFCrossEncoder(HFRunner[TextPair]):
         num_threads: int | None = None,
         name: str | None = None,
         provenance: str | None = None,
+        trace: bool = False,
     ) -> HFCrossEncoder:
         """Load tokenizer and classification model from a local folder (or a hub id where a network exists).
 
@@ -53,7 +54,7 @@ class HFCrossEncoder(HFRunner[TextPair]):
         from transformers import AutoModelForSequenceClassification
 
         parts = load_parts(AutoModelForSequenceClassification, path_or_id, device=device, dtype=dtype,
-                           num_threads=num_threads, name=name, provenance=provenance)
+                           num_threads=num_threads, name=name, provenance=provenance, trace=trace)
         model = parts.model
         return cls(
             tokenizer=parts.tokenizer,
@@ -64,6 +65,7 @@ class HFCrossEncoder(HFRunner[TextPair]):
             max_length=max_length,
             batch_size=batch_size,
             positive_label=_positive_label(int(model.config.num_labels), positive_label),
+            trace=trace,
         )
 
     def score(self, pairs: Sequence[TextPair]) -> npt.NDArray[np.float32]:
@@ -82,8 +84,7 @@ class HFCrossEncoder(HFRunner[TextPair]):
         )
 
     def _run(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        logits: torch.Tensor = self._model(**inputs).logits
-        return logits[:, self.positive_label]
+        return self._call(inputs)[:, self.positive_label]
 
     def _empty_output(self) -> npt.NDArray[np.float32]:
         return np.zeros((0,), dtype=np.float32)

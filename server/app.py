@@ -100,11 +100,11 @@ def load_embedder(config: ServerConfig, device: str) -> Embedder:
     from models.embedder import HFEmbedder
     from models.packaged import MINILM_NAME, minilm_path, minilm_provenance
 
-    max_length, dtype = config.models.embed_max_length, config.models.dtype
+    options = {"device": device, "dtype": config.models.dtype, "max_length": config.models.embed_max_length,
+               "trace": config.models.trace}
     if config.models.embedder:
-        return HFEmbedder.load(config.models.embedder, device=device, dtype=dtype, max_length=max_length)
-    return HFEmbedder.load(minilm_path(), device=device, dtype=dtype, max_length=max_length, name=MINILM_NAME,
-                           provenance=minilm_provenance())
+        return HFEmbedder.load(config.models.embedder, **options)
+    return HFEmbedder.load(minilm_path(), name=MINILM_NAME, provenance=minilm_provenance(), **options)
 
 
 def _load_reranker(config: ServerConfig, device: str) -> Reranker | None:
@@ -113,7 +113,7 @@ def _load_reranker(config: ServerConfig, device: str) -> Reranker | None:
     from models.reranker import HFCrossEncoder
 
     return HFCrossEncoder.load(config.models.reranker, device=device, dtype=config.models.dtype,
-                               max_length=config.models.rerank_max_length)
+                               max_length=config.models.rerank_max_length, trace=config.models.trace)
 
 
 def set_process_threads(requested: int) -> int:

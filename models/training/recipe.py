@@ -42,7 +42,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pool-depth", type=int, default=30, help="hard negatives come from this BM25 depth")
     p.add_argument("--eval-depth", type=int, default=20)
     p.add_argument("--eval-max-length", type=int, default=256)
-    p.add_argument("--eval-dtype", default="int8", help="dtype the evaluation scores with (the CPU server's)")
+    p.add_argument("--eval-dtype", default="auto", help="dtype the evaluation scores with (default: the server's)")
     p.add_argument("--train-limit", type=int, default=0, help="use only the first N groups (0 = all)")
     p.add_argument("--eval-limit", type=int, default=0, help="evaluate only the first N queries (0 = all)")
     p.add_argument("--skip-eval", action="store_true")
@@ -113,7 +113,7 @@ def evaluate_saved(args: argparse.Namespace, docs: dict[str, str]) -> dict[str, 
     from models.reranker import HFCrossEncoder
     from models.training.evaluate import compare, score_candidates
 
-    # Scored as the server scores by default on a CPU: int8 dynamic quantization (models.dtype auto).
+    # Scored as the server scores by default (models.dtype auto: float32 on a CPU).
     reranker = HFCrossEncoder.load(args.out, device="cpu", dtype=args.eval_dtype, max_length=args.eval_max_length)
     out: dict[str, Any] = {"depth": args.eval_depth, "max_length": args.eval_max_length}
     claims = mining.load(args.cache / mining.TRAIN_FILE)

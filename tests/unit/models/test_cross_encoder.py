@@ -102,3 +102,12 @@ def test_int8_keeps_the_order_of_float32_scores(tiny_cross_encoder_dir: Path) ->
     # A tiny random network has a narrow logit range, so int8 noise is relatively large here; the
     # packaged MiniLM's int8 vectors are checked tightly in test_embedder.py.
     assert float(np.corrcoef(approx, exact)[0, 1]) > 0.8
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_traced_cross_encoder_gives_the_eager_scores(tiny_cross_encoder_dir: Path, dtype: str) -> None:
+    # Same micro-batches on both sides: int8 quantizes activations with one scale per batch.
+    eager = HFCrossEncoder.load(tiny_cross_encoder_dir, dtype=dtype, batch_size=2)
+    traced = HFCrossEncoder.load(tiny_cross_encoder_dir, dtype=dtype, trace=True, batch_size=2)
+    assert traced.describe()["traced"] is True
+    np.testing.assert_allclose(traced.score(PAIRS), eager.score(PAIRS), atol=1e-5)

@@ -144,13 +144,34 @@ def test_int8_is_dynamic_quantization_close_to_float32(minilm: HFEmbedder) -> No
     np.testing.assert_allclose(np.linalg.norm(approx, axis=1), 1.0, atol=1e-5)
 
 
-def test_auto_dtype_is_int8_on_cpu() -> None:
+def test_auto_dtype_is_exact_on_cpu_and_int8_is_opt_in() -> None:
     import torch
 
     from models._hf import resolve_dtype
 
-    assert resolve_dtype("auto", torch.device("cpu")) == torch.qint8
+    assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
     assert resolve_dtype(None, torch.device("cpu")) == torch.float32
+    assert resolve_dtype("int8", torch.device("cpu")) == torch.qint8
     assert resolve_dtype("auto", torch.device("cuda")) == torch.float16
     with pytest.raises(ModelLoadError, match="CPU only"):
         resolve_dtype("int8", torch.device("cuda"))
+
+
+def test_traced_network_gives_the_eager_vectors(minilm: HFEmbedder) -> None:
+    traced = HFEmbedder.load(minilm_path(), name=MINILM_NAME, trace=True)
+    assert traced.describe()["traced"] is True and minilm.describe()["traced"] is False
+    # Batches padded unlike the trace's example, one by one and all together.
+    np.testing.assert_allclose(traced.embed(MIXED), minilm.embed(MIXED), atol=1e-5)
+    np.testing.assert_allclose(traced.embed(MIXED[:1]), minilm.embed(MIXED[:1]), atol=1e-5)
+
+
+def test_a_failed_trace_falls_back_to_eager(monkeypatch: pytest.MonkeyPatch, minilm: HFEmbedder) -> None:
+    import torch
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("no tracing today")
+
+    monkeypatch.setattr(torch.jit, "trace", broken)
+    model = HFEmbedder.load(minilm_path(), name=MINILM_NAME, trace=True)
+    assert model.describe()["traced"] is False
+    np.testing.assert_allclose(model.embed(MIXED), minilm.embed(MIXED), atol=1e-5)
