@@ -114,16 +114,14 @@ def resolve_origin(path_or_id: str | Path, *, name: str | None, provenance: str 
     )
 
 
-def load_pretrained(auto_cls: Any, origin: Origin, *, dtype: torch.dtype, device: torch.device,
-                    attn_implementation: str | None = None) -> tuple[Any, Any]:
+def load_pretrained(auto_cls: Any, origin: Origin, *, dtype: torch.dtype, device: torch.device) -> tuple[Any, Any]:
     """(tokenizer, model in eval mode on ``device``) through the transformers Auto* loaders."""
     from transformers import AutoTokenizer  # heavy import, kept out of module import time
 
     started = time.perf_counter()
     try:
         tokenizer = AutoTokenizer.from_pretrained(origin.path, use_fast=True)
-        extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
-        model = auto_cls.from_pretrained(origin.path, dtype=torch.float32 if dtype == torch.qint8 else dtype, **extra)
+        model = auto_cls.from_pretrained(origin.path, dtype=torch.float32 if dtype == torch.qint8 else dtype)
     except (OSError, ValueError) as exc:
         hint = "" if Path(origin.path).is_dir() else " (hub ids need a network; HF_HUB_OFFLINE may be set)"
         raise ModelLoadError(f"cannot load {origin.path!r}{hint}: {exc}") from exc
@@ -166,9 +164,8 @@ class Loaded:
 
 
 def load_parts(auto_cls: Any, path_or_id: str | Path, *, device: str, dtype: torch.dtype | str | None,
-               num_threads: int | None, name: str | None, provenance: str | None, trace: bool = False) -> Loaded:
-    """Threads (when asked), device, dtype, origin and the pretrained weights, for any Auto* class.
-    ``trace`` loads eager attention, which TorchScript traces with the padding mask always applied."""
+               num_threads: int | None, name: str | None, provenance: str | None) -> Loaded:
+    """Threads (when asked), device, dtype, origin and the pretrained weights, for any Auto* class."""
     if num_threads is not None:
         from models.threads import set_cpu_threads
 
@@ -176,8 +173,7 @@ def load_parts(auto_cls: Any, path_or_id: str | Path, *, device: str, dtype: tor
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     origin = resolve_origin(path_or_id, name=name, provenance=provenance)
-    tokenizer, model = load_pretrained(auto_cls, origin, dtype=torch_dtype, device=torch_device,
-                                       attn_implementation="eager" if trace and torch_device.type == "cpu" else None)
+    tokenizer, model = load_pretrained(auto_cls, origin, dtype=torch_dtype, device=torch_device)
     return Loaded(tokenizer=tokenizer, model=model, origin=origin, device=torch_device, dtype=torch_dtype)
 
 
@@ -307,10 +303,12 @@ class HFRunner(Generic[InputT]):
 
     def _trace(self) -> Any:
         """TorchScript trace + freeze of the network on CPU: a forward becomes one C++ call that holds
-        no GIL between operators (the eager HF forward costs ~1.5 ms of Python per call and waits for
-        the GIL at every operator while the server's other threads run Python). Shapes stay dynamic;
-        the trace is checked against the eager network on a differently padded batch, and any failure
-        falls back to eager. MiniLM int8, one thread: batch 1 2.4 -> 1.0 ms, batch 16 1.05 -> 0.83 ms/query."""
+        no GIL between operators (the eager HF forward runs Python between operators and waits for the
+        GIL at each while the server's other threads run Python). Shapes stay dynamic. The example batch
+        is padded, so the attention mask is part of the traced graph (HF's SDPA path skips it for an
+        unpadded batch); the trace is checked against the eager network on a differently padded batch,
+        and any failure falls back to eager. Serving 1x10k at 32 clients: batched 172 -> 225 QPS,
+        unbatched 80 -> 104 QPS; 256-token documents embed at the same speed (72 ms each, one thread)."""
         import warnings
 
         items = self._warmup_items()

@@ -55,7 +55,7 @@ class HFEmbedder(HFRunner[str]):
         from transformers import AutoModel
 
         parts = load_parts(AutoModel, path_or_id, device=device, dtype=dtype, num_threads=num_threads, name=name,
-                           provenance=provenance, trace=trace)
+                           provenance=provenance)
         return cls(
             tokenizer=parts.tokenizer,
             model=parts.model,

@@ -54,7 +54,7 @@ class HFCrossEncoder(HFRunner[TextPair]):
         from transformers import AutoModelForSequenceClassification
 
         parts = load_parts(AutoModelForSequenceClassification, path_or_id, device=device, dtype=dtype,
-                           num_threads=num_threads, name=name, provenance=provenance, trace=trace)
+                           num_threads=num_threads, name=name, provenance=provenance)
         model = parts.model
         return cls(
             tokenizer=parts.tokenizer,

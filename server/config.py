@@ -43,7 +43,7 @@ class ModelsConfig:
     reranker: str = BUNDLED      # "bundled" = models/weights/engram-reranker-v1 when present; "" = none
     device: str = "auto"         # auto | cpu | cuda
     dtype: str = "auto"          # auto (float32 on CPU, float16 on CUDA) | int8 (CPU; see README) | float32 | ...
-    trace: bool = True           # CPU: run models as TorchScript traces (one C++ call per forward, no GIL)
+    trace: bool = True           # CPU: run models as frozen TorchScript traces (one C++ call per forward, no GIL)
     embed_max_length: int = 256
     rerank_max_length: int = 256
     cpu_threads: int = 0         # torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)
