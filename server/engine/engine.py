@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -280,7 +281,10 @@ class Engine:
             "device": self.device,
             "embedder": self.embedder.describe(),
             "reranker": self.reranker.describe() if self.reranker is not None else None,
-            "limits": c.limits, "batching": c.batching, "rrf_k": c.search.rrf_k,
+            # The limits in effect: with batching off a batch is one request and nothing waits.
+            "limits": c.limits, "rrf_k": c.search.rrf_k,
+            "batching": dataclasses.replace(c.batching, max_batch_requests=self.search_batcher.max_requests,
+                                            max_wait_ms=self.search_batcher.max_wait_s * 1000.0),
             "half_life_s": {"EPISODIC": c.scoring.episodic_half_life_s, "SEMANTIC": c.scoring.semantic_half_life_s,
                             "PROCEDURAL": c.scoring.procedural_half_life_s},
         }

@@ -90,3 +90,16 @@ def test_concurrent_writes_share_embedding_passes(server, admin) -> None:
     batches, items = stats.batches - before_batches, stats.items - before_items
     assert items == 32 and batches < 32, "concurrent writes should share embedding passes"
     assert len(admin.list_all("acme/writes")) == 32
+
+
+def test_info_reports_the_limits_in_effect_when_batching_is_off(tmp_path, jvm, embedder) -> None:
+    running = start_server(tmp_path / "data", embedder=embedder, batching={"enabled": False})
+    try:
+        client = running.client()
+        info = client.memory.Info(spb.InfoRequest(), metadata=client.metadata)
+        assert (info.batching.enabled, info.batching.max_batch_requests, info.batching.max_wait_ms) == (False, 1, 0.0)
+        client.create_tenant("acme/off")
+        client.write("acme/off", "Batching is off on this server.")
+        assert client.search("acme/off", "is batching on").timings.batch_size == 1
+    finally:
+        running.stop()
