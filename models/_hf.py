@@ -316,7 +316,12 @@ class HFRunner(Generic[InputT]):
         check = self._pad(self.tokenize(items[1:]), np.arange(len(items) - 1))
         config = self._model.config
         return_dict = config.return_dict
+        # Tracing reads every attribute of the model, including the training-only loss_function
+        # property, which logs a spurious "loss_type=None ... unrecognized" warning.
+        hf_logger = logging.getLogger("transformers.modeling_utils")
+        hf_level = hf_logger.level
         try:
+            hf_logger.setLevel(logging.ERROR)
             config.return_dict = False
             with warnings.catch_warnings(), torch.inference_mode():
                 warnings.simplefilter("ignore")
@@ -329,6 +334,7 @@ class HFRunner(Generic[InputT]):
             return None
         finally:
             config.return_dict = return_dict
+            hf_logger.setLevel(hf_level)
         logger.info("traced %s with TorchScript", self.name)
         return traced
 
