@@ -128,25 +128,27 @@ def tune_rerank_blend(server: EvalServer, tenant: Ingested, train) -> dict:  # t
     server's own function for each setting of the grid. Weight 1000 is the cross-encoder's order alone."""
     from models.training.data import is_dev
     from models.training.recipe import DEV_SHARE
-    from server.engine.search import rerank_relevance
+    from server.fusion.rrf import rerank_relevance
 
     dev = [q for q in train.queries if is_dev(q.id, dev_share=DEV_SHARE)]
     hits = server.search_hits(tenant, dev, RERANK, now_ms=FIXED_NOW_MS, top_k=100)
     cfg = server.config.search
 
+    fused = {qid: sorted(hs, key=lambda h: -h.breakdown.rrf) for qid, hs in hits.items()}  # the hybrid order
+
+    def doc_ids(ranked: Sequence[pb.Hit]) -> list[str]:
+        return [d for h in ranked for d in tenant.docs_of.get(h.memory.memory_id, ())]
+
     def run_for(weight: float, k: float) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
-        for qid, hs in hits.items():
-            fused = sorted(hs, key=lambda h: -h.breakdown.rrf)
-            head = [h for h in fused if h.breakdown.HasField("rerank")]
+        for qid, order in fused.items():
+            head = [h for h in order if h.breakdown.HasField("rerank")]
             rel = rerank_relevance([h.breakdown.rerank for h in head], k=k, weight=weight)
-            order = sorted(range(len(head)), key=lambda i: (-rel[i], i)) if head else []
-            ranked = [head[i] for i in order] + fused[len(head):]
-            out[qid] = [d for h in ranked for d in tenant.docs_of.get(h.memory.memory_id, ())]
+            out[qid] = doc_ids([head[i] for i in sorted(range(len(head)), key=lambda i: (-rel[i], i))]
+                               + order[len(head):])
         return out
 
-    hybrid = {qid: [d for h in sorted(hs, key=lambda h: -h.breakdown.rrf) for d in tenant.docs_of.get(
-        h.memory.memory_id, ())] for qid, hs in hits.items()}
+    hybrid = {qid: doc_ids(order) for qid, order in fused.items()}
     ids = [q.id for q in dev]
     grid_scores = {f"w={w:g},k={k:g}": _scores(run_for(w, k), train.qrels, (10,), ids)["ndcg@10"]
                    for w in RERANK_WEIGHTS for k in RERANK_KS}

@@ -2,8 +2,8 @@
 
 The reranked order is the server's: the top ``depth`` candidates ordered by the cross-encoder's
 logit (ties keep candidate order), the rest after them in candidate order. ``blend`` > 0 instead fuses the
-two orders of the top ``depth`` by RRF (``1/(k + candidate rank) + blend/(k + rerank rank)``); the
-recipe only reports it, measured on the dev claims.
+two orders of the top ``depth`` as the server does (``server.fusion.rrf.rerank_relevance``, k = 60,
+weight = blend); the recipe only reports it, measured on the dev claims.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 from benchmarks.quality.datasets import evaluate
 from models.base import Reranker
 from models.training.data import MinedQuery
+from server.fusion.rrf import rerank_relevance
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +39,8 @@ def score_candidates(reranker: Reranker, mined: Sequence[MinedQuery], docs: Mapp
 def reorder(candidates: Sequence[str], logits: np.ndarray, *, blend: float = 0.0) -> list[str]:
     depth = len(logits)
     by_logit = sorted(range(depth), key=lambda i: (-float(logits[i]), i))
-    if blend > 0:
-        rank = {i: r for r, i in enumerate(by_logit)}
-        fused = {i: 1.0 / (RRF_K + i + 1) + blend / (RRF_K + rank[i] + 1) for i in range(depth)}
+    if blend > 0:  # the server's own fusion of the reranked head (search.rerank_weight = blend)
+        fused = rerank_relevance([float(x) for x in logits], k=RRF_K, weight=blend)
         by_logit = sorted(range(depth), key=lambda i: (-fused[i], i))
     return [candidates[i] for i in by_logit] + list(candidates[depth:])
 

@@ -22,7 +22,7 @@ from server.batching.batcher import Entry
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ScoringConfig, SearchConfig
 from server.domain import Breakdown, Hit, Memory, MemoryType, QueryResult, SearchQuery, Timings
-from server.fusion.rrf import rrf, rrf_max
+from server.fusion.rrf import rerank_relevance, rrf, rrf_max
 from server.lexical.analysis import has_code
 from server.tenants.shard import TenantShard
 
@@ -69,20 +69,6 @@ def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: n
         kept.append(doc)
         info[doc] = (len(kept), float(score))
     return kept, info
-
-
-def rerank_relevance(logits: Sequence[float], *, k: float, weight: float) -> list[float]:
-    """Relevance in (0, 1] of the reranked head of a fused list (``logits[i]`` is the cross-encoder's
-    logit of fused rank ``i``): reciprocal rank fusion of the fused order and the cross-encoder's
-    order, ``1/(k + fused rank) + weight/(k + logit rank)``, divided by its largest possible value.
-    The fused order is itself hybrid evidence that a cross-encoder trained on little data lacks;
-    a large ``weight`` leaves the cross-encoder's order alone. Ties between equal logits keep fused order."""
-    by_logit = sorted(range(len(logits)), key=lambda i: (-logits[i], i))
-    logit_rank = [0] * len(logits)
-    for r, i in enumerate(by_logit):
-        logit_rank[i] = r
-    top = (1.0 + weight) / (k + 1.0)
-    return [(1.0 / (k + i + 1.0) + weight / (k + logit_rank[i] + 1.0)) / top for i in range(len(logits))]
 
 
 class SearchPipeline:

@@ -1,4 +1,4 @@
-"""Reciprocal rank fusion: pure rank arithmetic, arrays in, (scores, ids) out."""
+"""Reciprocal rank fusion: pure rank arithmetic over ranked lists (first-stage fusion and the rerank head)."""
 
 from __future__ import annotations
 
@@ -42,3 +42,17 @@ def rrf(ranked_ids: Sequence[np.ndarray], *, k: float = 60.0,
 def rrf_max(*, k: float, weights: Sequence[float]) -> float:
     """The highest fused score possible: first in every list. Divides rrf into (0, 1]."""
     return sum(w / (k + 1.0) for w in weights if w > 0) or 1.0
+
+
+def rerank_relevance(logits: Sequence[float], *, k: float, weight: float) -> list[float]:
+    """Relevance in (0, 1] of the reranked head of a fused list (``logits[i]`` is the cross-encoder's
+    logit of fused rank ``i``): reciprocal rank fusion of the fused order and the cross-encoder's
+    order, ``1/(k + fused rank) + weight/(k + logit rank)``, divided by its largest possible value.
+    The fused order is itself hybrid evidence that a cross-encoder trained on little data lacks;
+    a large ``weight`` leaves the cross-encoder's order alone. Ties between equal logits keep fused order."""
+    by_logit = sorted(range(len(logits)), key=lambda i: (-logits[i], i))
+    logit_rank = [0] * len(logits)
+    for r, i in enumerate(by_logit):
+        logit_rank[i] = r
+    top = rrf_max(k=k, weights=(1.0, weight))
+    return [(1.0 / (k + i + 1.0) + weight / (k + logit_rank[i] + 1.0)) / top for i in range(len(logits))]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from support import start_server
 
-from server.engine.search import rerank_relevance
+from server.fusion.rrf import rerank_relevance
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
 from server.grpc.gen.engram.v1 import service_pb2 as spb
 

@@ -9,7 +9,6 @@ rejected mutation changes nothing, and the server still serves afterwards.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -18,9 +17,8 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import RunningServer
 
-from reliability.hostile import TENANTS, admin_metadata, assert_serving, call, snapshot, start_hostile_server
+from reliability.hostile import TENANTS, admin_metadata, assert_serving, call, snapshot
 from server.grpc.gen.engram.v1 import service_pb2 as spb
 
 C = grpc.StatusCode
@@ -111,20 +109,6 @@ def _rpcs() -> list[tuple[str, Descriptor]]:
 
 requests = st.one_of(*[st.tuples(st.just(rpc), message_strategy(desc)) for rpc, desc in _rpcs()],
                      st.tuples(st.sampled_from([rpc for rpc, _ in _rpcs()]), st.binary(max_size=200)))
-
-
-@pytest.fixture(scope="module")
-def fuzz_server(tmp_path_factory: pytest.TempPathFactory, jvm: None, embedder) -> Iterator[RunningServer]:
-    running = start_hostile_server(tmp_path_factory.mktemp("fuzz") / "data", embedder=embedder)
-    yield running
-    running.stop()
-
-
-@pytest.fixture(scope="module")
-def channel(fuzz_server: RunningServer) -> Iterator[grpc.Channel]:
-    channel = grpc.insecure_channel(fuzz_server.address)
-    yield channel
-    channel.close()
 
 
 def _check(channel: grpc.Channel, rpc: str, request: Any) -> None:

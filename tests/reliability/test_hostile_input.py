@@ -8,13 +8,12 @@ undecodable bytes — already cover every RPC of the services via ``all_rpcs()``
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 import pytest
-from reliability.hostile import LIMITS, admin_metadata, all_rpcs, assert_serving, call, snapshot, start_hostile_server
+from reliability.hostile import LIMITS, admin_metadata, all_rpcs, assert_serving, call, snapshot
 from support import RunningServer
 
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
@@ -259,20 +258,6 @@ ROWS += [row for rpc in all_rpcs() for row in (
 
 def _ids() -> list[str]:
     return [f"{r.rpc.split('/')[1]}: {r.name}" for r in ROWS]
-
-
-@pytest.fixture(scope="module")
-def hostile_server(tmp_path_factory: pytest.TempPathFactory, jvm: None, embedder) -> Iterator[RunningServer]:
-    running = start_hostile_server(tmp_path_factory.mktemp("hostile") / "data", embedder=embedder)
-    yield running
-    running.stop()
-
-
-@pytest.fixture(scope="module")
-def channel(hostile_server: RunningServer) -> Iterator[grpc.Channel]:
-    channel = grpc.insecure_channel(hostile_server.address)
-    yield channel
-    channel.close()
 
 
 @pytest.fixture(scope="module")
