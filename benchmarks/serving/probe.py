@@ -1,0 +1,90 @@
+"""Where a serving run's CPU goes: one `engram serve` process, one client level, batching on or off.
+
+    .venv/bin/python -m benchmarks.serving.probe --batching on --clients 32
+    .venv/bin/python -m benchmarks.serving.probe --batching off --env ENGRAM_MODELS__DTYPE=int8
+
+Reports QPS, latency, the server's and the load generator's CPU per query (from /proc and getrusage)
+and how busy the whole machine was (/proc/stat), as one JSON line. Needs the cached dataset that
+``make bench-serving`` builds. The README's side-by-side variant table ("Serving benchmark") was
+measured with it, one on/off pair per variant, run back to back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.serving.build import ADMIN_KEY, dataset_dir, tenant_name
+from benchmarks.serving.corpus import query_texts
+from benchmarks.serving.load import run_load, touch_tenants
+from benchmarks.serving.run import ServerProcess
+
+
+def _process_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime, all threads
+
+
+def _machine_ticks() -> tuple[int, int]:
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return sum(values), values[3] + values[4]  # all, idle + iowait
+
+
+def _own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def probe(*, batching: bool, clients: int, seconds: float, warmup_s: float, tenants: int, per_tenant: int,
+          env: dict[str, str]) -> dict[str, object]:
+    data = dataset_dir(tenants=tenants, per_tenant=per_tenant)
+    if not (data / "complete.json").is_file():
+        raise SystemExit(f"{data} missing: run `make bench-serving` once to build it")
+    names, queries = [tenant_name(i) for i in range(tenants)], query_texts(5000)
+    with tempfile.TemporaryDirectory(prefix="engram-probe-") as tmp:
+        server = ServerProcess(data, batching=batching, env={"ENGRAM_MODELS__DEVICE": "cpu", **env}, workdir=Path(tmp))
+        try:
+            server.wait_ready()
+            asyncio.run(touch_tenants(server.address, ADMIN_KEY, names, queries[0]))
+            server.wait_indexes_built()
+            asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries, concurrency=clients,
+                                 seconds=warmup_s, seed=99))
+            server_0, own_0, (all_0, idle_0) = _process_cpu_s(server.proc.pid), _own_cpu_s(), _machine_ticks()
+            result = asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries,
+                                          concurrency=clients, seconds=seconds, seed=clients))
+            server_1, own_1, (all_1, idle_1) = _process_cpu_s(server.proc.pid), _own_cpu_s(), _machine_ticks()
+        finally:
+            server.stop()
+    n = max(1, len(result.latencies_ms))
+    summary = result.summary()
+    return {"batching": "on" if batching else "off", "clients": clients, "env": env,
+            **{k: summary[k] for k in ("qps", "p50_ms", "p95_ms", "mean_batch_size", "errors")},
+            "server_cpu_ms_per_query": round((server_1 - server_0) / n * 1000, 2),
+            "client_cpu_ms_per_query": round((own_1 - own_0) / n * 1000, 2),
+            "machine_busy_pct": round(100 * (1 - (idle_1 - idle_0) / max(1, all_1 - all_0)), 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--batching", choices=("on", "off"), required=True)
+    p.add_argument("--clients", type=int, default=32)
+    p.add_argument("--seconds", type=float, default=8.0)
+    p.add_argument("--warmup", type=float, default=3.0)
+    p.add_argument("--dataset", default="1x10000", help="TENANTSxMEMORIES")
+    p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server, e.g. ENGRAM_MODELS__TRACE=false")
+    args = p.parse_args(argv)
+    tenants, per_tenant = (int(x) for x in args.dataset.split("x"))
+    row = probe(batching=args.batching == "on", clients=args.clients, seconds=args.seconds, warmup_s=args.warmup,
+                tenants=tenants, per_tenant=per_tenant, env=dict(kv.split("=", 1) for kv in args.env))
+    sys.stdout.write(json.dumps(row) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
