@@ -48,7 +48,8 @@ class HFCrossEncoder(HFRunner[TextPair]):
     ) -> HFCrossEncoder:
         """Load tokenizer and classification model from a local folder (or a hub id where a network exists).
 
-        ``dtype`` None → float32 on CPU, float16 on CUDA. ``num_threads`` sets torch's process-wide
+        ``dtype`` None → float16 on CUDA; bfloat16 on a CPU with native bfloat16, else float32. In half
+        precision the output layer still runs in float32 (see :func:`_float32_output_layer`). ``num_threads`` sets torch's process-wide
         CPU threads when given (None leaves them alone).
         """
         from transformers import AutoModelForSequenceClassification
@@ -56,6 +57,8 @@ class HFCrossEncoder(HFRunner[TextPair]):
         parts = load_parts(AutoModelForSequenceClassification, path_or_id, device=device, dtype=dtype,
                            num_threads=num_threads, name=name, provenance=provenance)
         model = parts.model
+        if parts.dtype in (torch.float16, torch.bfloat16):
+            _float32_output_layer(model)
         return cls(
             tokenizer=parts.tokenizer,
             model=model,
@@ -95,6 +98,35 @@ class HFCrossEncoder(HFRunner[TextPair]):
 
     def _describe_extra(self) -> dict[str, Any]:
         return {"num_labels": self.num_labels, "positive_label": self.positive_label}
+
+
+class _Float32Linear(torch.nn.Module):
+    """A linear layer run in float32 on its upcast input."""
+
+    def __init__(self, linear: torch.nn.Linear) -> None:
+        super().__init__()
+        self.linear = linear.float()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x.float())
+
+
+def _float32_output_layer(model: Any) -> None:
+    """Runs the classification head's output projection (the last ``nn.Linear`` with ``num_labels``
+    outputs) in float32. A half-precision logit has 8 (bfloat16) or 11 (float16) significant bits: near
+    a logit of 5 bfloat16 can only say 4.97 or 5.0, so close candidates would tie and the rerank order
+    would turn on rounding. The body stays in half precision; the head is one small matrix."""
+    num_labels = int(model.config.num_labels)
+    last = None
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and module.out_features == num_labels:
+            last = name
+    if last is None:
+        logger.warning("no %d-output linear layer found; the logits stay in %s", num_labels, model.dtype)
+        return
+    parent_name, _, attr = last.rpartition(".")
+    parent = model.get_submodule(parent_name)
+    setattr(parent, attr, _Float32Linear(getattr(parent, attr)))
 
 
 def _positive_label(num_labels: int, requested: int | None) -> int:

@@ -47,6 +47,24 @@ class TrainConfig:
     threads: int = 2
     log_every: int = 10
     uniform_last_attention: bool = True  # see init_model
+    # Matrix products in bfloat16 under autocast (weights, optimizer and loss stay float32). "auto":
+    # bfloat16 where the CPU has native bfloat16 (models._hf.cpu_has_native_bf16), else float32. On
+    # this project's AVX512_BF16 CPUs a step of 32 pairs x 128 tokens takes 0.78 s instead of 1.74 s.
+    precision: str = "auto"
+
+
+def autocast_dtype(precision: str) -> torch.dtype | None:
+    """The autocast dtype for ``precision`` (None = plain float32)."""
+    from models._hf import cpu_has_native_bf16
+
+    choice = precision.lower()
+    if choice == "auto":
+        return torch.bfloat16 if cpu_has_native_bf16() else None
+    if choice in ("bfloat16", "bf16"):
+        return torch.bfloat16
+    if choice in ("float32", "fp32"):
+        return None
+    raise ValueError(f"precision must be auto, bfloat16 or float32, not {precision!r}")
 
 
 def seed_everything(seed: int, *, threads: int) -> None:
@@ -93,6 +111,7 @@ def train(groups: Sequence[Group], *, init_path: Path, cfg: TrainConfig,
     width = len(groups[0].passages)
     if any(len(g.passages) != width for g in groups):
         raise ValueError("every group needs the same number of passages")
+    half = autocast_dtype(cfg.precision)
     seed_everything(cfg.seed, threads=cfg.threads)
     tokenizer, model = init_model(init_path, layers=cfg.layers, seed=cfg.seed,
                                   uniform_last_attention=cfg.uniform_last_attention)
@@ -107,6 +126,7 @@ def train(groups: Sequence[Group], *, init_path: Path, cfg: TrainConfig,
     rng = random.Random(cfg.seed)
     history: list[dict[str, float]] = []
     started, step, window = time.perf_counter(), 0, []
+    log.info("training %d steps in %s", steps, half or torch.float32)
     model.train()
     for epoch in range(cfg.epochs):
         order = list(groups)
@@ -117,7 +137,9 @@ def train(groups: Sequence[Group], *, init_path: Path, cfg: TrainConfig,
             passages = [p for g in batch for p in g.passages]
             enc = tokenizer(queries, passages, truncation="longest_first", max_length=cfg.max_length,
                             padding=True, return_tensors="pt")
-            logits = model(**enc).logits.view(len(batch), width)
+            with torch.autocast("cpu", dtype=half or torch.bfloat16, enabled=half is not None):
+                logits = model(**enc).logits.view(len(batch), width)
+            logits = logits.float()
             loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -39,7 +39,10 @@ def test_repeated_query_skips_the_embedding_but_sees_every_write(server, admin) 
 def test_info_reports_the_device_and_the_batching_limits(server, admin) -> None:
     info = admin.memory.Info(spb.InfoRequest(), metadata=admin.metadata)
     b = server.app.config.batching
-    assert info.device == "cpu" and info.embedder.device == "cpu" and info.embedder.dtype == "float32"
+    from models._hf import cpu_has_native_bf16
+
+    auto = "bfloat16" if cpu_has_native_bf16() else "float32"  # models.dtype auto on a CPU
+    assert info.device == "cpu" and info.embedder.device == "cpu" and info.embedder.dtype == auto
     assert (info.batching.enabled, info.batching.max_batch_requests, info.batching.max_batch_tokens,
             info.batching.max_wait_ms) == (True, b.max_batch_requests, b.max_batch_tokens, b.max_wait_ms)
     assert info.limits.queue_capacity == b.queue_capacity

@@ -11,7 +11,8 @@ from models.testing import build_tiny_cross_encoder
 
 @pytest.fixture(scope="session")
 def minilm() -> HFEmbedder:
-    return HFEmbedder.load(minilm_path(), name=MINILM_NAME, provenance=minilm_provenance())
+    """Float32 on every CPU: the exact reference the other dtypes are compared with."""
+    return HFEmbedder.load(minilm_path(), name=MINILM_NAME, provenance=minilm_provenance(), dtype="float32")
 
 
 @pytest.fixture(scope="session")

@@ -54,7 +54,7 @@ def test_order_preserved_batch_equals_one_by_one(tiny_cross_encoder_dir: Path) -
 def test_scores_are_raw_logits_of_the_head(tiny_cross_encoder_dir: Path) -> None:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    model = HFCrossEncoder.load(tiny_cross_encoder_dir)
+    model = HFCrossEncoder.load(tiny_cross_encoder_dir, dtype="float32")
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_cross_encoder_dir))
     network = AutoModelForSequenceClassification.from_pretrained(str(tiny_cross_encoder_dir)).eval()
     query, passage = PAIRS[2]
@@ -94,7 +94,7 @@ def test_empty_input_and_warmup(tiny_cross_encoder_dir: Path) -> None:
 
 
 def test_int8_keeps_the_order_of_float32_scores(tiny_cross_encoder_dir: Path) -> None:
-    exact = HFCrossEncoder.load(tiny_cross_encoder_dir).score(PAIRS)
+    exact = HFCrossEncoder.load(tiny_cross_encoder_dir, dtype="float32").score(PAIRS)
     model = HFCrossEncoder.load(tiny_cross_encoder_dir, dtype="int8")
     assert model.describe()["dtype"] == "int8"
     approx = model.score(PAIRS)
@@ -104,7 +104,21 @@ def test_int8_keeps_the_order_of_float32_scores(tiny_cross_encoder_dir: Path) ->
     assert float(np.corrcoef(approx, exact)[0, 1]) > 0.8
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int8"])
+@pytest.mark.parametrize("trace", [False, True])
+def test_bfloat16_scores_keep_float32_resolution(tiny_cross_encoder_dir: Path, trace: bool) -> None:
+    exact = HFCrossEncoder.load(tiny_cross_encoder_dir, dtype="float32").score(PAIRS)
+    model = HFCrossEncoder.load(tiny_cross_encoder_dir, dtype="bfloat16", trace=trace)
+    assert model.describe()["dtype"] == "bfloat16" and model.describe()["traced"] is trace
+    half = model.score(PAIRS)
+    assert half.dtype == np.float32 and float(np.corrcoef(half, exact)[0, 1]) > 0.95
+    # The head runs in float32: the logits are not confined to bfloat16's 8-bit grid.
+    on_grid = torch.from_numpy(half).bfloat16().float().numpy()
+    assert not np.array_equal(on_grid, half)
+    single = np.array([model.score([pair])[0] for pair in PAIRS])
+    np.testing.assert_allclose(single, half, atol=0.05)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
 def test_traced_cross_encoder_gives_the_eager_scores(tiny_cross_encoder_dir: Path, dtype: str) -> None:
     # Same micro-batches on both sides: int8 quantizes activations with one scale per batch.
     eager = HFCrossEncoder.load(tiny_cross_encoder_dir, dtype=dtype, batch_size=2)

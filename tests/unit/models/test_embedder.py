@@ -144,21 +144,49 @@ def test_int8_is_dynamic_quantization_close_to_float32(minilm: HFEmbedder) -> No
     np.testing.assert_allclose(np.linalg.norm(approx, axis=1), 1.0, atol=1e-5)
 
 
-def test_auto_dtype_is_exact_on_cpu_and_int8_is_opt_in() -> None:
+@pytest.mark.parametrize("native_bf16", [True, False])
+def test_auto_dtype_is_bf16_only_on_cpus_with_native_bf16_and_int8_is_opt_in(
+    monkeypatch: pytest.MonkeyPatch, native_bf16: bool
+) -> None:
     import torch
 
-    from models._hf import resolve_dtype
+    from models import _hf
 
-    assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
-    assert resolve_dtype(None, torch.device("cpu")) == torch.float32
-    assert resolve_dtype("int8", torch.device("cpu")) == torch.qint8
-    assert resolve_dtype("auto", torch.device("cuda")) == torch.float16
+    monkeypatch.setattr(_hf, "cpu_has_native_bf16", lambda: native_bf16)
+    cpu_auto = torch.bfloat16 if native_bf16 else torch.float32
+    assert _hf.resolve_dtype("auto", torch.device("cpu")) == cpu_auto
+    assert _hf.resolve_dtype(None, torch.device("cpu")) == cpu_auto
+    assert _hf.resolve_dtype("float32", torch.device("cpu")) == torch.float32
+    assert _hf.resolve_dtype("int8", torch.device("cpu")) == torch.qint8
+    assert _hf.resolve_dtype("auto", torch.device("cuda")) == torch.float16
     with pytest.raises(ModelLoadError, match="CPU only"):
-        resolve_dtype("int8", torch.device("cuda"))
+        _hf.resolve_dtype("int8", torch.device("cuda"))
+
+
+def test_native_bf16_is_read_from_cpu_flags() -> None:
+    from models._hf import native_bf16_in
+
+    assert native_bf16_in("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16 avx512_vnni\n")
+    assert native_bf16_in("flags\t\t: fpu avx2 amx_bf16 amx_tile\n")
+    assert native_bf16_in("Features\t: fp asimd bf16 i8mm\n")  # aarch64
+    assert not native_bf16_in("flags\t\t: fpu sse avx2 avx512f avx512bw avx512_vnni\n")  # emulated only
+    assert not native_bf16_in("model name\t: bf16 in a name is not a flag\n")
+
+
+@pytest.mark.parametrize("trace", [False, True])
+def test_bfloat16_is_close_to_float32_and_independent_of_batch_mates(minilm: HFEmbedder, trace: bool) -> None:
+    half = HFEmbedder.load(minilm_path(), name=MINILM_NAME, dtype="bfloat16", trace=trace)
+    assert half.describe()["dtype"] == "bfloat16" and half.describe()["traced"] is trace
+    together = half.embed(MIXED)
+    assert together.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+    assert (together * minilm.embed(MIXED)).sum(axis=1).min() > 0.999  # measured >= 0.9999
+    alone = np.concatenate([half.embed([text]) for text in MIXED])
+    assert (together * alone).sum(axis=1).min() > 0.9995  # no per-batch scale, unlike int8
 
 
 def test_traced_network_gives_the_eager_vectors(minilm: HFEmbedder) -> None:
-    traced = HFEmbedder.load(minilm_path(), name=MINILM_NAME, trace=True)
+    traced = HFEmbedder.load(minilm_path(), name=MINILM_NAME, dtype="float32", trace=True)
     assert traced.describe()["traced"] is True and minilm.describe()["traced"] is False
     # Batches padded unlike the trace's example, one by one and all together.
     np.testing.assert_allclose(traced.embed(MIXED), minilm.embed(MIXED), atol=1e-5)
@@ -172,6 +200,6 @@ def test_a_failed_trace_falls_back_to_eager(monkeypatch: pytest.MonkeyPatch, min
         raise RuntimeError("no tracing today")
 
     monkeypatch.setattr(torch.jit, "trace", broken)
-    model = HFEmbedder.load(minilm_path(), name=MINILM_NAME, trace=True)
+    model = HFEmbedder.load(minilm_path(), name=MINILM_NAME, dtype="float32", trace=True)
     assert model.describe()["traced"] is False
     np.testing.assert_allclose(model.embed(MIXED), minilm.embed(MIXED), atol=1e-5)

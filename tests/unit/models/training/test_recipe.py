@@ -38,9 +38,10 @@ def tiny_init(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"), seed=3)
 
 
-def test_training_is_deterministic_and_fits_the_pairs(tiny_init: Path) -> None:
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_training_is_deterministic_and_fits_the_pairs(tiny_init: Path, precision: str) -> None:
     cfg = TrainConfig(layers=0, max_length=64, groups_per_step=2, epochs=6, lr=1e-3, head_lr=1e-2,
-                      warmup_share=0.1, seed=7, threads=1, log_every=2)
+                      warmup_share=0.1, seed=7, threads=1, log_every=2, precision=precision)
     _, model_a, history = train(_groups(), init_path=tiny_init, cfg=cfg)
     _, model_b, _ = train(_groups(), init_path=tiny_init, cfg=cfg)
     state_a, state_b = model_a.state_dict(), model_b.state_dict()
@@ -48,6 +49,17 @@ def test_training_is_deterministic_and_fits_the_pairs(tiny_init: Path) -> None:
     assert history[-1]["loss"] < history[0]["loss"]
     _, model_c, _ = train(_groups(), init_path=tiny_init, cfg=TrainConfig(**{**cfg.__dict__, "seed": 8}))
     assert any(not bool((state_a[k] == model_c.state_dict()[k]).all()) for k in state_a)
+
+
+def test_precision_names() -> None:
+    import torch
+
+    from models.training.train import autocast_dtype
+
+    assert autocast_dtype("bfloat16") == torch.bfloat16 and autocast_dtype("float32") is None
+    assert autocast_dtype("auto") in (torch.bfloat16, None)
+    with pytest.raises(ValueError, match="precision"):
+        autocast_dtype("fp8")
 
 
 def test_groups_exclude_positives_and_are_seeded() -> None:
