@@ -92,6 +92,9 @@ class Engine:
 
     async def _shard(self, principal: KeyScope, tenant_id: str) -> TenantShard:
         self.authorize(principal, tenant_id)
+        shard = self.registry.loaded_shard(tenant_id)  # the common case: no thread hop
+        if shard is not None:
+            return shard
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.cpu_pool, self.registry.shard, tenant_id)
 

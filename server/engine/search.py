@@ -108,9 +108,9 @@ class SearchPipeline:
             need = [it for it in items if it.vector is None and not it.query.lexical_only]
             if need:
                 t0 = time.monotonic_ns()
-                tokens = await loop.run_in_executor(self.cpu_pool, self.embedder.tokenize,
-                                                    [it.query.text for it in need])
-                vectors = await loop.run_in_executor(self.device_pool, self.embedder.forward, tokens)
+                # Short queries tokenize in well under a millisecond: on the device thread itself, so the
+                # forward pass never queues behind this or the next batch's BM25 in the CPU pool.
+                vectors = await loop.run_in_executor(self.device_pool, self._embed, [it.query.text for it in need])
                 timings.embed_ns = time.monotonic_ns() - t0
                 for it, vec in zip(need, vectors, strict=True):
                     it.vector = vec
@@ -140,6 +140,9 @@ class SearchPipeline:
             entry.resolve(QueryResult(hits=result.hits, timings=own, context_block=result.context_block))
 
     # -- stages (executor threads) -------------------------------------------------------------------
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        return self.embedder.forward(self.embedder.tokenize(texts))
+
     def _lexical_stage(self, items: Sequence[SearchItem]) -> tuple[list[tuple[np.ndarray, np.ndarray] | None], int]:
         """BM25 per tenant group: one consistent snapshot and one call per tenant."""
         t0 = time.monotonic_ns()

@@ -73,6 +73,18 @@ class TenantRegistry:
         with self._lock:
             return self._loading.setdefault(tenant_id, threading.Lock())
 
+    def loaded_shard(self, tenant_id: str) -> TenantShard | None:
+        """The shard if it is loaded and no memory budget is set, else None: no I/O and no eviction
+        work, so the event loop may call it; :meth:`shard` does the rest on a worker thread."""
+        if self.memory_budget_bytes > 0:
+            return None  # every access also enforces the budget (shard)
+        with self._lock:
+            shard = self._shards.get(tenant_id)
+            if shard is not None:
+                self._shards.move_to_end(tenant_id)
+                shard.touch()
+        return shard
+
     def shard(self, tenant_id: str) -> TenantShard:
         """The tenant's shard, loading it if needed (blocking: call from a worker thread)."""
         with self._lock:

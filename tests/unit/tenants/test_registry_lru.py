@@ -57,3 +57,20 @@ def test_recently_used_shards_are_not_evicted(tmp_path: Path, jvm: None) -> None
     assert registry.enforce_budget(keep="b") == 1
     assert [s.tenant_id for s in registry.loaded()] == ["b"]
     registry.close()
+
+
+def test_loaded_shard_is_the_no_io_fast_path_only_without_a_budget(tmp_path: Path, jvm: None) -> None:
+    registry = make(tmp_path / "free", budget=0)
+    registry.create("a")
+    assert registry.loaded_shard("a") is None          # not loaded: the caller takes the slow path
+    assert registry.loaded_shard("nope") is None
+    shard = registry.shard("a")
+    before = shard.last_used_s
+    time.sleep(0.01)
+    assert registry.loaded_shard("a") is shard and shard.last_used_s > before
+    registry.close()
+    budgeted = make(tmp_path / "budget", budget=int(SHARD_FIXED_BYTES * 2.5))
+    budgeted.create("a")
+    budgeted.shard("a")
+    assert budgeted.loaded_shard("a") is None           # every access must also enforce the budget
+    budgeted.close()
