@@ -24,6 +24,8 @@ MEANINGS = {
     "lucene_commit_interval_s": "how often Lucene indexes are committed to disk",
     "models.embed_max_length": "tokens per text the embedder reads",
     "models.rerank_max_length": "tokens per (query, memory) pair the cross-encoder reads",
+    "search.rerank_depth": ("fused candidates per query the cross-encoder scores; 0 = auto: 20 in reduced "
+                            "precision (bf16 CPU, fp16 CUDA, int8), 5 in float32"),
     "search.rerank_weight": "weight of the cross-encoder's order against the fused order",
     "search.rerank_rrf_k": "the k of the fusion of fused and cross-encoder orders",
     "batching.enabled": "group concurrent queries into device batches",

@@ -37,7 +37,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     p.add_argument("--init", type=Path, default=None, help="encoder folder (default: packaged MiniLM)")
-    p.add_argument("--selfsup", type=int, default=2000, help="self-supervised sentence queries")
+    p.add_argument("--selfsup", type=int, default=3500, help="self-supervised sentence queries")
     p.add_argument("--negatives", type=int, default=7)
     p.add_argument("--pool-depth", type=int, default=30, help="hard negatives come from this BM25 depth")
     p.add_argument("--eval-depth", type=int, default=20)

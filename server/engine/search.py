@@ -71,6 +71,14 @@ def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: n
     return kept, info
 
 
+def auto_rerank_depth(reranker: Reranker | None) -> int:
+    """``search.rerank_depth`` = 0: 20 candidates where the cross-encoder runs in reduced precision
+    (bfloat16 CPU, float16 CUDA, int8), 5 in float32, so CPU p95 at 10k memories stays within 250 ms."""
+    if reranker is None:
+        return 0
+    return 5 if reranker.describe().get("dtype") == "float32" else 20
+
+
 class SearchPipeline:
     def __init__(self, *, embedder: Embedder, reranker: Reranker | None, ranker: DecayRanker,
                  device_pool: Executor, cpu_pool: Executor, search: SearchConfig,
@@ -83,6 +91,7 @@ class SearchPipeline:
         self.cfg = search
         self.scoring = scoring
         self.cache = cache
+        self.default_rerank_depth = search.rerank_depth or auto_rerank_depth(reranker)
 
     def depth(self, query: SearchQuery) -> int:
         base = query.candidates or self.cfg.candidates
@@ -94,7 +103,7 @@ class SearchPipeline:
     def rerank_depth(self, query: SearchQuery) -> int:
         if self.reranker is None or query.rerank_depth < 0:
             return 0
-        return query.rerank_depth or self.cfg.rerank_depth
+        return query.rerank_depth or self.default_rerank_depth
 
     # -- the batch ----------------------------------------------------------------------------------
     async def run_batch(self, batch: list[Entry[SearchItem]]) -> None:
