@@ -72,6 +72,8 @@ def cpu_has_native_bf16() -> bool:
     Read from ``/proc/cpuinfo`` (Linux); elsewhere, or where a CPU only emulates bfloat16 (plain
     AVX-512 or AVX2, where it is slower than float32), the answer is False.
     """
+    if not torch.backends.mkldnn.is_available():  # no oneDNN: bfloat16 matmuls take slow reference kernels
+        return False
     try:
         return native_bf16_in(Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace"))
     except OSError:
