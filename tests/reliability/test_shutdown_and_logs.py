@@ -93,7 +93,10 @@ def test_sigterm_under_load_exits_cleanly_and_flushes_indexes(scenario: Scenario
     assert scenario.exit_code == 0, scenario.log[-3000:]
     assert "signal received: shutting down" in scenario.log and "engram stopped" in scenario.log
     assert len(scenario.acked) > 4
-    assert set(scenario.after_sigterm) <= {"OK", "UNAVAILABLE"}, scenario.after_sigterm
+    # A call that reaches the server after stop() began is refused: UNAVAILABLE, or CANCELLED when gRPC
+    # core had read it but no handler had taken it yet (grpc/grpc#41785); either way it never ran, and
+    # every acknowledged write is checked below.
+    assert set(scenario.after_sigterm) <= {"OK", "UNAVAILABLE", "CANCELLED"}, scenario.after_sigterm
     directory = scenario.data_dir / "tenants" / tenant_dirname(TENANT)
     store, _ = TenantStore.open(directory, dim=384)
     try:
