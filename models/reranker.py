@@ -49,8 +49,8 @@ class HFCrossEncoder(HFRunner[TextPair]):
         """Load tokenizer and classification model from a local folder (or a hub id where a network exists).
 
         ``dtype`` None → float16 on CUDA; bfloat16 on a CPU with native bfloat16, else float32. In half
-        precision the output layer still runs in float32 (see :func:`_float32_output_layer`). ``num_threads`` sets torch's process-wide
-        CPU threads when given (None leaves them alone).
+        precision the output layer still runs in float32 (see :func:`_float32_output_layer`).
+        ``num_threads`` sets torch's process-wide CPU threads when given (None leaves them alone).
         """
         from transformers import AutoModelForSequenceClassification
 

@@ -42,7 +42,7 @@ class ModelsConfig:
     embedder: str = ""           # local path or hub id; "" = the packaged all-MiniLM-L6-v2
     reranker: str = BUNDLED      # "bundled" = models/weights/engram-reranker-v1 when present; "" = none
     device: str = "auto"         # auto | cpu | cuda
-    dtype: str = "auto"          # auto (float16 on CUDA; bfloat16 on a CPU with native bf16, else float32) | int8 (CPU; see README) | float32 | ...
+    dtype: str = "auto"          # auto (CUDA fp16; CPU bf16 if native, else fp32) | int8 (CPU; README) | float32 | ...
     trace: bool = True           # CPU: run models as frozen TorchScript traces (one C++ call per forward, no GIL)
     embed_max_length: int = 256
     rerank_max_length: int = 256

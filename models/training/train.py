@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from models._hf import PROVENANCE_FILE
+from models._hf import PROVENANCE_FILE, cpu_has_native_bf16
 from models.training.data import Group
 
 log = logging.getLogger(__name__)
@@ -55,8 +55,6 @@ class TrainConfig:
 
 def autocast_dtype(precision: str) -> torch.dtype | None:
     """The autocast dtype for ``precision`` (None = plain float32)."""
-    from models._hf import cpu_has_native_bf16
-
     choice = precision.lower()
     if choice == "auto":
         return torch.bfloat16 if cpu_has_native_bf16() else None
@@ -137,7 +135,7 @@ def train(groups: Sequence[Group], *, init_path: Path, cfg: TrainConfig,
             passages = [p for g in batch for p in g.passages]
             enc = tokenizer(queries, passages, truncation="longest_first", max_length=cfg.max_length,
                             padding=True, return_tensors="pt")
-            with torch.autocast("cpu", dtype=half or torch.bfloat16, enabled=half is not None):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=half is not None):
                 logits = model(**enc).logits.view(len(batch), width)
             logits = logits.float()
             loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long))

@@ -73,11 +73,8 @@ class TenantRegistry:
         with self._lock:
             return self._loading.setdefault(tenant_id, threading.Lock())
 
-    def loaded_shard(self, tenant_id: str) -> TenantShard | None:
-        """The shard if it is loaded and no memory budget is set, else None: no I/O and no eviction
-        work, so the event loop may call it; :meth:`shard` does the rest on a worker thread."""
-        if self.memory_budget_bytes > 0:
-            return None  # every access also enforces the budget (shard)
+    def _touch_loaded(self, tenant_id: str) -> TenantShard | None:
+        """The loaded shard, marked most recently used; None when it is not loaded."""
         with self._lock:
             shard = self._shards.get(tenant_id)
             if shard is not None:
@@ -85,14 +82,19 @@ class TenantRegistry:
                 shard.touch()
         return shard
 
+    def loaded_shard(self, tenant_id: str) -> TenantShard | None:
+        """The shard if it is loaded and no memory budget is set, else None: no I/O, so the event loop
+        may call it; :meth:`shard` does the rest on a worker thread. With a budget set, callers keep to
+        :meth:`shard` (a conservative choice: for a loaded tenant it does the same)."""
+        if self.memory_budget_bytes > 0:
+            return None
+        return self._touch_loaded(tenant_id)
+
     def shard(self, tenant_id: str) -> TenantShard:
         """The tenant's shard, loading it if needed (blocking: call from a worker thread)."""
-        with self._lock:
-            shard = self._shards.get(tenant_id)
-            if shard is not None:
-                self._shards.move_to_end(tenant_id)
-                shard.touch()
-                return shard
+        shard = self._touch_loaded(tenant_id)
+        if shard is not None:
+            return shard
         if not self.catalog.has_tenant(tenant_id):
             raise NotFound(f"tenant {tenant_id!r} does not exist")
         with self._gate(tenant_id):
