@@ -8,6 +8,7 @@ request id, never to the client.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import secrets
@@ -89,24 +90,34 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
             rid = metadata.get("x-request-id", "")[:64] or secrets.token_hex(8)
             rid_token = REQUEST_ID.set(rid)
             started = time.perf_counter()
-            code = "OK"
+
+            def done(code: str) -> None:
+                if on_done is not None:
+                    on_done(method, code, time.perf_counter() - started)
+
             try:
                 PRINCIPAL.set(authenticate(bearer_key(metadata)))
                 if request is UNDECODABLE:
                     raise InvalidArgument("the request is not a valid protobuf message "
                                           "(string fields must be valid UTF-8)")
-                return await inner(request, context)
+                response = await inner(request, context)
+                done("OK")
+                return response
+            # abort() sends the status before it raises, so the call is counted first: a client that sees the
+            # error and then scrapes /metrics finds it there.
             except EngramError as exc:
                 code = status_code_name(exc)
                 log.info("request %s %s -> %s", rid, method, code)
+                done(code)
                 await context.abort(getattr(grpc.StatusCode, code), str(exc))
+            except asyncio.CancelledError:
+                done("CANCELLED")
+                raise
             except Exception:
-                code = "INTERNAL"
                 log.exception("request %s %s failed", rid, method)
+                done("INTERNAL")
                 await context.abort(grpc.StatusCode.INTERNAL, f"internal error (request id {rid})")
             finally:
-                if on_done is not None:
-                    on_done(method, code, time.perf_counter() - started)
                 REQUEST_ID.reset(rid_token)
 
         return grpc.unary_unary_rpc_method_handler(guarded, request_deserializer=tolerant(handler.request_deserializer),
