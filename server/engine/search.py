@@ -21,9 +21,10 @@ from models.base import Embedder, Reranker
 from server.batching.batcher import Entry
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ScoringConfig, SearchConfig
-from server.domain import Breakdown, Hit, Memory, MemoryType, QueryResult, SearchQuery, Timings
-from server.fusion.rrf import rerank_relevance, rrf, rrf_max
+from server.domain import Breakdown, Hit, MemoryType, QueryResult, SearchQuery, Timings
+from server.fusion.rrf import rerank_relevance, rrf_filtered, rrf_max
 from server.lexical.analysis import has_code
+from server.store.columns import columnar, keep_mask
 from server.tenants.shard import TenantShard
 
 CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
@@ -39,14 +40,21 @@ class SearchItem:
 
 @dataclass
 class _Candidates:
-    """One query's fused candidates, best first, with what the breakdown needs."""
+    """One query's fused candidates, best first, with what the breakdown needs. ``ids`` are doc ids;
+    ``dense_ids`` / ``lexical_ids`` are each list after filtering, best first (rank = position + 1)."""
 
-    memories: list[Memory] = field(default_factory=list)
-    rrf: list[float] = field(default_factory=list)
-    dense: dict[int, tuple[int, float]] = field(default_factory=dict)   # doc → (rank, score)
-    lexical: dict[int, tuple[int, float]] = field(default_factory=dict)
-    relevance: list[float] = field(default_factory=list)
-    rerank: list[float | None] = field(default_factory=list)
+    ids: np.ndarray = field(default_factory=lambda: _NO_IDS)
+    rrf: np.ndarray = field(default_factory=lambda: _NO_SCORES)
+    relevance: np.ndarray = field(default_factory=lambda: _NO_SCORES)
+    rerank: np.ndarray = field(default_factory=lambda: _NO_SCORES)     # NaN: not reranked
+    dense_ids: np.ndarray = field(default_factory=lambda: _NO_IDS)
+    dense_scores: np.ndarray = field(default_factory=lambda: _NO_SCORES)
+    lexical_ids: np.ndarray = field(default_factory=lambda: _NO_IDS)
+    lexical_scores: np.ndarray = field(default_factory=lambda: _NO_SCORES)
+
+
+_NO_IDS = np.zeros(0, dtype=np.int64)
+_NO_SCORES = np.zeros(0, dtype=np.float64)
 
 
 def has_cjk(text: str) -> bool:
@@ -54,21 +62,34 @@ def has_cjk(text: str) -> bool:
 
 
 def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: np.ndarray, now_ms: int = 0,
-              ) -> tuple[list[int], dict[int, tuple[int, float]]]:
-    """Drops padding, unknown (deleted) docs and filtered-out memories (a live one past its expiry at
-    ``now_ms`` counts as EXPIRED); ranks are 1-based after it."""
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Drops padding, repeats, unknown (deleted) docs and filtered-out memories (a live one past its
+    expiry at ``now_ms`` counts as EXPIRED); returns the kept (ids, scores) in their order, so a
+    doc's rank is its position + 1. Filters on scope, key or entities read the ``Memory`` objects;
+    every other filter is a mask over the store's columns."""
+    ids = np.asarray(ids, dtype=np.int64)
+    scores = np.asarray(scores, dtype=np.float64)
     statuses = query.effective_statuses()
-    kept: list[int] = []
-    info: dict[int, tuple[int, float]] = {}
-    for score, doc in zip(scores.tolist(), ids.tolist(), strict=True):
-        if doc < 0 or doc in info:
-            continue
-        memory = shard.store.by_doc(doc)
-        if memory is None or not query.filter.matches(memory, statuses=statuses, now_ms=now_ms):
-            continue
-        kept.append(doc)
-        info[doc] = (len(kept), float(score))
-    return kept, info
+    if columnar(query.filter):
+        keep = keep_mask(shard.store.columns(), ids, query.filter, statuses, now_ms)
+    else:
+        keep = np.zeros(len(ids), dtype=np.bool_)
+        by_doc, matches = shard.store.by_doc, query.filter.matches
+        for i, doc in enumerate(ids.tolist()):
+            memory = by_doc(doc) if doc >= 0 else None
+            keep[i] = memory is not None and matches(memory, statuses=statuses, now_ms=now_ms)
+    ids, scores = ids[keep], scores[keep]
+    if len(ids) > 1:
+        _, first = np.unique(ids, return_index=True)
+        if len(first) != len(ids):
+            first.sort()
+            ids, scores = ids[first], scores[first]
+    return ids, scores
+
+
+def _rank_of(ids: np.ndarray, scores: np.ndarray, doc: int) -> tuple[int, float]:
+    where = np.flatnonzero(ids == doc)
+    return (0, 0.0) if len(where) == 0 else (int(where[0]) + 1, float(scores[where[0]]))
 
 
 def auto_rerank_depth(reranker: Reranker | None) -> int:
@@ -198,24 +219,15 @@ class SearchPipeline:
     def _fuse(self, it: SearchItem, dense: tuple[np.ndarray, np.ndarray] | None,
               lexical: tuple[np.ndarray, np.ndarray] | None) -> _Candidates:
         cand = _Candidates()
-        dense_ids: list[int] = []
-        lexical_ids: list[int] = []
         if dense is not None:
-            dense_ids, cand.dense = _filtered(it.shard, it.query, *dense, it.now_ms)
+            cand.dense_ids, cand.dense_scores = _filtered(it.shard, it.query, *dense, it.now_ms)
         if lexical is not None:
-            lexical_ids, cand.lexical = _filtered(it.shard, it.query, *lexical, it.now_ms)
+            cand.lexical_ids, cand.lexical_scores = _filtered(it.shard, it.query, *lexical, it.now_ms)
         weights = self._weights(it.query)
-        scores, ids = rrf([np.asarray(dense_ids, dtype=np.int64), np.asarray(lexical_ids, dtype=np.int64)],
-                          k=self.cfg.rrf_k, weights=weights)
-        top = rrf_max(k=self.cfg.rrf_k, weights=weights)
-        for score, doc in zip(scores.tolist(), ids.tolist(), strict=True):
-            memory = it.shard.store.by_doc(doc)
-            if memory is None:
-                continue
-            cand.memories.append(memory)
-            cand.rrf.append(score)
-            cand.relevance.append(score / top)
-            cand.rerank.append(None)
+        scores, ids = rrf_filtered([cand.dense_ids, cand.lexical_ids], k=self.cfg.rrf_k, weights=weights)
+        cand.ids, cand.rrf = ids, scores
+        cand.relevance = scores / rrf_max(k=self.cfg.rrf_k, weights=weights)
+        cand.rerank = np.full(len(ids), np.nan)
         return cand
 
     def _fuse_all(self, items: Sequence[SearchItem], dense: list, lexical: list) -> list[_Candidates]:
@@ -229,9 +241,12 @@ class SearchPipeline:
         if self.reranker is None:
             return pairs, owners
         for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
-            for ci in range(min(self.rerank_depth(it.query), len(cand.memories))):
-                pairs.append((it.query.text, cand.memories[ci].content))
-                owners.append((qi, ci))
+            by_doc = it.shard.store.by_doc
+            for ci, doc in enumerate(cand.ids[: self.rerank_depth(it.query)].tolist()):
+                memory = by_doc(doc)
+                if memory is not None:  # gone since fusion (a purge): it keeps its fused place
+                    pairs.append((it.query.text, memory.content))
+                    owners.append((qi, ci))
         return pairs, owners
 
     def _apply_rerank(self, items: Sequence[SearchItem], cands: list[_Candidates], owners: list[tuple[int, int]],
@@ -239,16 +254,14 @@ class SearchPipeline:
         for (qi, ci), logit in zip(owners, logits.tolist(), strict=True):
             cands[qi].rerank[ci] = float(logit)
         for it, cand in zip(items, cands, strict=True):
-            depth = min(self.rerank_depth(it.query), len(cand.memories))
+            depth = min(self.rerank_depth(it.query), len(cand.ids))
             if depth == 0:
                 continue
-            rel = rerank_relevance([cand.rerank[i] or 0.0 for i in range(depth)], k=self.cfg.rerank_rrf_k,
-                                   weight=self.cfg.rerank_weight)
-            floor = min(rel)
-            last_rrf = cand.rrf[depth - 1]
+            head = np.nan_to_num(cand.rerank[:depth], nan=0.0).tolist()
+            rel = np.asarray(rerank_relevance(head, k=self.cfg.rerank_rrf_k, weight=self.cfg.rerank_weight))
             # Candidates past the rerank depth stay below every reranked one, in fused order.
-            tail = [floor * 0.5 * cand.rrf[i] / last_rrf for i in range(depth, len(cand.memories))]
-            cand.relevance = rel + tail
+            tail = rel.min() * 0.5 * cand.rrf[depth:] / cand.rrf[depth - 1]
+            cand.relevance = np.concatenate([rel, tail])
 
     def _half_lives(self, query: SearchQuery) -> dict[MemoryType, float]:
         s, cfg = query.scoring, self.scoring
@@ -275,45 +288,58 @@ class SearchPipeline:
                     timings: Timings) -> list[QueryResult]:
         """One decay × importance kernel call over every candidate of the batch (segmented)."""
         t0 = time.monotonic_ns()
-        relevance: list[float] = []
-        age_s: list[float] = []
-        half_life: list[float] = []
-        weight_in: list[float] = []
-        pinned: list[bool] = []
-        floors: list[float] = []
+        relevance: list[np.ndarray] = []
+        age_s: list[np.ndarray] = []
+        half_life: list[np.ndarray] = []
+        weight_in: list[np.ndarray] = []
+        pinned: list[np.ndarray] = []
+        floors: list[np.ndarray] = []
         offsets = [0]
         for it, cand in zip(items, cands, strict=True):
+            cols = it.shard.store.columns()
+            rows = cand.ids  # every fused doc passed the filter, so it has a row in this (later, never shorter) view
             lives = self._half_lives(it.query)
+            by_type = np.zeros(len(MemoryType) + 1, dtype=np.float64)
+            for t, life in lives.items():
+                by_type[int(t)] = life
             w = self._importance_weight(it.query)
-            floors.extend([self._decay_floor(it.query)] * len(cand.memories))
-            for memory, rel in zip(cand.memories, cand.relevance, strict=True):
-                relevance.append(rel)
-                age_s.append(max(0.0, (it.now_ms - memory.last_access_at_ms) / 1000.0))
-                half_life.append(lives[memory.type])
-                # Per-query importance weights ride in one launch: pass the finished weight, w = 1.
-                weight_in.append((1.0 - w) + w * memory.importance)
-                pinned.append(memory.pinned)
-            offsets.append(len(relevance))
+            relevance.append(cand.relevance)
+            age_s.append(np.maximum(0.0, (it.now_ms - cols.last_access_ms[rows]) / 1000.0))
+            half_life.append(by_type[cols.type[rows]])
+            # Per-query importance weights ride in one launch: pass the finished weight, w = 1.
+            weight_in.append((1.0 - w) + w * cols.importance[rows])
+            pinned.append(cols.pinned[rows])
+            floors.append(np.full(len(rows), self._decay_floor(it.query)))
+            offsets.append(offsets[-1] + len(rows))
         top_k = max((it.query.top_k or self.cfg.default_top_k) for it in items)
-        ranked = self.ranker(np.asarray(relevance, dtype=np.float32), np.asarray(age_s, dtype=np.float32),
-                             np.asarray(half_life, dtype=np.float32), np.asarray(weight_in, dtype=np.float32),
-                             np.asarray(pinned, dtype=np.bool_), np.asarray(offsets, dtype=np.int64),
-                             top_k=top_k, importance_weight=1.0, decay_floor=np.asarray(floors, dtype=np.float32))
+
+        def joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+            return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
+
+        ranked = self.ranker(joined(relevance, np.float32), joined(age_s, np.float32), joined(half_life, np.float32),
+                             joined(weight_in, np.float32), joined(pinned, np.bool_),
+                             np.asarray(offsets, dtype=np.int64), top_k=top_k, importance_weight=1.0,
+                             decay_floor=joined(floors, np.float32))
         timings.decay_ns = time.monotonic_ns() - t0
         results: list[QueryResult] = []
         for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
             hits: list[Hit] = []
+            by_doc = it.shard.store.by_doc
             for gi in ranked.indices[qi, : it.query.top_k or self.cfg.default_top_k].tolist():
                 if gi < 0:
                     break
                 ci = gi - offsets[qi]
-                memory = cand.memories[ci]
-                d_rank, d_score = cand.dense.get(memory.doc_id, (0, 0.0))
-                l_rank, l_score = cand.lexical.get(memory.doc_id, (0, 0.0))
+                doc = int(cand.ids[ci])
+                memory = by_doc(doc)
+                if memory is None:  # purged since fusion
+                    continue
+                d_rank, d_score = _rank_of(cand.dense_ids, cand.dense_scores, doc)
+                l_rank, l_score = _rank_of(cand.lexical_ids, cand.lexical_scores, doc)
+                rerank = float(cand.rerank[ci])
                 hits.append(Hit(memory=memory, breakdown=Breakdown(
                     dense_rank=d_rank, dense_score=d_score, bm25_rank=l_rank, bm25_score=l_score,
-                    rrf=cand.rrf[ci], rerank=cand.rerank[ci], relevance=cand.relevance[ci],
-                    decay=float(ranked.decay[gi]), importance_weight=float(ranked.weight[gi]),
-                    final=float(ranked.final[gi]))))
+                    rrf=float(cand.rrf[ci]), rerank=None if np.isnan(rerank) else rerank,
+                    relevance=float(cand.relevance[ci]), decay=float(ranked.decay[gi]),
+                    importance_weight=float(ranked.weight[gi]), final=float(ranked.final[gi]))))
             results.append(QueryResult(hits=tuple(hits), timings=timings))
         return results

@@ -39,6 +39,26 @@ def rrf(ranked_ids: Sequence[np.ndarray], *, k: float = 60.0,
     return scores[order], ids_arr[order]
 
 
+def rrf_filtered(ranked_ids: Sequence[np.ndarray], *, k: float = 60.0,
+                 weights: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`rrf` for lists that hold no padding and no repeats (what the search pipeline has after
+    filtering), in array operations: the same scores, summed in the same order, and the same order."""
+    if k <= 0:
+        raise ValueError("k must be > 0")
+    if len(weights) != len(ranked_ids):
+        raise ValueError("one weight per list")
+    parts = [(np.asarray(ids, dtype=np.int64), w) for ids, w in zip(ranked_ids, weights, strict=True)
+             if w != 0 and len(ids)]
+    if not parts:
+        return np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int64)
+    ids_all = np.concatenate([ids for ids, _ in parts])
+    contrib = np.concatenate([w / (k + np.arange(1, len(ids) + 1, dtype=np.float64)) for ids, w in parts])
+    uniq, inverse = np.unique(ids_all, return_inverse=True)
+    scores = np.bincount(inverse, weights=contrib, minlength=len(uniq))  # adds in list order, as rrf does
+    order = np.lexsort((uniq, -scores))
+    return scores[order], uniq[order]
+
+
 def rrf_max(*, k: float, weights: Sequence[float]) -> float:
     """The highest fused score possible: first in every list. Divides rrf into (0, 1]."""
     return sum(w / (k + 1.0) for w in weights if w > 0) or 1.0

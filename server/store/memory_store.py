@@ -17,6 +17,7 @@ import numpy as np
 
 from server.domain import Memory
 from server.store.codec import memory_from_json, memory_to_json
+from server.store.columns import Columns, DocColumns
 from server.store.wal import Record, WriteAheadLog, read_records
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ class TenantStore:
         self._by_doc: dict[int, str] = {}
         self._slots: dict[tuple[str, str], set[str]] = {}   # (key, scope) → memory ids holding that key
         self._next_doc_id = 1
+        self._columns = DocColumns()
         self.seq = 0
 
     @classmethod
@@ -59,6 +61,10 @@ class TenantStore:
     def by_doc(self, doc_id: int) -> Memory | None:
         memory_id = self._by_doc.get(doc_id)
         return None if memory_id is None else self._by_id.get(memory_id)
+
+    def columns(self) -> Columns:
+        """The filtering and ranking fields of every doc id, as arrays (see :mod:`server.store.columns`)."""
+        return self._columns.view()
 
     def in_slot(self, key: str, scope: str) -> list[Memory]:
         """Every memory (any status) written with this key and scope."""
@@ -107,6 +113,7 @@ class TenantStore:
         if op in ("put", "upd"):
             memory = memory_from_json(meta["m"])
             old = self._by_id.get(memory.memory_id)
+            self._columns.set(memory)  # before the maps: a doc that a reader can resolve has its row
             self._by_id[memory.memory_id] = memory
             self._by_doc[memory.doc_id] = memory.memory_id
             self._next_doc_id = max(self._next_doc_id, memory.doc_id + 1)
@@ -130,6 +137,7 @@ class TenantStore:
                 memory_id = memory.memory_id
                 self._by_id.pop(memory_id, None)
                 self._by_doc.pop(memory.doc_id, None)
+                self._columns.clear(memory.doc_id)
                 if memory.key:
                     self._slots.get((memory.key, memory.scope), set()).discard(memory_id)
                 if replayed is not None:

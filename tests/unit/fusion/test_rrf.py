@@ -39,3 +39,18 @@ def test_empty_and_invalid_inputs() -> None:
 def test_rrf_max_normalises_first_place_in_every_list_to_one() -> None:
     scores, _ = rrf([np.array([4]), np.array([4])], k=60, weights=[1.0, 0.5])
     assert scores[0] / rrf_max(k=60, weights=[1.0, 0.5]) == pytest.approx(1.0)
+
+
+def test_rrf_filtered_gives_rrf_exactly_on_lists_without_padding_or_repeats() -> None:
+    from server.fusion.rrf import rrf_filtered
+
+    rng = np.random.default_rng(11)
+    for _ in range(500):
+        lists = [rng.choice(300, size=int(rng.integers(0, 120)), replace=False) for _ in range(2)]
+        weights = [float(rng.choice([0.0, 0.3, 1.0])), float(rng.choice([0.0, 0.7, 1.0]))]
+        k = float(rng.choice([1.0, 10.5, 60.0]))
+        want = rrf(lists, k=k, weights=weights)
+        got = rrf_filtered(lists, k=k, weights=weights)
+        assert np.array_equal(got[1], want[1]) and np.array_equal(got[0], want[0])  # bit for bit
+    with pytest.raises(ValueError):
+        rrf_filtered([np.arange(3)], k=0, weights=[1.0])
