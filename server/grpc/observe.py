@@ -24,13 +24,23 @@ def stages_ns(timings: pb.Timings) -> dict[str, int]:
 class ObserveInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
+        self._handlers: dict[str, Any] = {}
 
     async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
                                 details: grpc.HandlerCallDetails) -> Any:
-        handler = await continuation(details)
         method = details.method
-        if handler is None or handler.unary_unary is None or method.startswith(OPEN_PREFIXES):
-            return handler
+        cached = self._handlers.get(method)
+        if cached is not None:
+            return cached
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        if handler.unary_unary is not None and not method.startswith(OPEN_PREFIXES):
+            handler = self._observe(method, handler)
+        self._handlers[method] = handler  # one per method, as in EdgeInterceptor
+        return handler
+
+    def _observe(self, method: str, handler: Any) -> Any:
         inner = handler.unary_unary
         metrics = self._metrics
 
