@@ -335,7 +335,10 @@ class Lifecycle:
             updates, expired = st.touches.drain(shard.store.get, now_ms=now, step=self.memory.access_importance_step,
                                                 cap=self.memory.access_importance_max)
             if updates:
-                shard.apply(updates=updates)
+                # Accesses alone ride in one compact log record; a memory found expired is a full update.
+                expired_ids = {m.memory_id for m in expired}
+                shard.apply(updates=[m for m in updates if m.memory_id in expired_ids],
+                            accesses=[m for m in updates if m.memory_id not in expired_ids])
             self.audit(shard, AuditOp.EXPIRE, refs_of(expired), at_ms=now)
             return len(updates)
 

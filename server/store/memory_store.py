@@ -7,6 +7,7 @@ their memory, so indexes are rebuilt on load without re-embedding.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Iterable, Sequence
@@ -87,8 +88,10 @@ class TenantStore:
 
     # -- writes -----------------------------------------------------------------------------------
     def commit(self, *, puts: Sequence[tuple[Memory, np.ndarray]] = (), updates: Iterable[Memory] = (),
-               deletes: Sequence[str] = ()) -> int:
-        """Logs and fsyncs one group of changes, then applies it; returns the group's sequence number."""
+               deletes: Sequence[str] = (), accesses: Sequence[Memory] = ()) -> int:
+        """Logs and fsyncs one group of changes, then applies it; returns the group's sequence number.
+        ``accesses`` are memories whose access fields alone changed (``last_access_at_ms``,
+        ``access_count``, ``importance``): one compact record for all of them, not one per memory."""
         with self._lock:
             seq = self.seq + 1
             records: list[Record] = []
@@ -98,6 +101,9 @@ class TenantStore:
                     raise ValueError(f"vector shape {vec.shape} != ({self.dim},)")
                 records.append(({"op": "put", "seq": seq, "m": memory_to_json(memory)}, vec.tobytes()))
             records.extend(({"op": "upd", "seq": seq, "m": memory_to_json(m)}, b"") for m in updates)
+            if accesses:
+                rows = [[m.memory_id, m.last_access_at_ms, m.access_count, m.importance] for m in accesses]
+                records.append(({"op": "acc", "seq": seq, "a": rows}, b""))
             if deletes:
                 records.append(({"op": "del", "seq": seq, "ids": list(deletes)}, b""))
             if not records:
@@ -124,6 +130,15 @@ class TenantStore:
                     replayed.vectors[memory.doc_id] = np.frombuffer(blob, dtype=np.float32)
                 if op == "put" or (old is not None and old.content != memory.content):
                     replayed.lexical_ops.append((self.seq, "put", memory.doc_id, memory.content))
+        elif op == "acc":
+            for memory_id, last_ms, count, importance in meta["a"]:
+                old = self._by_id.get(memory_id)
+                if old is None:  # deleted in the same group or before: nothing to touch
+                    continue
+                memory = dataclasses.replace(old, last_access_at_ms=int(last_ms), access_count=int(count),
+                                             importance=float(importance))
+                self._columns.set(memory)
+                self._by_id[memory_id] = memory
         elif op == "del":
             doomed = [m for m in (self._by_id.get(i) for i in meta["ids"]) if m is not None]
             if len(doomed) > 1 and replayed is None:

@@ -88,11 +88,11 @@ class TenantShard:
         return shard
 
     def apply(self, *, puts: Sequence[tuple[Memory, np.ndarray]] = (), updates: Sequence[Memory] = (),
-              deletes: Sequence[str] = ()) -> int:
+              deletes: Sequence[str] = (), accesses: Sequence[Memory] = ()) -> int:
         """Durably commits a change, then makes it visible to dense and lexical search. Caller holds
         ``write_lock``."""
         doomed = [m.doc_id for m in (self.store.get(i) for i in deletes) if m is not None]
-        seq = self.store.commit(puts=puts, updates=updates, deletes=deletes)
+        seq = self.store.commit(puts=puts, updates=updates, deletes=deletes, accesses=accesses)
         if puts:
             self.dense.add([m.doc_id for m, _ in puts], np.stack([v for _, v in puts]))
             self.lexical.upsert([(m.doc_id, m.content) for m, _ in puts])

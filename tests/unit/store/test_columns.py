@@ -30,7 +30,7 @@ def memory(doc_id: int, rng: np.random.Generator) -> Memory:
 def random_filter(rng: np.random.Generator) -> Filter:
     def some(enum: type) -> frozenset:
         return frozenset(v for v in enum if rng.random() < 0.4) if rng.random() < 0.5 else frozenset()
-    pick = lambda: int(NOW - rng.integers(0, 10**9)) if rng.random() < 0.3 else 0  # noqa: E731
+    pick = lambda: int(NOW - rng.integers(0, 10**9)) if rng.random() < 0.3 else 0
     return Filter(types=some(MemoryType), statuses=some(MemoryStatus), created_after_ms=pick(),
                   created_before_ms=pick(), accessed_after_ms=pick(), accessed_before_ms=pick(),
                   min_importance=float(rng.random()) if rng.random() < 0.3 else None)
