@@ -87,9 +87,14 @@ def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: n
     return ids, scores
 
 
-def _rank_of(ids: np.ndarray, scores: np.ndarray, doc: int) -> tuple[int, float]:
-    where = np.flatnonzero(ids == doc)
-    return (0, 0.0) if len(where) == 0 else (int(where[0]) + 1, float(scores[where[0]]))
+def _ranks_of(docs: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> tuple[list[int], list[float]]:
+    """Each doc's 1-based rank and score in one retriever's filtered list; (0, 0.0) where it is absent."""
+    if len(docs) == 0 or len(ids) == 0:
+        return [0] * len(docs), [0.0] * len(docs)
+    match = docs[:, None] == ids[None, :]
+    found = match.any(axis=1)
+    at = match.argmax(axis=1)
+    return np.where(found, at + 1, 0).tolist(), np.where(found, scores[at], 0.0).tolist()
 
 
 def auto_rerank_depth(reranker: Reranker | None) -> int:
@@ -323,21 +328,21 @@ class SearchPipeline:
         timings.decay_ns = time.monotonic_ns() - t0
         results: list[QueryResult] = []
         for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
-            hits: list[Hit] = []
+            top = ranked.indices[qi, : it.query.top_k or self.cfg.default_top_k]
+            top = top[top >= 0]
+            cis = top - offsets[qi]
+            docs = cand.ids[cis]
+            d_ranks, d_scores = _ranks_of(docs, cand.dense_ids, cand.dense_scores)
+            l_ranks, l_scores = _ranks_of(docs, cand.lexical_ids, cand.lexical_scores)
             by_doc = it.shard.store.by_doc
-            for gi in ranked.indices[qi, : it.query.top_k or self.cfg.default_top_k].tolist():
-                if gi < 0:
-                    break
-                ci = gi - offsets[qi]
-                doc = int(cand.ids[ci])
+            hits: list[Hit] = []
+            for j, (gi, ci, doc) in enumerate(zip(top.tolist(), cis.tolist(), docs.tolist(), strict=True)):
                 memory = by_doc(doc)
                 if memory is None:  # purged since fusion
                     continue
-                d_rank, d_score = _rank_of(cand.dense_ids, cand.dense_scores, doc)
-                l_rank, l_score = _rank_of(cand.lexical_ids, cand.lexical_scores, doc)
                 rerank = float(cand.rerank[ci])
                 hits.append(Hit(memory=memory, breakdown=Breakdown(
-                    dense_rank=d_rank, dense_score=d_score, bm25_rank=l_rank, bm25_score=l_score,
+                    dense_rank=d_ranks[j], dense_score=d_scores[j], bm25_rank=l_ranks[j], bm25_score=l_scores[j],
                     rrf=float(cand.rrf[ci]), rerank=None if np.isnan(rerank) else rerank,
                     relevance=float(cand.relevance[ci]), decay=float(ranked.decay[gi]),
                     importance_weight=float(ranked.weight[gi]), final=float(ranked.final[gi]))))

@@ -6,6 +6,7 @@ import grpc
 import pytest
 from support import ADMIN_KEY, start_server, status_of
 
+from server.config import SearchConfig
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
 from server.grpc.gen.engram.v1 import service_pb2 as spb
 
@@ -166,10 +167,7 @@ def test_list_pages_through_everything_and_get_reports_missing(admin) -> None:
     assert [m.memory_id for m in reply.memories] == [ids[5]] and list(reply.missing) == ["m_nope"]
 
 
-WORDS = ("apple banana cherry delta echo falcon granite harbor island jungle kettle lantern meadow nickel orchid "
-         "pepper quartz river saddle timber umbrella violet walnut xylophone yacht zephyr anchor bridge canyon "
-         "dune ember forest glacier hollow ivory jasmine kelp lagoon marble nectar oasis pebble quiver reef "
-         "summit tundra upland valley willow").split()
+WORDS = ["apple", "banana", "cherry", "delta", "echo", "falcon", "granite", "harbor", "island", "jungle", "kettle", "lantern", "meadow", "nickel", "orchid", "pepper", "quartz", "river", "saddle", "timber", "umbrella", "violet", "walnut", "xylophone", "yacht", "zephyr", "anchor", "bridge", "canyon", "dune", "ember", "forest", "glacier", "hollow", "ivory", "jasmine", "kelp", "lagoon", "marble", "nectar", "oasis", "pebble", "quiver", "reef", "summit", "tundra", "upland", "valley", "willow"]
 
 
 def test_info_health_and_reflection(server, admin) -> None:
@@ -188,3 +186,28 @@ def test_info_health_and_reflection(server, admin) -> None:
     names = {s.name for s in replies[0].list_services_response.service}
     assert {"engram.v1.MemoryService", "engram.v1.AdminService"} <= names
     channel.close()
+
+
+def test_every_hit_breakdown_agrees_with_single_retriever_searches(admin) -> None:
+    """The hybrid breakdown's ranks are each retriever's own ranks (as dense-only and lexical-only
+    searches of the same text report them), and rrf / relevance / final follow from them."""
+    admin.create_tenant("acme/ranks")
+    admin.write("acme/ranks", *FILLER, *DESIGN_EXAMPLES)
+    query = "what milk does the user take in coffee"
+    cfg = SearchConfig()  # the server's defaults: an English query without codes keeps both weights
+    k, weights = cfg.rrf_k, (cfg.dense_weight, cfg.lexical_weight)
+    hybrid = admin.search("acme/ranks", query, top_k=10)
+    dense = {h.memory.memory_id: h.breakdown for h in admin.search("acme/ranks", query, top_k=20, dense_only=True).hits}
+    lexical = {h.memory.memory_id: h.breakdown
+               for h in admin.search("acme/ranks", query, top_k=20, lexical_only=True).hits}
+    assert len(hybrid.hits) == 10 and any(h.breakdown.bm25_rank == 0 for h in hybrid.hits)
+    for h in hybrid.hits:
+        b, mid = h.breakdown, h.memory.memory_id
+        assert (b.dense_rank, b.dense_score) == ((dense[mid].dense_rank, dense[mid].dense_score) if mid in dense
+                                                 else (0, 0.0))
+        assert (b.bm25_rank, b.bm25_score) == ((lexical[mid].bm25_rank, lexical[mid].bm25_score) if mid in lexical
+                                               else (0, 0.0))
+        want = sum(w / (k + r) for w, r in zip(weights, (b.dense_rank, b.bm25_rank), strict=True) if r > 0)
+        assert b.rrf == pytest.approx(want, rel=1e-6)  # float on the wire
+        assert b.relevance == pytest.approx(want / sum(w / (k + 1.0) for w in weights), rel=1e-6)
+        assert b.final == pytest.approx(b.relevance * b.decay * b.importance_weight, rel=1e-5)
