@@ -43,6 +43,7 @@ __all__ = [
     "parse_locomo_datetime",
     "normalise_evidence",
     "load_locomo",
+    "load_locomo_turns",
     "contextualise",
     "locomo_eval_set",
     "load_chinese",
@@ -221,15 +222,24 @@ def load_locomo(
     root: Path | None = None, *, categories: Iterable[int] = LOCOMO_CATEGORIES
 ) -> list[Conversation]:
     """LoCoMo conversations; keeps questions in `categories` that still have evidence after cleaning."""
+    keep = frozenset(categories)
+    return [_conversation(sample, keep) for sample in _read_locomo(root)]
+
+
+def load_locomo_turns(root: Path | None = None) -> dict[str, tuple[Turn, ...]]:
+    """``{sample_id: turns}``: the conversation text alone (turns, speakers, session dates), for training
+    data. The questions, answers, evidence and every other annotation of a sample are never accessed."""
+    return {sample["sample_id"]: _turns(sample["conversation"])[0] for sample in _read_locomo(root)}
+
+
+def _read_locomo(root: Path | None) -> list[dict[str, Any]]:
     path = _require((root or default_data_dir()) / "locomo" / LOCOMO_FILE, "LoCoMo")
     with path.open(encoding="utf-8") as f:
-        raw = json.load(f)
-    keep = frozenset(categories)
-    return [_conversation(sample, keep) for sample in raw]
+        return json.load(f)
 
 
-def _conversation(sample: Mapping[str, Any], keep: frozenset[int]) -> Conversation:
-    conv = sample["conversation"]
+def _turns(conv: Mapping[str, Any]) -> tuple[tuple[Turn, ...], int]:
+    """A conversation's turns in session order, and the time of its last session that has turns."""
     sessions = sorted(
         int(k.split("_")[1]) for k, v in conv.items() if re.fullmatch(r"session_\d+", k) and isinstance(v, list) and v
     )
@@ -244,6 +254,12 @@ def _conversation(sample: Mapping[str, Any], keep: frozenset[int]) -> Conversati
                 Turn(id=t["dia_id"], text=t["text"], speaker=t["speaker"], session=n, created_at=at,
                      image_caption=str(caption) if caption else None)
             )
+    return tuple(turns), now
+
+
+def _conversation(sample: Mapping[str, Any], keep: frozenset[int]) -> Conversation:
+    conv = sample["conversation"]
+    turns, now = _turns(conv)
     known = {t.id for t in turns}
     stats = {"entries": 0, "malformed": 0, "unparseable": 0, "dangling": 0, "questions_without_evidence": 0}
     questions: list[LocomoQuestion] = []
@@ -270,7 +286,7 @@ def _conversation(sample: Mapping[str, Any], keep: frozenset[int]) -> Conversati
                            answer=str(answer), evidence=tuple(evidence))
         )
     return Conversation(
-        id=sample["sample_id"], speakers=(conv["speaker_a"], conv["speaker_b"]), turns=tuple(turns),
+        id=sample["sample_id"], speakers=(conv["speaker_a"], conv["speaker_b"]), turns=turns,
         questions=tuple(questions), now=now, evidence_stats=EvidenceStats(**stats),
     )
 

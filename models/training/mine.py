@@ -2,9 +2,11 @@
 
 The SciFact train claims and the self-supervised sentence queries get their hard negatives here; the
 SciFact test claims get candidate lists written to a separate file that only the evaluation reads
-(training never opens it). BM25 rather than the server's hybrid search because embedding the 5k-doc
-corpus through the server takes most of an hour on the shared 2-core box; the reranker sees the
-same kind of lexically close candidates either way. Deterministic (ties broken by doc id).
+(training never opens it). The conversational queries (:mod:`.conversation`) are mined per LoCoMo
+conversation from its turns alone, into their own file with the turn texts they name. BM25 rather
+than the server's hybrid search because embedding the 5k-doc corpus through the server takes most of
+an hour on the shared 2-core box; the reranker sees the same kind of lexically close candidates
+either way. Deterministic (ties broken by doc id).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks.quality.datasets import load_scifact
+from benchmarks.quality.datasets import load_locomo_turns, load_scifact
 from models.training.bm25 import BM25
+from models.training.conversation import mine_turn_queries, turn_docs
 from models.training.data import MinedQuery, sentence_queries
 
 log = logging.getLogger(__name__)
@@ -24,6 +27,8 @@ log = logging.getLogger(__name__)
 TRAIN_FILE = "scifact_train.json"
 SELFSUP_FILE = "scifact_selfsup.json"
 TEST_FILE = "scifact_test_eval_only.json"
+LOCOMO_FILE = "locomo_selfsup.json"
+LOCOMO_TURNS_FILE = "locomo_turns.json"  # doc id → memory text of every turn in both forms
 
 
 def save(path: Path, mined: Sequence[MinedQuery]) -> None:
@@ -57,3 +62,29 @@ def mine(out_dir: Path, *, selfsup: int, seed: int, depth: int = 100) -> None:
                                candidates=tuple(bm25.search(q.text, depth))) for q in test.queries])
     log.info("mined %d train, %d self-supervised, %d test queries into %s",
              len(train.queries), len(sentences), len(test.queries), out_dir)
+
+
+def mine_locomo(out_dir: Path, *, count: int, seed: int, depth: int = 100, root: Path | None = None) -> None:
+    """Writes ``count`` conversational queries and the turn texts under ``out_dir`` (nothing when
+    ``count`` is 0; skipped when cached). Reads only the LoCoMo conversation text."""
+    paths = [out_dir / LOCOMO_FILE, out_dir / LOCOMO_TURNS_FILE]
+    if count <= 0:
+        return
+    if all(p.is_file() for p in paths) and len(load(paths[0])) >= count:
+        log.info("conversational queries cached in %s", out_dir)
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    conversations = load_locomo_turns(root)
+    mined = mine_turn_queries(conversations, count=count, seed=seed, depth=depth)
+    save(paths[0], mined)
+    paths[1].write_text(json.dumps(turn_docs(conversations), ensure_ascii=False), encoding="utf-8")
+    log.info("mined %d conversational queries from %d LoCoMo conversations into %s",
+             len(mined), len(conversations), out_dir)
+
+
+def load_locomo_queries(out_dir: Path, *, count: int) -> tuple[list[MinedQuery], dict[str, str]]:
+    """The first ``count`` cached conversational queries and the turn texts by doc id (empty at 0)."""
+    if count <= 0:
+        return [], {}
+    turns = json.loads((out_dir / LOCOMO_TURNS_FILE).read_text(encoding="utf-8"))
+    return load(out_dir / LOCOMO_FILE)[:count], turns

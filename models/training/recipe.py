@@ -20,7 +20,7 @@ from typing import Any
 from benchmarks.quality.datasets import load_scifact, repo_root
 from models.packaged import MINILM_NAME, minilm_path, minilm_provenance
 from models.training import mine as mining
-from models.training.data import build_groups, is_dev
+from models.training.data import Group, build_groups, is_dev
 from models.training.train import TrainConfig, config_dict, save, train
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,10 @@ DEFAULT_OUT = repo_root() / "models" / "weights" / NAME
 DEFAULT_CACHE = repo_root() / "benchmarks" / ".cache" / "reranker"
 DEV_SHARE = 0.15
 BLENDS = (0.5, 1.0, 2.0)
+LOCOMO_PROVENANCE = ("; and self-supervised LoCoMo conversation turns (query: a few content words of a turn; "
+                     "positive: that turn, raw or contextualised; hard negatives: BM25 over the same conversation's "
+                     "turns), from the conversation text only (turns, speakers, session dates), never the LoCoMo "
+                     "questions, answers or evidence labels")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -38,6 +42,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     p.add_argument("--init", type=Path, default=None, help="encoder folder (default: packaged MiniLM)")
     p.add_argument("--selfsup", type=int, default=3500, help="self-supervised sentence queries")
+    p.add_argument("--locomo", type=int, default=1500,
+                   help="self-supervised LoCoMo turn queries, from the conversation text only (0 = none)")
     p.add_argument("--negatives", type=int, default=7)
     p.add_argument("--pool-depth", type=int, default=30, help="hard negatives come from this BM25 depth")
     p.add_argument("--eval-depth", type=int, default=20)
@@ -56,23 +62,36 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    cfg = TrainConfig(**{k: getattr(args, k) for k in config_dict(TrainConfig())})
-    started = time.perf_counter()
-    mining.mine(args.cache, selfsup=args.selfsup, seed=cfg.seed)
-    mined_s = time.perf_counter() - started
-    docs = {d.id: d.text for d in load_scifact(split="train").docs}
+def training_groups(args: argparse.Namespace, docs: dict[str, str], *, seed: int) -> tuple[list[Group], dict[str, int]]:
+    """Mines (or reads the cached) candidates, then the shuffled groups and their counts for the log."""
+    mining.mine(args.cache, selfsup=args.selfsup, seed=seed)
+    mining.mine_locomo(args.cache, count=args.locomo, seed=seed)
     claims = mining.load(args.cache / mining.TRAIN_FILE)
     train_claims = [q for q in claims if not is_dev(q.id, dev_share=DEV_SHARE)]
     dev_claims = [q for q in claims if is_dev(q.id, dev_share=DEV_SHARE)]
     selfsup = mining.load(args.cache / mining.SELFSUP_FILE)[:args.selfsup]
+    turns, turn_texts = mining.load_locomo_queries(args.cache, count=args.locomo)
     pool = [type(q)(id=q.id, text=q.text, positives=q.positives, candidates=q.candidates[:args.pool_depth],
-                    positive_text=q.positive_text) for q in train_claims + selfsup]
-    groups = build_groups(pool, docs, negatives=args.negatives, seed=cfg.seed)
+                    positive_text=q.positive_text) for q in train_claims + selfsup + turns]
+    groups = build_groups(pool, {**docs, **turn_texts}, negatives=args.negatives, seed=seed)
     if args.train_limit:
         groups = groups[:args.train_limit]
-    log.info("%d groups (%d train claims, %d dev claims held out, %d self-supervised queries)",
-             len(groups), len(train_claims), len(dev_claims), len(selfsup))
+    counts = {"groups": len(groups), "train_claims": len(train_claims), "dev_claims": len(dev_claims),
+              "selfsup_queries": len(selfsup), "locomo_queries": len(turns),
+              # the positive is never a candidate of a turn query, so every one with enough candidates is a group
+              "locomo_groups": sum(len(q.candidates[:args.pool_depth]) >= args.negatives for q in turns)}
+    log.info("%d groups (%d train claims, %d dev claims held out, %d self-supervised queries, "
+             "%d conversational queries → %d groups)", len(groups), counts["train_claims"], counts["dev_claims"],
+             counts["selfsup_queries"], counts["locomo_queries"], counts["locomo_groups"])
+    return groups, counts
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    cfg = TrainConfig(**{k: getattr(args, k) for k in config_dict(TrainConfig())})
+    started = time.perf_counter()
+    docs = {d.id: d.text for d in load_scifact(split="train").docs}
+    groups, counts = training_groups(args, docs, seed=cfg.seed)
+    mined_s = time.perf_counter() - started
     args.out.mkdir(parents=True, exist_ok=True)
     curve = args.out / "training_curve.jsonl"
     curve.unlink(missing_ok=True)
@@ -85,12 +104,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "provenance": (f"engram models/training recipe (make reranker), seed {cfg.seed}; initialised from "
                        f"{minilm_provenance() if args.init is None else args.init} first {cfg.layers or 'all'} "
                        "layers + fresh head; trained on SciFact train claims (dev share held out) and "
-                       "self-supervised SciFact corpus sentences with BM25 hard negatives"),
+                       "self-supervised SciFact corpus sentences with BM25 hard negatives"
+                       f"{LOCOMO_PROVENANCE if args.locomo > 0 else ''}"),
         "base_model": MINILM_NAME if args.init is None else str(args.init),
         "training": config_dict(cfg),
-        "data": {"groups": len(groups), "train_claims": len(train_claims), "dev_claims": len(dev_claims),
-                 "selfsup_queries": len(selfsup), "negatives": args.negatives, "pool_depth": args.pool_depth,
-                 "never_used": "SciFact test claims/judgments; LoCoMo conversations"},
+        "data": {**counts, "negatives": args.negatives, "pool_depth": args.pool_depth,
+                 "never_used": "SciFact test claims/judgments; LoCoMo questions, answers and evidence labels"},
     }
     save(tokenizer, model, args.out, max_length=args.eval_max_length, provenance=provenance)
     report: dict[str, Any] = {

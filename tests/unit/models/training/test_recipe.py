@@ -102,6 +102,10 @@ def _write_cache(cache: Path) -> None:
     mining.save(cache / mining.TRAIN_FILE, claims)
     mining.save(cache / mining.SELFSUP_FILE, selfsup)
     mining.save(cache / mining.TEST_FILE, claims[:3])
+    turns = {f"locomo/conv-x/D1:{i}/raw": f"turn {i} of a chat about hiking trails" for i in range(4)}
+    mining.save(cache / mining.LOCOMO_FILE, [MinedQuery(id="locomo-conv-x-D1:0", text="hiking trails",
+                                                        positives=(next(iter(turns)),), candidates=tuple(turns)[1:])])
+    (cache / mining.LOCOMO_TURNS_FILE).write_text(json.dumps(turns), encoding="utf-8")
 
 
 def test_recipe_end_to_end_is_reproducible(tiny_init: Path, tmp_path: Path) -> None:
@@ -111,10 +115,14 @@ def test_recipe_end_to_end_is_reproducible(tiny_init: Path, tmp_path: Path) -> N
         out = tmp_path / name
         reports.append(run(parse(["--init", str(tiny_init), "--cache", str(tmp_path / "cache"), "--out", str(out),
                                   "--layers", "0", "--max-length", "64", "--eval-max-length", "64",
-                                  "--eval-depth", "5", "--threads", "1", "--negatives", "2", "--selfsup", "1"])))
+                                  "--eval-depth", "5", "--threads", "1", "--negatives", "2", "--selfsup", "1",
+                                  "--locomo", "1"])))
         assert (out / "model.safetensors").stat().st_size < 50 << 20
         meta = json.loads((out / "engram_provenance.json").read_text())
         assert meta["name"] == "engram-reranker-v1" and meta["random_weights"] is False
+        assert meta["data"]["locomo_queries"] == meta["data"]["locomo_groups"] == 1
+        assert meta["data"]["never_used"].endswith("LoCoMo questions, answers and evidence labels")
+        assert "never the LoCoMo questions, answers or evidence labels" in meta["provenance"]
         assert json.loads((out / "training_log.json").read_text())["eval"]["scifact_test"]["bm25"]["queries"] == 3
         loaded = HFCrossEncoder.load(out, device="cpu")
         assert loaded.name == "engram-reranker-v1" and loaded.max_length == 64
