@@ -44,6 +44,7 @@ _log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _started = False
+_ready = threading.Event()  # set once the first start_jvm has also warmed up (see _warm_up)
 _classes: dict[str, Any] = {}  # class proxies, created under _lock (autoclass is not thread-safe)
 
 _JAR_GLOB = "anserini-*-fatjar.jar"
@@ -60,7 +61,7 @@ def _javac() -> str | None:
     candidates += [Path(on_path)] if on_path else []
     for javac in candidates:
         try:
-            out = subprocess.run([str(javac), "-version"], capture_output=True, text=True, timeout=60)
+            out = subprocess.run([str(javac), "-version"], capture_output=True, text=True, timeout=60, check=False)
         except (OSError, subprocess.SubprocessError):
             continue
         words = (out.stdout + out.stderr).split()
@@ -142,41 +143,67 @@ def start_jvm(*, heap_mb: int = 1024) -> None:
     A second call (with any ``heap_mb``) is a no-op; the heap of the first call wins.
     Raises ``RuntimeError`` if pyjnius was already initialised by someone else.
     """
-    global _started, _helper
     if heap_mb < 64:
         raise ValueError(f"heap_mb must be >= 64, got {heap_mb}")
     with _lock:
         if _started:
-            return
-        import jnius_config
+            starter = False
+        else:
+            starter = True
+            _start(heap_mb)
+    if not starter:
+        _ready.wait()
+        return
+    try:
+        _warm_up()
+    finally:
+        _ready.set()
 
-        if jnius_config.vm_running:
-            raise RuntimeError("the JVM was started outside server.lexical.jvm.start_jvm")
-        jar = anserini_jar()
-        home = java_home()
-        helper = build_batch_search()  # before JAVA_HOME is pointed at the runtime, which has no javac
-        # pyjnius locates libjvm.so through JAVA_HOME at JVM creation time.
-        os.environ["JAVA_HOME"] = str(home)
-        options = [f"-Xmx{heap_mb}m", "-Xss4m", "-Djava.awt.headless=true", "-Dfile.encoding=UTF-8"]
-        if _java_major(home) >= 24:
-            # Lucene 9.9 unmaps files through sun.misc.Unsafe on Java > 21; allow it quietly.
-            # (Older runtimes reject this option.)
-            options.append("--sun-misc-unsafe-memory-access=allow")
-        jnius_config.set_options(*options)
-        jnius_config.set_classpath(str(jar), *([str(helper)] if helper is not None else []))
-        import jnius  # creates the JVM
 
-        # Force a first call so a broken runtime fails here, not inside a search.
-        version = jnius.autoclass("java.lang.System").getProperty("java.version")
-        lucene = jnius.autoclass("org.apache.lucene.util.Version").LATEST.toString()
-        if helper is not None:
-            jnius.autoclass("engram.BatchSearch")  # loads against this Lucene, or fails here
-            _helper = True
-        _started = True
-        _log.info(
-            "JVM started: java %s, lucene %s, heap_mb=%d, jar=%s, batch search helper: %s",
-            version, lucene, heap_mb, jar.name, "yes" if _helper else "no",
-        )
+def _warm_up() -> None:
+    """Runs every Java call of the lexical index once, on the starting thread, before any other thread
+    may call Java. pyjnius builds a Python proxy class the first time a Java type crosses over (a
+    returned ``IndexSearcher``, ``Query``, ``Set``...), calling into Java with the GIL released while
+    it does; two threads building proxies at once crashed a fresh JVM once (SIGSEGV in
+    ``jni_CallObjectMethodA``, a writer and two searchers 3 s after start). Warmed up, every proxy
+    class exists before the server's threads start."""
+    from server.lexical.lucene import warm_up
+
+    warm_up()
+
+
+def _start(heap_mb: int) -> None:
+    """Creates the JVM (the caller holds ``_lock``)."""
+    global _started, _helper
+    import jnius_config
+
+    if jnius_config.vm_running:
+        raise RuntimeError("the JVM was started outside server.lexical.jvm.start_jvm")
+    jar = anserini_jar()
+    home = java_home()
+    helper = build_batch_search()  # before JAVA_HOME is pointed at the runtime, which has no javac
+    # pyjnius locates libjvm.so through JAVA_HOME at JVM creation time.
+    os.environ["JAVA_HOME"] = str(home)
+    options = [f"-Xmx{heap_mb}m", "-Xss4m", "-Djava.awt.headless=true", "-Dfile.encoding=UTF-8"]
+    if _java_major(home) >= 24:
+        # Lucene 9.9 unmaps files through sun.misc.Unsafe on Java > 21; allow it quietly.
+        # (Older runtimes reject this option.)
+        options.append("--sun-misc-unsafe-memory-access=allow")
+    jnius_config.set_options(*options)
+    jnius_config.set_classpath(str(jar), *([str(helper)] if helper is not None else []))
+    import jnius  # creates the JVM
+
+    # Force a first call so a broken runtime fails here, not inside a search.
+    version = jnius.autoclass("java.lang.System").getProperty("java.version")
+    lucene = jnius.autoclass("org.apache.lucene.util.Version").LATEST.toString()
+    if helper is not None:
+        jnius.autoclass("engram.BatchSearch")  # loads against this Lucene, or fails here
+        _helper = True
+    _started = True
+    _log.info(
+        "JVM started: java %s, lucene %s, heap_mb=%d, jar=%s, batch search helper: %s",
+        version, lucene, heap_mb, jar.name, "yes" if _helper else "no",
+    )
 
 
 def jvm_started() -> bool:

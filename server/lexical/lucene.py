@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -401,3 +402,31 @@ def _read_seq(directory: Any) -> int:
     user_data = JSegmentInfos.readLatestCommit(directory).getUserData()
     value = user_data.get(SEQ_KEY)
     return int(value) if value is not None else 0
+
+
+def warm_up() -> None:
+    """Every Java call that :class:`LuceneIndex` makes, once, on a throwaway index (see
+    ``server.lexical.jvm._warm_up``): open, upsert, English / Chinese / code / empty queries through
+    the batch helper and the per-query path, count, sizes, delete, commit, close."""
+    with tempfile.TemporaryDirectory(prefix="engram-jvm-warm-up-") as tmp:
+        index = LuceneIndex.open(Path(tmp) / "index")
+        try:
+            index.upsert([(1, "warm up the lexical index"), (2, "预算会议 XJ-2026-0421 warm")])
+            queries = ["warm up", "预算", "XJ-2026-0421 budget", ""]
+            index.search_many(queries, 10)
+            with index._gate.enter():
+                searcher = index._manager.acquire()
+                try:
+                    searcher.setSimilarity(index._similarity)
+                    for query in queries:
+                        index._search_one(searcher, query, 10)
+                finally:
+                    index._manager.release(searcher)
+            index.count()
+            index.ram_bytes()
+            index.disk_bytes()
+            index.delete([2])
+            index.delete_all(refresh=True)
+            index.commit(1)
+        finally:
+            index.close()
