@@ -69,13 +69,12 @@ def bearer_key(metadata: dict[str, str]) -> str:
     return key.strip()
 
 
-class EdgeInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, *, authenticate: Callable[[str], KeyScope],
-                 on_done: Callable[[str, str, float], None] | None = None) -> None:
-        self._authenticate = authenticate
-        self._on_done = on_done
-        # One wrapped handler per method, built on its first call: the servicers never change, and
-        # building a handler per call (grpc.unary_unary_rpc_method_handler) cost ~3 % of the GIL at load.
+class PerMethodInterceptor(grpc.aio.ServerInterceptor):
+    """Wraps each unary method's handler once, on its first call, and serves the wrapped handler from then
+    on: the servicers never change, and building a handler per call (``grpc.unary_unary_rpc_method_handler``
+    imports a module each time) cost ~3 % of the GIL at load. Health checking and reflection pass through."""
+
+    def __init__(self) -> None:
         self._handlers: dict[str, Any] = {}
 
     async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
@@ -88,11 +87,22 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return None
         if handler.unary_unary is not None and not method.startswith(OPEN_PREFIXES):
-            handler = self._guard(method, handler)
+            handler = self._wrap(method, handler)
         self._handlers[method] = handler
         return handler
 
-    def _guard(self, method: str, handler: Any) -> Any:
+    def _wrap(self, method: str, handler: Any) -> Any:
+        raise NotImplementedError
+
+
+class EdgeInterceptor(PerMethodInterceptor):
+    def __init__(self, *, authenticate: Callable[[str], KeyScope],
+                 on_done: Callable[[str, str, float], None] | None = None) -> None:
+        super().__init__()
+        self._authenticate = authenticate
+        self._on_done = on_done
+
+    def _wrap(self, method: str, handler: Any) -> Any:
         inner = handler.unary_unary
         authenticate = self._authenticate
         on_done = self._on_done

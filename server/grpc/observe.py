@@ -6,14 +6,13 @@ codes and latency come from the edge interceptor's ``on_done`` hook, which knows
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
 from server.grpc.gen.engram.v1 import service_pb2 as spb
-from server.grpc.interceptors import OPEN_PREFIXES
+from server.grpc.interceptors import PerMethodInterceptor
 from server.metrics import STAGES, Metrics
 
 
@@ -21,26 +20,12 @@ def stages_ns(timings: pb.Timings) -> dict[str, int]:
     return {stage: int(getattr(timings, f"{stage}_ns")) for stage in STAGES}
 
 
-class ObserveInterceptor(grpc.aio.ServerInterceptor):
+class ObserveInterceptor(PerMethodInterceptor):
     def __init__(self, metrics: Metrics) -> None:
+        super().__init__()
         self._metrics = metrics
-        self._handlers: dict[str, Any] = {}
 
-    async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
-                                details: grpc.HandlerCallDetails) -> Any:
-        method = details.method
-        cached = self._handlers.get(method)
-        if cached is not None:
-            return cached
-        handler = await continuation(details)
-        if handler is None:
-            return None
-        if handler.unary_unary is not None and not method.startswith(OPEN_PREFIXES):
-            handler = self._observe(method, handler)
-        self._handlers[method] = handler  # one per method, as in EdgeInterceptor
-        return handler
-
-    def _observe(self, method: str, handler: Any) -> Any:
+    def _wrap(self, method: str, handler: Any) -> Any:
         inner = handler.unary_unary
         metrics = self._metrics
 

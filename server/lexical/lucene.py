@@ -307,13 +307,19 @@ class LuceneIndex:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         k = min(int(k), _MAX_K)  # Lucene itself caps the hit queue at maxDoc
+        with self._searcher() as searcher:
+            if self._batch is None:
+                return [self._search_one(searcher, q, k) for q in queries]
+            return self._search_batch(searcher, queries, k)
+
+    @contextmanager
+    def _searcher(self) -> Iterator[Any]:
+        """A BM25 searcher over the latest refreshed snapshot, released on exit."""
         with self._gate.enter():
             searcher = self._manager.acquire()
             try:
                 searcher.setSimilarity(self._similarity)
-                if self._batch is None:
-                    return [self._search_one(searcher, q, k) for q in queries]
-                return self._search_batch(searcher, queries, k)
+                yield searcher
             finally:
                 self._manager.release(searcher)
 
@@ -414,14 +420,9 @@ def warm_up() -> None:
             index.upsert([(1, "warm up the lexical index"), (2, "预算会议 XJ-2026-0421 warm")])
             queries = ["warm up", "预算", "XJ-2026-0421 budget", ""]
             index.search_many(queries, 10)
-            with index._gate.enter():
-                searcher = index._manager.acquire()
-                try:
-                    searcher.setSimilarity(index._similarity)
-                    for query in queries:
-                        index._search_one(searcher, query, 10)
-                finally:
-                    index._manager.release(searcher)
+            with index._searcher() as searcher:  # the per-query path too, whichever search_many took
+                for query in queries:
+                    index._search_one(searcher, query, 10)
             index.count()
             index.ram_bytes()
             index.disk_bytes()

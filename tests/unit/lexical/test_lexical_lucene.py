@@ -260,12 +260,8 @@ def test_batch_and_per_query_paths_give_identical_hits(index: LuceneIndex) -> No
     if index._batch is None:
         pytest.skip("no javac >= 17 here: only the per-query path exists")
     got = index.search_many(queries, 50)
-    searcher = index._manager.acquire()
-    try:
-        searcher.setSimilarity(index._similarity)
+    with index._searcher() as searcher:
         want = [index._search_one(searcher, q, 50) for q in queries]
-    finally:
-        index._manager.release(searcher)
     for (gs, gi), (ws, wi) in zip(got, want, strict=True):
         assert gs.dtype == ws.dtype == np.float32 and gi.dtype == wi.dtype == np.int64
         assert gi.tolist() == wi.tolist() and gs.tolist() == ws.tolist()
