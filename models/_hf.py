@@ -244,6 +244,7 @@ class HFRunner(Generic[InputT]):
         max_length: int,
         batch_size: int,
         trace: bool = False,
+        unpad: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ModelLoadError(f"batch_size must be >= 1, got {batch_size}")
@@ -260,6 +261,7 @@ class HFRunner(Generic[InputT]):
         self.max_length = effective_max_length(max_length, tokenizer, model.config)
         self.batch_size = batch_size
         self._traced: Any = self._trace() if trace and device.type == "cpu" else None
+        self._unpadded: Any = self._build_unpadded(trace=trace) if unpad and device.type == "cpu" else None
 
     # --- subclass hooks -------------------------------------------------------------------
     def _encode(self, items: Sequence[InputT]) -> Any:
@@ -269,6 +271,14 @@ class HFRunner(Generic[InputT]):
         raise NotImplementedError
 
     def _empty_output(self) -> npt.NDArray[np.float32]:
+        raise NotImplementedError
+
+    def _unpadded_supported(self) -> bool:
+        """Whether this runner's network can run on packed tokens (see :mod:`models.unpadded`)."""
+        return False
+
+    def _run_packed(self, hidden: torch.Tensor, packed: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Packed last hidden states ``(tokens, hidden)`` → float32 tensor, one row per sequence."""
         raise NotImplementedError
 
     def _warmup_items(self) -> list[InputT]:
@@ -298,7 +308,7 @@ class HFRunner(Generic[InputT]):
         out: npt.NDArray[np.float32] | None = None
         with torch.inference_mode():
             for rows in _chunks(order, self.batch_size):
-                result = self._run(self._pad(batch, rows)).float().cpu().numpy()
+                result = self._run_rows(batch, rows).float().cpu().numpy()
                 if out is None:
                     out = np.empty((len(batch), *result.shape[1:]), dtype=np.float32)
                 out[rows] = result
@@ -326,10 +336,53 @@ class HFRunner(Generic[InputT]):
             "batch_size": self.batch_size,
             "architecture": type(self._model).__name__,
             "traced": self._traced is not None,
+            "unpadded": self._unpadded is not None,
             **self._describe_extra(),
         }
 
     # --- helpers --------------------------------------------------------------------------
+    def _run_rows(self, batch: TokenBatch, rows: npt.NDArray[np.intp]) -> torch.Tensor:
+        if self._unpadded is None:
+            return self._run(self._pad(batch, rows))
+        from models.unpadded import pack
+
+        packed = pack([batch.input_ids[i] for i in rows], [batch.token_type_ids[i] for i in rows], self._torch_device)
+        hidden = self._unpadded(**{k: packed[k] for k in _PACKED_INPUTS})
+        return self._run_packed(hidden, packed)
+
+    def _build_unpadded(self, *, trace: bool) -> Any:
+        """The network's encoder on packed tokens (:mod:`models.unpadded`), traced when ``trace``;
+        checked against the padded network on a mixed-length batch, else None (padded forward)."""
+        import warnings
+
+        from models.unpadded import UnpaddedBert, pack
+
+        if self._dtype == torch.qint8 or not self._unpadded_supported():
+            return None
+        items = self._warmup_items()
+        check = self.tokenize(items)
+        rows = np.arange(len(check))
+        try:
+            module: Any = UnpaddedBert(self._model.base_model).eval()
+            with warnings.catch_warnings(), torch.inference_mode():
+                warnings.simplefilter("ignore")
+                if trace:
+                    example = pack(list(check.input_ids[:2]), list(check.token_type_ids[:2]), self._torch_device)
+                    module = torch.jit.freeze(torch.jit.trace(
+                        module, example_kwarg_inputs={k: example[k] for k in _PACKED_INPUTS}, strict=False))
+                packed = pack(list(check.input_ids), list(check.token_type_ids), self._torch_device)
+                got = self._run_packed(module(**{k: packed[k] for k in _PACKED_INPUTS}), packed).float()
+                expected = self._run(self._pad(check, rows)).float()
+            exact = self._dtype == torch.float32
+            atol, rtol = (1e-4, 1e-4) if exact else (3e-2, 2e-2)
+            if expected.shape != got.shape or not torch.allclose(expected, got, atol=atol, rtol=rtol):
+                raise RuntimeError("the unpadded forward differs from the padded network")
+        except Exception as exc:  # an optimisation: never fail a load over it
+            logger.warning("unpadded forward of %s unavailable (%s); padding batches", self.name, exc)
+            return None
+        logger.info("%s runs unpadded (packed tokens)%s", self.name, " traced" if trace else "")
+        return module
+
     def _call(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         """The network's first output (last hidden state, or logits) for padded inputs."""
         if self._traced is not None:
@@ -390,6 +443,9 @@ class HFRunner(Generic[InputT]):
         if self._uses_token_types:
             inputs["token_type_ids"] = types
         return {k: torch.from_numpy(v).to(self._torch_device) for k, v in inputs.items()}
+
+
+_PACKED_INPUTS = ("input_ids", "token_type_ids", "position_ids", "key_mask", "gather", "scatter")
 
 
 def _chunks(order: npt.NDArray[np.intp], size: int) -> Iterator[npt.NDArray[np.intp]]:

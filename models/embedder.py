@@ -26,9 +26,9 @@ class HFEmbedder(HFRunner[str]):
     kind = "embedder"
 
     def __init__(self, *, pooling: Pooling, **kwargs: Any) -> None:
+        self.pooling: Pooling = pooling  # before the base class, whose load-time checks run this model
+        self.dim = int(kwargs["model"].config.hidden_size)
         super().__init__(**kwargs)
-        self.pooling: Pooling = pooling
-        self.dim = int(self._model.config.hidden_size)
 
     @classmethod
     def load(
@@ -44,6 +44,7 @@ class HFEmbedder(HFRunner[str]):
         name: str | None = None,
         provenance: str | None = None,
         trace: bool = False,
+        unpad: bool = False,
     ) -> HFEmbedder:
         """Load tokenizer and ``AutoModel`` from a local folder (or a hub id where a network exists).
 
@@ -66,6 +67,7 @@ class HFEmbedder(HFRunner[str]):
             batch_size=batch_size,
             pooling=pooling or _pooling_from_folder(parts.origin.path),
             trace=trace,
+            unpad=unpad,
         )
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
@@ -89,6 +91,21 @@ class HFEmbedder(HFRunner[str]):
         else:
             mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
+
+    def _unpadded_supported(self) -> bool:
+        from models.unpadded import supports
+
+        return supports(self._model)
+
+    def _run_packed(self, hidden: torch.Tensor, packed: dict[str, torch.Tensor]) -> torch.Tensor:
+        hidden = hidden.float()
+        if self.pooling == "cls":
+            pooled = hidden[packed["starts"]]
+        else:
+            lengths = packed["lengths"]
+            pooled = hidden.new_zeros(lengths.shape[0], hidden.shape[1]).index_add_(0, packed["seq_index"], hidden)
+            pooled = pooled / lengths.unsqueeze(1).to(hidden.dtype)
         return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
 
     def _empty_output(self) -> npt.NDArray[np.float32]:

@@ -27,9 +27,9 @@ class HFCrossEncoder(HFRunner[TextPair]):
     kind = "cross-encoder"
 
     def __init__(self, *, positive_label: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.num_labels = int(self._model.config.num_labels)
+        self.num_labels = int(kwargs["model"].config.num_labels)  # before the base class's load-time checks
         self.positive_label = positive_label
+        super().__init__(**kwargs)
 
     @classmethod
     def load(
@@ -45,6 +45,7 @@ class HFCrossEncoder(HFRunner[TextPair]):
         name: str | None = None,
         provenance: str | None = None,
         trace: bool = False,
+        unpad: bool = False,
     ) -> HFCrossEncoder:
         """Load tokenizer and classification model from a local folder (or a hub id where a network exists).
 
@@ -69,6 +70,7 @@ class HFCrossEncoder(HFRunner[TextPair]):
             batch_size=batch_size,
             positive_label=_positive_label(int(model.config.num_labels), positive_label),
             trace=trace,
+            unpad=unpad,
         )
 
     def score(self, pairs: Sequence[TextPair]) -> npt.NDArray[np.float32]:
@@ -88,6 +90,19 @@ class HFCrossEncoder(HFRunner[TextPair]):
 
     def _run(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         return self._call(inputs)[:, self.positive_label]
+
+    def _unpadded_supported(self) -> bool:
+        from models.unpadded import supports
+
+        return type(self._model).__name__ == "BertForSequenceClassification" and supports(self._model)
+
+    def _run_packed(self, hidden: torch.Tensor, packed: dict[str, torch.Tensor]) -> torch.Tensor:
+        """BERT's sequence-classification head on each sequence's first ([CLS]) token."""
+        model = self._model
+        first = hidden[packed["starts"]].unsqueeze(1)
+        pooler = model.base_model.pooler
+        pooled = pooler(first) if pooler is not None else first[:, 0]
+        return model.classifier(model.dropout(pooled))[:, self.positive_label]
 
     def _empty_output(self) -> npt.NDArray[np.float32]:
         return np.zeros((0,), dtype=np.float32)

@@ -101,7 +101,7 @@ def load_embedder(config: ServerConfig, device: str) -> Embedder:
     from models.packaged import MINILM_NAME, minilm_path, minilm_provenance
 
     options = {"device": device, "dtype": config.models.dtype, "max_length": config.models.embed_max_length,
-               "trace": config.models.trace}
+               "trace": config.models.trace, "unpad": config.models.unpad}
     if config.models.embedder:
         return HFEmbedder.load(config.models.embedder, **options)
     return HFEmbedder.load(minilm_path(), name=MINILM_NAME, provenance=minilm_provenance(), **options)
@@ -113,7 +113,8 @@ def _load_reranker(config: ServerConfig, device: str) -> Reranker | None:
     from models.reranker import HFCrossEncoder
 
     return HFCrossEncoder.load(config.models.reranker, device=device, dtype=config.models.dtype,
-                               max_length=config.models.rerank_max_length, trace=config.models.trace)
+                               max_length=config.models.rerank_max_length, trace=config.models.trace,
+                               unpad=config.models.unpad)
 
 
 def set_process_threads(requested: int) -> int:

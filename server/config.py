@@ -44,6 +44,7 @@ class ModelsConfig:
     device: str = "auto"         # auto | cpu | cuda
     dtype: str = "auto"          # auto (CUDA fp16; CPU bf16 if native, else fp32) | int8 (CPU; README) | float32 | ...
     trace: bool = True           # CPU: run models as frozen TorchScript traces (one C++ call per forward, no GIL)
+    unpad: bool = True           # CPU: BERT-family models run on packed tokens, no padding (models/unpadded.py)
     embed_max_length: int = 256
     rerank_max_length: int = 256
     cpu_threads: int = 0         # torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)
@@ -71,7 +72,7 @@ class SearchConfig:
     dense_weight_cjk: float = 0.1   # multiplies dense_weight for queries in CJK scripts
     dense_weight_code: float = 0.3  # multiplies dense_weight for queries naming a code (XJ-2026-0421)
     # Fused candidates the cross-encoder sees; 0 = auto: 20 where it runs in reduced precision (bfloat16 on
-    # a CPU with native bf16, float16 on CUDA, int8), 5 in float32. CPU p95 at 10k: bf16 depth 20 208 ms,
+    # a CPU with native bf16, float16 on CUDA, int8), 5 in float32. CPU p95 at 10k: bf16 depth 20 171 ms,
     # float32 depth 5 147 ms (README, Reranker).
     rerank_depth: int = 0
     # Reranked order = RRF of the fused order and the cross-encoder's order over the reranked depth:

@@ -1,9 +1,10 @@
 """Search latency with and without the reranker at several depths, on the cached 10k-memory tenant.
 
-``python -m models.training.latency [--depths 0,5,10,20,30] [--queries 60]``: one server (the trained
-reranker loaded), one query per Search, sequential, distinct query texts (no embedding-cache hits);
-depth 0 sends ``rerank_depth = -1`` (off). Every depth runs over the same queries, interleaved, so
-load from other processes falls on all of them alike. Writes ``benchmarks/results/reranker/latency.json``.
+``python -m models.training.latency [--depths 0,5,10,20,30] [--queries 60]``: two servers in one process,
+the trained reranker loaded in each, one with ``models.unpad`` (packed tokens, the default) and one
+padding its batches; one query per Search, sequential, distinct query texts (no embedding-cache hits);
+depth 0 sends ``rerank_depth = -1`` (off). Every (server, depth) runs over the same queries, interleaved,
+so load from other processes falls on all of them alike. Writes ``benchmarks/results/reranker/latency.json``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
 log = logging.getLogger(__name__)
 
 
+VARIANTS = {"unpadded": True, "padded": False}   # name → models.unpad
+
+
 def measure(*, depths: list[int], queries: int, reranker: str, threads: int) -> dict:
     source = dataset_dir(tenants=1, per_tenant=10_000)
     if not (source / "complete.json").is_file():
@@ -40,43 +44,53 @@ def measure(*, depths: list[int], queries: int, reranker: str, threads: int) -> 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
+    meta = (("authorization", f"Bearer {ADMIN_KEY}"),)
     with tempfile.TemporaryDirectory(prefix="engram-latency-") as tmp:
-        data = Path(tmp) / "data"
-        shutil.copytree(source, data)
-        config = load_config(env={}, overrides={
-            "listen": "127.0.0.1:0", "data_dir": data, "admin_key": ADMIN_KEY,
-            "memory": {"audit_searches": False}, "models": {"reranker": reranker, "cpu_threads": threads}})
+        apps, stubs, channels = {}, {}, []
+        for name, unpad in VARIANTS.items():
+            data = Path(tmp) / name
+            shutil.copytree(source, data)
+            config = load_config(env={}, overrides={
+                "listen": "127.0.0.1:0", "data_dir": data, "admin_key": ADMIN_KEY,
+                "memory": {"audit_searches": False},
+                "models": {"reranker": reranker, "cpu_threads": threads, "unpad": unpad}})
 
-        async def start():  # type: ignore[no-untyped-def]
-            app = build_app(config)
-            await app.start()
-            return app
+            async def start(config=config):  # type: ignore[no-untyped-def]
+                app = build_app(config)
+                await app.start()
+                return app
 
-        app = asyncio.run_coroutine_threadsafe(start(), loop).result(600)
-        channel = grpc.insecure_channel(f"127.0.0.1:{app.port}")
-        stub = sgrpc.MemoryServiceStub(channel)
-        meta = (("authorization", f"Bearer {ADMIN_KEY}"),)
-        info = stub.Info(spb.InfoRequest(), metadata=meta)
-        samples: dict[int, list[float]] = {d: [] for d in depths}
-        rerank_ms: dict[int, list[float]] = {d: [] for d in depths}
+            apps[name] = asyncio.run_coroutine_threadsafe(start(), loop).result(600)
+            channels.append(grpc.insecure_channel(f"127.0.0.1:{apps[name].port}"))
+            stubs[name] = sgrpc.MemoryServiceStub(channels[-1])
+        info = stubs["unpadded"].Info(spb.InfoRequest(), metadata=meta)
+        samples = {(v, d): [] for v in VARIANTS for d in depths}
+        rerank_ms = {(v, d): [] for v in VARIANTS for d in depths}
         for i, text in enumerate(texts):
             for d in depths:
-                query = pb.SearchQuery(text=f"{text} ({d})", top_k=10, rerank_depth=d if d > 0 else -1)
-                t0 = time.perf_counter()
-                reply = stub.Search(spb.SearchRequest(tenant_id=tenant_name(0), queries=[query]),
-                                    metadata=meta, timeout=60)
-                if i >= 3:  # warm-up
-                    samples[d].append((time.perf_counter() - t0) * 1000)
-                    rerank_ms[d].append(reply.results[0].timings.rerank_ns / 1e6)
-        channel.close()
-        asyncio.run_coroutine_threadsafe(app.stop(), loop).result(120)
+                for v, stub in stubs.items():
+                    query = pb.SearchQuery(text=f"{text} ({d})", top_k=10, rerank_depth=d if d > 0 else -1)
+                    t0 = time.perf_counter()
+                    reply = stub.Search(spb.SearchRequest(tenant_id=tenant_name(0), queries=[query]),
+                                        metadata=meta, timeout=60)
+                    if i >= 3:  # warm-up
+                        samples[v, d].append((time.perf_counter() - t0) * 1000)
+                        rerank_ms[v, d].append(reply.results[0].timings.rerank_ns / 1e6)
+        for channel in channels:
+            channel.close()
+        for app in apps.values():
+            asyncio.run_coroutine_threadsafe(app.stop(), loop).result(120)
     loop.call_soon_threadsafe(loop.stop)
-    rows = {str(d): {"p50_ms": round(float(np.percentile(s, 50)), 1), "p95_ms": round(float(np.percentile(s, 95)), 1),
-                     "rerank_p50_ms": round(float(np.percentile(rerank_ms[d], 50)), 1), "n": len(s)}
-            for d, s in samples.items()}
+
+    def rows(variant: str) -> dict:
+        return {str(d): {"p50_ms": round(float(np.percentile(samples[variant, d], 50)), 1),
+                         "p95_ms": round(float(np.percentile(samples[variant, d], 95)), 1),
+                         "rerank_p50_ms": round(float(np.percentile(rerank_ms[variant, d], 50)), 1),
+                         "n": len(samples[variant, d])} for d in depths}
+
     named = info.reranker.name if info.HasField("reranker") else ""
-    return {"memories": 10_000, "reranker": reranker, "info_reranker": named,
-            "cpu_threads": threads, "depths": rows}
+    return {"memories": 10_000, "reranker": reranker, "info_reranker": named, "cpu_threads": threads,
+            "depths": rows("unpadded"), "variants": {v: rows(v) for v in VARIANTS}}
 
 
 def main() -> None:
