@@ -52,6 +52,7 @@ class Stage:
     lexical_only: bool = False
     dense_only: bool = False
     rerank: bool = False
+    rerank_depth: int = 0  # with rerank: candidates the cross-encoder sees (0: the server's default)
     decay: bool = False  # decay × importance on ("now" = the data set's now)
     half_life_s: float | None = None  # episodic half-life override (None: the server's)
     decay_floor: float | None = None  # decay floor override (None: the server's)
@@ -124,6 +125,12 @@ class EvalServer:
     def has_reranker(self) -> bool:
         return bool(self.config.models.reranker)
 
+    @property
+    def default_rerank_depth(self) -> int:
+        """The depth a search asking for the server's default (``rerank_depth`` 0) gets."""
+        assert self._app is not None
+        return self._app.engine.search_pipeline.default_rerank_depth
+
     def info(self) -> spb.InfoResponse:
         return self._memory.Info(spb.InfoRequest(), metadata=self._metadata)
 
@@ -167,7 +174,8 @@ class EvalServer:
             chunk = queries[i:i + QUERY_CHUNK]
             request = spb.SearchRequest(tenant_id=tenant.tenant, queries=[
                 pb.SearchQuery(text=clean(q.text), top_k=top_k, candidates=candidates, lexical_only=stage.lexical_only,
-                               dense_only=stage.dense_only, rerank_depth=0 if stage.rerank else -1, scoring=scoring)
+                               dense_only=stage.dense_only, rerank_depth=stage.rerank_depth if stage.rerank else -1,
+                               scoring=scoring)
                 for q in chunk])
             reply = self._memory.Search(request, metadata=self._metadata, timeout=600)
             for q, result in zip(chunk, reply.results, strict=True):

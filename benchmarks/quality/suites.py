@@ -119,19 +119,23 @@ def run_scifact(server: EvalServer) -> dict:
 
 RERANK_WEIGHTS = (0.25, 0.5, 1.0, 2.0, 4.0, 1000.0)
 RERANK_KS = (10.0, 30.0, 60.0)
+RERANK_DEPTHS = (10, 15, 20, 25, 30)
 
 
 def tune_rerank_blend(server: EvalServer, tenant: Ingested, train) -> dict:  # type: ignore[no-untyped-def]
-    """``search.rerank_weight`` / ``rerank_rrf_k`` on the SciFact train claims the reranker recipe held
-    out of training (its dev share), offline but exact: the server's hybrid + rerank hits carry the fused
-    score and the cross-encoder's logit of every reranked hit, and the head is re-fused here with the
-    server's own function for each setting of the grid. Weight 1000 is the cross-encoder's order alone."""
+    """``search.rerank_depth`` / ``rerank_weight`` / ``rerank_rrf_k`` on the SciFact train claims the reranker
+    recipe held out of training (its dev share), offline but exact: one search reranks the deepest depth of the
+    grid, its hits carry the fused score and the cross-encoder's logit of every reranked hit, and for each
+    setting the head of the fused order (its first ``depth``) is re-fused here with the server's own function.
+    A pair's logit does not depend on how many others are scored with it, so a shallower depth is the same
+    head cut shorter. Weight 1000 is the cross-encoder's order alone."""
     from models.training.data import is_dev
     from models.training.recipe import DEV_SHARE
     from server.fusion.rrf import rerank_relevance
 
     dev = [q for q in train.queries if is_dev(q.id, dev_share=DEV_SHARE)]
-    hits = server.search_hits(tenant, dev, RERANK, now_ms=FIXED_NOW_MS, top_k=100)
+    deepest = Stage(f"hybrid+rerank@{max(RERANK_DEPTHS)}", rerank=True, rerank_depth=max(RERANK_DEPTHS))
+    hits = server.search_hits(tenant, dev, deepest, now_ms=FIXED_NOW_MS, top_k=100)
     cfg = server.config.search
 
     fused = {qid: sorted(hs, key=lambda h: -h.breakdown.rrf) for qid, hs in hits.items()}  # the hybrid order
@@ -139,10 +143,10 @@ def tune_rerank_blend(server: EvalServer, tenant: Ingested, train) -> dict:  # t
     def doc_ids(ranked: Sequence[pb.Hit]) -> list[str]:
         return [d for h in ranked for d in tenant.docs_of.get(h.memory.memory_id, ())]
 
-    def run_for(weight: float, k: float) -> dict[str, list[str]]:
+    def run_for(depth: int, weight: float, k: float) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         for qid, order in fused.items():
-            head = [h for h in order if h.breakdown.HasField("rerank")]
+            head = [h for h in order if h.breakdown.HasField("rerank")][:depth]
             rel = rerank_relevance([h.breakdown.rerank for h in head], k=k, weight=weight)
             out[qid] = doc_ids([head[i] for i in sorted(range(len(head)), key=lambda i: (-rel[i], i))]
                                + order[len(head):])
@@ -150,13 +154,14 @@ def tune_rerank_blend(server: EvalServer, tenant: Ingested, train) -> dict:  # t
 
     hybrid = {qid: doc_ids(order) for qid, order in fused.items()}
     ids = [q.id for q in dev]
-    grid_scores = {f"w={w:g},k={k:g}": _scores(run_for(w, k), train.qrels, (10,), ids)["ndcg@10"]
-                   for w in RERANK_WEIGHTS for k in RERANK_KS}
+    grid_scores = {f"d={d},w={w:g},k={k:g}": _scores(run_for(d, w, k), train.qrels, (10,), ids)["ndcg@10"]
+                   for d in RERANK_DEPTHS for w in RERANK_WEIGHTS for k in RERANK_KS}
     best = max(grid_scores, key=lambda name: grid_scores[name])
+    server_depth = cfg.rerank_depth or server.default_rerank_depth
+    current = f"d={server_depth},w={cfg.rerank_weight:g},k={cfg.rerank_rrf_k:g}"
     return {"split": "train claims held out of reranker training", "queries": len(dev),
-            "depth": cfg.rerank_depth, "hybrid_ndcg@10": _scores(hybrid, train.qrels, (10,), ids)["ndcg@10"],
-            "server_setting": f"w={cfg.rerank_weight:g},k={cfg.rerank_rrf_k:g}",
-            "server_setting_ndcg@10": grid_scores.get(f"w={cfg.rerank_weight:g},k={cfg.rerank_rrf_k:g}"),
+            "depths": list(RERANK_DEPTHS), "hybrid_ndcg@10": _scores(hybrid, train.qrels, (10,), ids)["ndcg@10"],
+            "server_setting": current, "server_setting_ndcg@10": grid_scores.get(current),
             "best": best, "grid": grid_scores}
 
 
