@@ -54,8 +54,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--skip-eval", action="store_true")
     defaults = TrainConfig()
     for field, value in config_dict(defaults).items():
-        p.add_argument(f"--{field.replace('_', '-')}", type=type(value), default=value)
+        kind = _flag if isinstance(value, bool) else type(value)
+        p.add_argument(f"--{field.replace('_', '-')}", type=kind, default=value)
     return p.parse_args(argv)
+
+
+def _flag(text: str) -> bool:
+    """``--uniform-last-attention false`` or ``0`` (``bool("false")`` would be True)."""
+    choice = text.strip().lower()
+    if choice in ("1", "true", "yes", "on"):
+        return True
+    if choice in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
 
 
 def _sha256(path: Path) -> str:

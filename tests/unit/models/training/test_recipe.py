@@ -51,6 +51,14 @@ def test_training_is_deterministic_and_fits_the_pairs(tiny_init: Path, precision
     assert any(not bool((state_a[k] == model_c.state_dict()[k]).all()) for k in state_a)
 
 
+def test_boolean_options_parse_false() -> None:
+    assert parse([]).uniform_last_attention is True
+    assert parse(["--uniform-last-attention", "false"]).uniform_last_attention is False
+    assert parse(["--uniform-last-attention", "1"]).uniform_last_attention is True
+    with pytest.raises(SystemExit):
+        parse(["--uniform-last-attention", "maybe"])
+
+
 def test_precision_names() -> None:
     import torch
 
