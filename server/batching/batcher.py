@@ -1,6 +1,14 @@
 """The async side of batching: a bounded queue, a loop that asks the scheduler for batches, and a
 runner that executes them. The scheduler decides (``scheduler.next_batch``); this module only waits,
 hands out and resolves futures. Never sleep-polls: it wakes on arrivals.
+
+When a batch forms: at most ``max_in_flight`` batches are in the pipeline, and at most ``device_slots``
+of them have not yet finished their device stage (``run_batch`` calls ``device_done`` after its forward
+pass, or returns). With one device slot the next batch forms the moment the device frees, so it holds
+everything that queued during the last forward pass, while the last batch's CPU stages (search, fusion,
+ranking, answering) overlap the next one's forward pass. With two, the next batch forms as soon as a
+pipeline slot frees and waits behind the running one: smaller batches, but no gap on the device between
+them. See :func:`device_slots`.
 """
 
 from __future__ import annotations
@@ -54,12 +62,20 @@ class BatcherStats:
         return self.items / self.batches if self.batches else 0.0
 
 
+def device_slots(max_requests: int) -> int:
+    """One device slot when batches can grow (bigger batches beat a gap-free device: 1 x 10k, 32
+    clients, batched, two alternating probe pairs 393.4 / 391.2 vs 367.3 / 371.8 QPS with mean batches of
+    18-20 vs 12.5); two when every batch is one request (the size cannot grow, so keep the device fed:
+    126 / 135 vs 117 / 119 QPS)."""
+    return 1 if max_requests > 1 else 2
+
+
 class Batcher(Generic[T]):
     """Groups submitted payloads into batches run by ``run_batch`` (which resolves every entry)."""
 
-    def __init__(self, *, name: str, run_batch: Callable[[list[Entry[T]]], Awaitable[None]],
+    def __init__(self, *, name: str, run_batch: Callable[[list[Entry[T]], Callable[[], None]], Awaitable[None]],
                  max_tokens: int, max_requests: int, max_wait_ms: float, capacity: int,
-                 max_in_flight: int = 2) -> None:
+                 max_in_flight: int = 2, device_slots: int = 1) -> None:
         self.name = name
         self._run_batch = run_batch
         self.max_tokens = max_tokens
@@ -69,7 +85,8 @@ class Batcher(Generic[T]):
         self._queue: list[Entry[T]] = []
         self._arrived = asyncio.Event()
         self._slots = asyncio.Semaphore(max_in_flight)
-        self._in_flight = 0
+        self._device_slots = asyncio.Semaphore(min(device_slots, max_in_flight))
+        self._in_device = 0   # batches formed and not yet past their device stage
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -102,7 +119,8 @@ class Batcher(Generic[T]):
             self._arrived.clear()
             while self._queue:
                 await self._slots.acquire()
-                if self.max_wait_s > 0 and self._in_flight > 0:
+                await self._device_slots.acquire()
+                if self.max_wait_s > 0 and self._in_device > 0:
                     await self._gather_stragglers()
                 plan = next_batch(self._queue, max_tokens=self.max_tokens, max_requests=self.max_requests,
                                   now_ns=time.monotonic_ns())
@@ -111,9 +129,10 @@ class Batcher(Generic[T]):
                     self.stats.dropped += 1
                     entry.fail(DeadlineExceeded("deadline passed while queued"))
                 if not plan.batch:
+                    self._device_slots.release()
                     self._slots.release()
                     continue
-                self._in_flight += 1
+                self._in_device += 1
                 task = asyncio.get_running_loop().create_task(self._run(plan.batch))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -140,14 +159,23 @@ class Batcher(Generic[T]):
             entry.started_ns = now
         self.stats.batches += 1
         self.stats.items += len(batch)
+        on_device = True
+
+        def device_done() -> None:
+            nonlocal on_device
+            if on_device:
+                on_device = False
+                self._in_device -= 1
+                self._device_slots.release()
+
         try:
-            await self._run_batch(batch)
+            await self._run_batch(batch, device_done)
         except Exception as exc:  # a failed batch fails only its own requests
             log.exception("%s batch of %d failed", self.name, len(batch))
             for entry in batch:
                 entry.fail(exc)
         finally:
-            self._in_flight -= 1
+            device_done()
             self._slots.release()
 
     async def close(self) -> None:

@@ -11,7 +11,7 @@ import base64
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +20,7 @@ import numpy as np
 
 from kernels.decay import DecayRanker
 from models.base import Embedder, Reranker
-from server.batching.batcher import Batcher, Entry
+from server.batching.batcher import Batcher, Entry, device_slots
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ServerConfig
 from server.domain import (AuditEntry, AuditOp, Filter, ForgetSpec, KeyScope, Memory, MemoryInput, MemoryStatus,
@@ -70,10 +70,12 @@ class Engine:
         wait = b.max_wait_ms if b.enabled else 0.0
         self.search_batcher: Batcher[SearchItem] = Batcher(
             name="search", run_batch=self.search_pipeline.run_batch, max_tokens=b.max_batch_tokens,
-            max_requests=max_requests, max_wait_ms=wait, capacity=b.queue_capacity)
+            max_requests=max_requests, max_wait_ms=wait, capacity=b.queue_capacity,
+            device_slots=device_slots(max_requests))
         self.write_batcher: Batcher[list[str]] = Batcher(
             name="write-embed", run_batch=self._embed_batch, max_tokens=b.max_batch_tokens * 4,
-            max_requests=max_requests, max_wait_ms=wait, capacity=b.queue_capacity)
+            max_requests=max_requests, max_wait_ms=wait, capacity=b.queue_capacity,
+            device_slots=device_slots(max_requests))
 
     async def start(self) -> None:
         self.search_batcher.start()
@@ -101,7 +103,8 @@ class Engine:
     def _tokens(self, texts: Sequence[str]) -> int:
         return sum(min(self.config.models.embed_max_length, len(t) // 3 + 2) for t in texts)
 
-    async def _embed_batch(self, batch: list[Entry[list[str]]]) -> None:
+    async def _embed_batch(self, batch: list[Entry[list[str]]], device_done: Callable[[], None]) -> None:
+        """All of it is the device stage: the batch leaves its device slot when it returns."""
         texts = [t for entry in batch for t in entry.payload]
         vectors = await asyncio.get_running_loop().run_in_executor(self.device_pool, self.embedder.embed, texts)
         start = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
@@ -132,9 +132,11 @@ class SearchPipeline:
         return query.rerank_depth or self.default_rerank_depth
 
     # -- the batch ----------------------------------------------------------------------------------
-    async def run_batch(self, batch: list[Entry[SearchItem]]) -> None:
+    async def run_batch(self, batch: list[Entry[SearchItem]], device_done: Callable[[], None] = lambda: None) -> None:
         """CPU work (tokenization, BM25, fusion, ranking) runs on the CPU pool; only model forward passes
-        hold the device thread, so the next batch's CPU stages overlap this batch's device work."""
+        hold the device thread, so the next batch's CPU stages overlap this batch's device work.
+        ``device_done`` is called once the embedding pass is over: the batcher may then form the next
+        batch (a reranking pass later queues on the device thread behind its embedding)."""
         loop = asyncio.get_running_loop()
         items = [entry.payload for entry in batch]
         timings = Timings(batch_size=len(batch))
@@ -151,6 +153,7 @@ class SearchPipeline:
                     it.vector = vec
                     if self.cache is not None:
                         self.cache.put(it.shard.tenant_id, it.query.text, vec)
+            device_done()
             t0 = time.monotonic_ns()
             dense = await loop.run_in_executor(self.cpu_pool, self._dense_stage, items)
             timings.ann_ns = time.monotonic_ns() - t0

@@ -28,14 +28,18 @@ class Recorder:
         self.batches: list[list[str]] = []
         self.gate = asyncio.Event()
         self.gate.set()
+        self.device = asyncio.Event()   # held batches finish their device stage when this is set
+        self.device.set()
         self.in_flight = 0
         self.max_in_flight = 0
 
-    async def __call__(self, batch: list[Entry[str]]) -> None:
+    async def __call__(self, batch: list[Entry[str]], device_done: Callable[[], None]) -> None:
         self.batches.append([e.payload for e in batch])
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            await self.device.wait()
+            device_done()
             await self.gate.wait()
             for entry in batch:
                 if entry.payload.startswith("boom"):
@@ -47,7 +51,7 @@ class Recorder:
 
 def make(run: Recorder, **kw: object) -> Batcher[str]:
     opts: dict[str, object] = dict(name="t", run_batch=run, max_tokens=10_000, max_requests=8, max_wait_ms=2.0,
-                                   capacity=64)
+                                   capacity=64, device_slots=2)
     opts.update(kw)
     return Batcher(**opts)  # type: ignore[arg-type]
 
@@ -152,7 +156,7 @@ async def test_an_idle_device_does_not_wait_for_stragglers() -> None:
 @run_async
 async def test_a_busy_device_waits_at_most_max_wait_for_a_fuller_batch() -> None:
     run = Recorder()
-    run.gate.clear()
+    run.device.clear()                  # the first batch stays on the device
     b = make(run, max_wait_ms=30.0, max_requests=8)
     b.start()
     first = submit(b, "first")          # runs at once: the device was idle
@@ -161,7 +165,44 @@ async def test_a_busy_device_waits_at_most_max_wait_for_a_fuller_batch() -> None
     await asyncio.sleep(0.01)
     c = submit(b, "c")                  # ... so this one joins it
     await asyncio.sleep(0.06)
-    run.gate.set()
+    run.device.set()
     await asyncio.gather(first, a, c)
     assert run.batches[0] == ["first"] and sorted(run.batches[1]) == ["a", "c"]
     await b.close()
+
+
+@run_async
+async def test_with_one_device_slot_the_next_batch_forms_when_the_device_frees() -> None:
+    run = Recorder()
+    run.device.clear()                  # the first batch stays in its device stage
+    b = make(run, max_requests=8, device_slots=1, max_wait_ms=0.0)
+    b.start()
+    first = submit(b, "first")
+    await asyncio.sleep(0.01)
+    waiting = [submit(b, f"w{i}") for i in range(5)]
+    await asyncio.sleep(0.02)
+    assert run.batches == [["first"]] and b.depth == 5   # a pipeline slot is free, the device is not
+    run.device.set()                    # the first batch's forward pass ends: everything queued forms one batch
+    assert await first == "FIRST" and [await w for w in waiting] == [f"W{i}" for i in range(5)]
+    assert run.batches == [["first"], [f"w{i}" for i in range(5)]]
+    await b.close()
+
+
+@run_async
+async def test_a_batch_past_its_device_stage_overlaps_the_next_one() -> None:
+    run = Recorder()
+    run.gate.clear()                    # batches finish their device stage at once, then are held
+    b = make(run, max_requests=2, device_slots=1, max_in_flight=2, max_wait_ms=0.0)
+    b.start()
+    jobs = [submit(b, f"p{i}") for i in range(6)]
+    await asyncio.sleep(0.05)
+    assert run.max_in_flight == 2 and len(run.batches) == 2   # the pipeline bound still holds
+    run.gate.set()
+    assert sorted(await asyncio.gather(*jobs)) == [f"P{i}" for i in range(6)]
+    await b.close()
+
+
+def test_device_slots_rule() -> None:
+    from server.batching.batcher import device_slots
+
+    assert device_slots(64) == 1 and device_slots(2) == 1 and device_slots(1) == 2
