@@ -56,6 +56,9 @@ class BatchingConfig:
     max_batch_requests: int = 64
     max_batch_tokens: int = 16384
     max_wait_ms: float = 2.0
+    # Batches formed but not yet past their forward pass; 0 = auto: 1 with batching (the next batch forms
+    # when the device frees, holding all that queued meanwhile), 2 without. max_wait_ms applies with 2+.
+    device_slots: int = 0
     queue_capacity: int = 1024
     query_cache_ttl_ms: float = 5000.0   # repeated query text (same tenant) reuses its embedding; 0 = off
     query_cache_entries: int = 4096
@@ -165,6 +168,7 @@ class ServerConfig:
             (self.batching.max_batch_requests >= 1, "batching.max_batch_requests must be >= 1"),
             (self.batching.max_batch_tokens >= 64, "batching.max_batch_tokens must be >= 64"),
             (0.0 <= self.batching.max_wait_ms <= 100.0, "batching.max_wait_ms must be in [0, 100]"),
+            (0 <= self.batching.device_slots <= 2, "batching.device_slots must be 0 (auto), 1 or 2"),
             (self.batching.queue_capacity >= 1, "batching.queue_capacity must be >= 1"),
             (self.metrics_listen == "" or ":" in self.metrics_listen, "metrics_listen must be host:port or empty"),
             (self.log_format in ("text", "json"), "log_format must be text or json"),

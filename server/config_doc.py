@@ -31,7 +31,9 @@ MEANINGS = {
     "batching.enabled": "group concurrent queries into device batches",
     "batching.max_batch_requests": "queries per batch at most",
     "batching.max_batch_tokens": "padded tokens per batch at most (longest × count)",
-    "batching.max_wait_ms": "how long a batch waits for stragglers while the device is busy",
+    "batching.max_wait_ms": "how long a batch waits for stragglers while an earlier one is on the device (device_slots 2)",
+    "batching.device_slots": ("batches formed and not yet past their forward pass; 0 = auto: 1 with batching "
+                              "(the next batch forms when the device frees), 2 without"),
     "batching.queue_capacity": "queued requests per batcher; beyond: RESOURCE_EXHAUSTED",
     "batching.query_cache_entries": "size of the query-embedding cache",
     "search.default_top_k": "hits per query when top_k is 0",

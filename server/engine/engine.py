@@ -71,11 +71,11 @@ class Engine:
         self.search_batcher: Batcher[SearchItem] = Batcher(
             name="search", run_batch=self.search_pipeline.run_batch, max_tokens=b.max_batch_tokens,
             max_requests=max_requests, max_wait_ms=wait, capacity=b.queue_capacity,
-            device_slots=device_slots(max_requests))
+            device_slots=b.device_slots or device_slots(max_requests))
         self.write_batcher: Batcher[list[str]] = Batcher(
             name="write-embed", run_batch=self._embed_batch, max_tokens=b.max_batch_tokens * 4,
             max_requests=max_requests, max_wait_ms=wait, capacity=b.queue_capacity,
-            device_slots=device_slots(max_requests))
+            device_slots=b.device_slots or device_slots(max_requests))
 
     async def start(self) -> None:
         self.search_batcher.start()
