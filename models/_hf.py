@@ -22,6 +22,7 @@ import numpy.typing as npt
 import torch
 
 from models.base import ModelLoadError, TokenBatch
+from models.unpadded import PACKED_INPUTS, UnpaddedBert, pack
 
 logger = logging.getLogger(__name__)
 
@@ -344,18 +345,14 @@ class HFRunner(Generic[InputT]):
     def _run_rows(self, batch: TokenBatch, rows: npt.NDArray[np.intp]) -> torch.Tensor:
         if self._unpadded is None:
             return self._run(self._pad(batch, rows))
-        from models.unpadded import pack
-
         packed = pack([batch.input_ids[i] for i in rows], [batch.token_type_ids[i] for i in rows], self._torch_device)
-        hidden = self._unpadded(**{k: packed[k] for k in _PACKED_INPUTS})
+        hidden = self._unpadded(**{k: packed[k] for k in PACKED_INPUTS})
         return self._run_packed(hidden, packed)
 
     def _build_unpadded(self, *, trace: bool) -> Any:
         """The network's encoder on packed tokens (:mod:`models.unpadded`), traced when ``trace``;
         checked against the padded network on a mixed-length batch, else None (padded forward)."""
         import warnings
-
-        from models.unpadded import UnpaddedBert, pack
 
         if self._dtype == torch.qint8 or not self._unpadded_supported():
             return None
@@ -369,13 +366,11 @@ class HFRunner(Generic[InputT]):
                 if trace:
                     example = pack(list(check.input_ids[:2]), list(check.token_type_ids[:2]), self._torch_device)
                     module = torch.jit.freeze(torch.jit.trace(
-                        module, example_kwarg_inputs={k: example[k] for k in _PACKED_INPUTS}, strict=False))
+                        module, example_kwarg_inputs={k: example[k] for k in PACKED_INPUTS}, strict=False))
                 packed = pack(list(check.input_ids), list(check.token_type_ids), self._torch_device)
-                got = self._run_packed(module(**{k: packed[k] for k in _PACKED_INPUTS}), packed).float()
+                got = self._run_packed(module(**{k: packed[k] for k in PACKED_INPUTS}), packed).float()
                 expected = self._run(self._pad(check, rows)).float()
-            exact = self._dtype == torch.float32
-            atol, rtol = (1e-4, 1e-4) if exact else (3e-2, 2e-2)
-            if expected.shape != got.shape or not torch.allclose(expected, got, atol=atol, rtol=rtol):
+            if not self._close(expected, got):
                 raise RuntimeError("the unpadded forward differs from the padded network")
         except Exception as exc:  # an optimisation: never fail a load over it
             logger.warning("unpadded forward of %s unavailable (%s); padding batches", self.name, exc)
@@ -415,10 +410,7 @@ class HFRunner(Generic[InputT]):
                 warnings.simplefilter("ignore")
                 traced = torch.jit.freeze(torch.jit.trace(self._model, example_kwarg_inputs=example, strict=False))
                 expected, got = self._model(**check)[0], traced(**check)[0]
-            # Half precision rounds differently when the fused graph reorders operators.
-            exact = self._dtype in (torch.float32, torch.qint8)
-            atol, rtol = (1e-4, 1e-5) if exact else (3e-2, 2e-2)
-            if expected.shape != got.shape or not torch.allclose(expected.float(), got.float(), atol=atol, rtol=rtol):
+            if not self._close(expected, got):
                 raise RuntimeError("traced output differs from the eager network")
         except Exception as exc:  # tracing is an optimisation: never fail a load over it
             logger.warning("TorchScript trace of %s failed (%s); running eager", self.name, exc)
@@ -428,6 +420,13 @@ class HFRunner(Generic[InputT]):
             hf_logger.setLevel(hf_level)
         logger.info("traced %s with TorchScript", self.name)
         return traced
+
+    def _close(self, expected: torch.Tensor, got: torch.Tensor) -> bool:
+        """Whether a rewritten network (trace, packed tokens) reproduces the reference output. Half
+        precision rounds differently when a fused graph reorders operators."""
+        exact = self._dtype in (torch.float32, torch.qint8)
+        atol, rtol = (1e-4, 1e-5) if exact else (3e-2, 2e-2)
+        return expected.shape == got.shape and torch.allclose(expected.float(), got.float(), atol=atol, rtol=rtol)
 
     def _pad(self, batch: TokenBatch, rows: npt.NDArray[np.intp]) -> dict[str, torch.Tensor]:
         lengths = batch.lengths[rows]
@@ -443,9 +442,6 @@ class HFRunner(Generic[InputT]):
         if self._uses_token_types:
             inputs["token_type_ids"] = types
         return {k: torch.from_numpy(v).to(self._torch_device) for k, v in inputs.items()}
-
-
-_PACKED_INPUTS = ("input_ids", "token_type_ids", "position_ids", "key_mask", "gather", "scatter")
 
 
 def _chunks(order: npt.NDArray[np.intp], size: int) -> Iterator[npt.NDArray[np.intp]]:

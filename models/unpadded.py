@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -34,12 +35,12 @@ def supports(model: Any) -> bool:
 
 
 class UnpaddedBert(torch.nn.Module):
-    """``forward(input_ids, token_type_ids, position_ids, seq_index, gather, lengths_max)`` on packed
-    token rows → the last hidden state of every packed token, ``(tokens, hidden)``.
+    """``forward(**{k: pack(...)[k] for k in PACKED_INPUTS})`` → the last hidden state of every packed
+    token, ``(tokens, hidden)``.
 
-    ``seq_index[t]`` is the sequence of packed token ``t``; ``gather`` holds, for each
-    ``(sequence, position)`` slot of the padded layout in row-major order, the packed token there
-    or ``tokens`` (a zero pad row) where the sequence is shorter.
+    ``gather`` holds, for each ``(sequence, position)`` slot of the padded attention layout in row-major
+    order, the packed token there (token 0 where the sequence is shorter); ``scatter`` holds each packed
+    token's slot; ``key_mask`` marks the real slots, ``(batch, 1, 1, longest)``.
     """
 
     def __init__(self, bert: Any) -> None:
@@ -48,7 +49,6 @@ class UnpaddedBert(torch.nn.Module):
         self.heads = int(config.num_attention_heads)
         self.hidden = int(config.hidden_size)
         self.head_dim = self.hidden // self.heads
-        self.eps = float(config.layer_norm_eps)
         self.gelu_tanh = config.hidden_act in ("gelu_new", "gelu_pytorch_tanh")
         emb = bert.embeddings
         self.word = emb.word_embeddings
@@ -86,12 +86,14 @@ class UnpaddedBert(torch.nn.Module):
         return x
 
 
+PACKED_INPUTS = ("input_ids", "token_type_ids", "position_ids", "key_mask", "gather", "scatter")
+"""The keys of :func:`pack`'s result that :class:`UnpaddedBert` takes (the rest are for pooling)."""
+
+
 def pack(ids: list[Any], types: list[Any], device: torch.device) -> dict[str, torch.Tensor]:
     """The packed inputs of :class:`UnpaddedBert` for token id rows ``ids`` (and their type ids), plus
     what pooling needs: ``lengths``, ``seq_index`` (each packed token's sequence) and ``starts`` (each
     sequence's first packed token)."""
-    import numpy as np
-
     lengths = np.fromiter((len(r) for r in ids), dtype=np.int64, count=len(ids))
     tokens = int(lengths.sum())
     longest = int(lengths.max())

@@ -68,14 +68,15 @@ class Engine:
                                               cache=self.query_cache)
         max_requests = b.max_batch_requests if b.enabled else 1
         wait = b.max_wait_ms if b.enabled else 0.0
+        slots = b.device_slots or device_slots(max_requests)
         self.search_batcher: Batcher[SearchItem] = Batcher(
             name="search", run_batch=self.search_pipeline.run_batch, max_tokens=b.max_batch_tokens,
             max_requests=max_requests, max_wait_ms=wait, capacity=b.queue_capacity,
-            device_slots=b.device_slots or device_slots(max_requests))
+            device_slots=slots)
         self.write_batcher: Batcher[list[str]] = Batcher(
             name="write-embed", run_batch=self._embed_batch, max_tokens=b.max_batch_tokens * 4,
             max_requests=max_requests, max_wait_ms=wait, capacity=b.queue_capacity,
-            device_slots=b.device_slots or device_slots(max_requests))
+            device_slots=slots)
 
     async def start(self) -> None:
         self.search_batcher.start()

@@ -132,7 +132,7 @@ class SearchPipeline:
         return query.rerank_depth or self.default_rerank_depth
 
     # -- the batch ----------------------------------------------------------------------------------
-    async def run_batch(self, batch: list[Entry[SearchItem]], device_done: Callable[[], None] = lambda: None) -> None:
+    async def run_batch(self, batch: list[Entry[SearchItem]], device_done: Callable[[], None]) -> None:
         """CPU work (tokenization, BM25, fusion, ranking) runs on the CPU pool; only model forward passes
         hold the device thread, so the next batch's CPU stages overlap this batch's device work.
         ``device_done`` is called once the embedding pass is over: the batcher may then form the next
