@@ -214,11 +214,15 @@ def load_parts(auto_cls: Any, path_or_id: str | Path, *, device: str, dtype: tor
 
 
 def effective_max_length(requested: int, tokenizer: Any, config: Any) -> int:
-    if requested < 2:
-        raise ModelLoadError(f"max_length must be >= 2, got {requested}")
+    """``requested`` tokens, capped at the model's limit: its tokenizer's ``model_max_length`` (engram's
+    recipe saves the length it trained at there), else the position embeddings. 0 asks for the limit."""
+    if requested < 2 and requested != 0:
+        raise ModelLoadError(f"max_length must be 0 (the model's limit) or >= 2, got {requested}")
     limit = int(getattr(tokenizer, "model_max_length", _SANE_MAX_LENGTH) or _SANE_MAX_LENGTH)
     if limit >= _SANE_MAX_LENGTH:
-        limit = int(getattr(config, "max_position_embeddings", requested))
+        limit = int(getattr(config, "max_position_embeddings", requested or 512))
+    if requested == 0:
+        return limit
     if requested > limit:
         logger.warning("max_length %d exceeds the model's limit %d; using %d", requested, limit, limit)
         return limit

@@ -46,7 +46,7 @@ class ModelsConfig:
     trace: bool = True           # CPU: run models as frozen TorchScript traces (one C++ call per forward, no GIL)
     unpad: bool = True           # CPU: BERT-family models run on packed tokens, no padding (models/unpadded.py)
     embed_max_length: int = 256
-    rerank_max_length: int = 256
+    rerank_max_length: int = 0
     cpu_threads: int = 0         # torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)
 
 
@@ -175,6 +175,8 @@ class ServerConfig:
             (self.batching.query_cache_ttl_ms >= 0, "batching.query_cache_ttl_ms must be >= 0"),
             (self.batching.query_cache_entries >= 0, "batching.query_cache_entries must be >= 0"),
             (self.models.cpu_threads >= 0, "models.cpu_threads must be >= 0"),
+            (self.models.rerank_max_length == 0 or self.models.rerank_max_length >= 2,
+             "models.rerank_max_length must be 0 (auto) or >= 2"),
             (bool(self.tls_cert) == bool(self.tls_key), "tls_cert and tls_key are set together"),
             (not self.tls_client_ca or bool(self.tls_cert), "tls_client_ca needs tls_cert and tls_key"),
             (self.index.codes in ("Flat", "SQ8", "PQ"), "index.codes must be Flat, SQ8 or PQ"),

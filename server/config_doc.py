@@ -23,7 +23,8 @@ MEANINGS = {
     "jvm_heap_mb": "heap of the JVM that hosts Lucene",
     "lucene_commit_interval_s": "how often Lucene indexes are committed to disk",
     "models.embed_max_length": "tokens per text the embedder reads",
-    "models.rerank_max_length": "tokens per (query, memory) pair the cross-encoder reads",
+    "models.rerank_max_length": ("tokens per (query, memory) pair the cross-encoder reads; 0 = auto: the model's "
+                                 "own limit (engram's recipe saves the length it trained at)"),
     "search.rerank_depth": ("fused candidates per query the cross-encoder scores; 0 = auto: 20 in reduced "
                             "precision (bf16 CPU, fp16 CUDA, int8), 5 in float32"),
     "search.rerank_weight": "weight of the cross-encoder's order against the fused order",

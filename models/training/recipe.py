@@ -47,7 +47,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--negatives", type=int, default=7)
     p.add_argument("--pool-depth", type=int, default=30, help="hard negatives come from this BM25 depth")
     p.add_argument("--eval-depth", type=int, default=20)
-    p.add_argument("--eval-max-length", type=int, default=256)
+    p.add_argument("--eval-max-length", type=int, default=0,
+                   help="tokens per pair when evaluating (0 = the length trained at, as the server reads it)")
     p.add_argument("--eval-dtype", default="auto", help="dtype the evaluation scores with (default: the server's)")
     p.add_argument("--train-limit", type=int, default=0, help="use only the first N groups (0 = all)")
     p.add_argument("--eval-limit", type=int, default=0, help="evaluate only the first N queries (0 = all)")
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "data": {**counts, "negatives": args.negatives, "pool_depth": args.pool_depth,
                  "never_used": "SciFact test claims/judgments; LoCoMo questions, answers and evidence labels"},
     }
-    save(tokenizer, model, args.out, max_length=args.eval_max_length, provenance=provenance)
+    save(tokenizer, model, args.out, max_length=cfg.max_length, provenance=provenance)
     report: dict[str, Any] = {
         **provenance, "history": history,
         "seconds": {"mine": round(mined_s, 1), "train": round(train_s, 1)},
@@ -145,7 +146,7 @@ def evaluate_saved(args: argparse.Namespace, docs: dict[str, str]) -> dict[str, 
 
     # Scored as the server scores by default (models.dtype auto: float32 on a CPU).
     reranker = HFCrossEncoder.load(args.out, device="cpu", dtype=args.eval_dtype, max_length=args.eval_max_length)
-    out: dict[str, Any] = {"depth": args.eval_depth, "max_length": args.eval_max_length}
+    out: dict[str, Any] = {"depth": args.eval_depth, "max_length": reranker.max_length}
     claims = mining.load(args.cache / mining.TRAIN_FILE)
     for name, mined in (("scifact_dev", [q for q in claims if is_dev(q.id, dev_share=DEV_SHARE)]),
                         ("scifact_test", mining.load(args.cache / mining.TEST_FILE))):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +86,13 @@ def test_pairs_are_truncated_to_max_length(tiny_cross_encoder_dir: Path) -> None
     counts = model.count_tokens([("word " * 50, "other " * 50), ("a", "b")])
     assert counts == [16, 5]
     assert model.score([("word " * 50, "other " * 50)]).shape == (1,)
+
+
+def test_max_length_zero_reads_the_models_own_limit(tiny_cross_encoder_dir: Path) -> None:
+    limit = json.loads((tiny_cross_encoder_dir / "tokenizer_config.json").read_text())["model_max_length"]
+    assert HFCrossEncoder.load(tiny_cross_encoder_dir, max_length=0).max_length == limit
+    with pytest.raises(ModelLoadError, match="max_length"):
+        HFCrossEncoder.load(tiny_cross_encoder_dir, max_length=1)
 
 
 def test_empty_input_and_warmup(tiny_cross_encoder_dir: Path) -> None:

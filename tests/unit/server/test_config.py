@@ -24,6 +24,7 @@ def test_layers_toml_then_env_then_overrides(tmp_path: Path) -> None:
     {"ENGRAM_SCORING__IMPORTANCE_WEIGHT": "1.5"},
     {"ENGRAM_A__B__C": "1"},
     {"ENGRAM_BATCHING__DEVICE_SLOTS": "3"},
+    {"ENGRAM_MODELS__RERANK_MAX_LENGTH": "1"},
 ])
 def test_bad_config_fails_at_startup(env: dict[str, str]) -> None:
     with pytest.raises(ConfigError):

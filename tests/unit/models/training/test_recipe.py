@@ -122,7 +122,7 @@ def test_recipe_end_to_end_is_reproducible(tiny_init: Path, tmp_path: Path) -> N
     for name in ("a", "b"):
         out = tmp_path / name
         reports.append(run(parse(["--init", str(tiny_init), "--cache", str(tmp_path / "cache"), "--out", str(out),
-                                  "--layers", "0", "--max-length", "64", "--eval-max-length", "64",
+                                  "--layers", "0", "--max-length", "64",
                                   "--eval-depth", "5", "--threads", "1", "--negatives", "2", "--selfsup", "1",
                                   "--locomo", "1"])))
         assert (out / "model.safetensors").stat().st_size < 50 << 20
@@ -131,9 +131,12 @@ def test_recipe_end_to_end_is_reproducible(tiny_init: Path, tmp_path: Path) -> N
         assert meta["data"]["locomo_queries"] == meta["data"]["locomo_groups"] == 1
         assert meta["data"]["never_used"].endswith("LoCoMo questions, answers and evidence labels")
         assert "never the LoCoMo questions, answers or evidence labels" in meta["provenance"]
-        assert json.loads((out / "training_log.json").read_text())["eval"]["scifact_test"]["bm25"]["queries"] == 3
-        loaded = HFCrossEncoder.load(out, device="cpu")
+        evaluated = json.loads((out / "training_log.json").read_text())["eval"]
+        assert evaluated["scifact_test"]["bm25"]["queries"] == 3
+        assert evaluated["max_length"] == 64  # scored at the length trained at, as the server reads it
+        loaded = HFCrossEncoder.load(out, device="cpu", max_length=0)
         assert loaded.name == "engram-reranker-v1" and loaded.max_length == 64
+        assert HFCrossEncoder.load(out, device="cpu", max_length=512).max_length == 64  # capped at the limit
     assert reports[0]["weights_sha256"] == reports[1]["weights_sha256"]
     assert reports[0]["eval"] == reports[1]["eval"] or _same_scores(reports[0]["eval"], reports[1]["eval"])
 
