@@ -51,6 +51,10 @@ class TrainConfig:
     # bfloat16 where the CPU has native bfloat16 (models._hf.cpu_has_native_bf16), else float32. On
     # this project's AVX512_BF16 CPUs a step of 32 pairs x 128 tokens takes 0.78 s instead of 1.74 s.
     precision: str = "auto"
+    # Attention as plain matrix products ("eager") rather than torch's fused scaled_dot_product_attention:
+    # with attention dropout on (training), a step of 32 pairs x 128 tokens took 0.77 s against 0.92 s here
+    # (forward 0.44 vs 0.51 s, backward 0.29 vs 0.37 s). Same network and dropout rates; "sdpa" is the other choice.
+    attention: str = "eager"
 
 
 def autocast_dtype(precision: str) -> torch.dtype | None:
@@ -73,7 +77,8 @@ def seed_everything(seed: int, *, threads: int) -> None:
     torch.use_deterministic_algorithms(True)
 
 
-def init_model(init_path: Path, *, layers: int, seed: int, uniform_last_attention: bool = True) -> tuple[Any, Any]:
+def init_model(init_path: Path, *, layers: int, seed: int, uniform_last_attention: bool = True,
+               attention: str = "eager") -> tuple[Any, Any]:
     """(tokenizer, model): the encoder's weights, its first ``layers`` layers, a fresh seeded head."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -81,7 +86,8 @@ def init_model(init_path: Path, *, layers: int, seed: int, uniform_last_attentio
     hf_logging.set_verbosity_error()  # the "classifier newly initialized" report is expected
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(str(init_path), use_fast=True)
-    model = AutoModelForSequenceClassification.from_pretrained(str(init_path), num_labels=1, dtype=torch.float32)
+    model = AutoModelForSequenceClassification.from_pretrained(str(init_path), num_labels=1, dtype=torch.float32,
+                                                               attn_implementation=attention)
     encoder = model.base_model.encoder
     if 0 < layers < len(encoder.layer):
         encoder.layer = encoder.layer[:layers]
@@ -112,11 +118,12 @@ def train(groups: Sequence[Group], *, init_path: Path, cfg: TrainConfig,
     half = autocast_dtype(cfg.precision)
     seed_everything(cfg.seed, threads=cfg.threads)
     tokenizer, model = init_model(init_path, layers=cfg.layers, seed=cfg.seed,
-                                  uniform_last_attention=cfg.uniform_last_attention)
+                                  uniform_last_attention=cfg.uniform_last_attention, attention=cfg.attention)
     head = [p for n, p in model.named_parameters() if n.startswith("classifier")]
     body = [p for n, p in model.named_parameters() if not n.startswith("classifier")]
+    # fused: one kernel over all parameters (15 vs 39 ms a step on the CPU)
     optimizer = torch.optim.AdamW([{"params": body, "lr": cfg.lr}, {"params": head, "lr": cfg.head_lr}],
-                                  weight_decay=cfg.weight_decay)
+                                  weight_decay=cfg.weight_decay, fused=True)
     steps = cfg.epochs * math.ceil(len(groups) / cfg.groups_per_step)
     warmup = max(1, int(steps * cfg.warmup_share))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -160,7 +167,8 @@ def train(groups: Sequence[Group], *, init_path: Path, cfg: TrainConfig,
 
 
 def save(tokenizer: Any, model: Any, out: Path, *, max_length: int, provenance: dict[str, Any]) -> Path:
-    """fp16 safetensors, config, tokenizer (its model_max_length = ``max_length``), provenance JSON."""
+    """fp16 safetensors, config, tokenizer (its model_max_length = ``max_length``, the length trained at,
+    which the server reads pairs at by default), provenance JSON."""
     out.mkdir(parents=True, exist_ok=True)
     model.half().save_pretrained(str(out), safe_serialization=True)
     model.float()
