@@ -27,6 +27,8 @@ MEANINGS = {
                                  "own limit (engram's recipe saves the length it trained at)"),
     "search.rerank_depth": ("fused candidates per query the cross-encoder scores; 0 = auto: 20 in reduced "
                             "precision (bf16 CPU, fp16 CUDA, int8), 5 in float32"),
+    "search.rerank_cjk": ("rerank queries in CJK scripts at the default depth (the bundled cross-encoder reads "
+                          "English only; an explicit per-request depth is always honoured)"),
     "search.rerank_weight": "weight of the cross-encoder's order against the fused order",
     "search.rerank_rrf_k": "the k of the fusion of fused and cross-encoder orders",
     "batching.enabled": "group concurrent queries into device batches",

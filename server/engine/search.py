@@ -129,7 +129,9 @@ class SearchPipeline:
     def rerank_depth(self, query: SearchQuery) -> int:
         if self.reranker is None or query.rerank_depth < 0:
             return 0
-        return query.rerank_depth or self.default_rerank_depth
+        if query.rerank_depth:
+            return query.rerank_depth
+        return 0 if not self.cfg.rerank_cjk and has_cjk(query.text) else self.default_rerank_depth
 
     # -- the batch ----------------------------------------------------------------------------------
     async def run_batch(self, batch: list[Entry[SearchItem]], device_done: Callable[[], None]) -> None:

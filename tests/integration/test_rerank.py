@@ -76,3 +76,32 @@ def test_info_names_the_reranker(rerank_server) -> None:
     _, client = rerank_server
     info = client.memory.Info(spb.InfoRequest(), metadata=client.metadata)
     assert info.reranker.name and "NOT TRAINED" in info.reranker.provenance and info.reranker.device == "cpu"
+
+
+CJK_QUERY = "爱丽丝喝什么茶"
+
+
+def test_cjk_queries_keep_the_fused_order_unless_a_depth_is_asked(rerank_server) -> None:
+    # search.rerank_cjk is false by default: the bundled cross-encoder reads English only.
+    _, client = rerank_server
+    client.write("acme/rr", "爱丽丝每天早上喝绿茶。")
+    default = client.search("acme/rr", CJK_QUERY, top_k=5, scoring=pb.Scoring(**PLAIN))
+    assert default.hits and default.timings.rerank_ns == 0
+    assert not any(h.breakdown.HasField("rerank") for h in default.hits)
+    asked = client.search("acme/rr", CJK_QUERY, top_k=5, scoring=pb.Scoring(**PLAIN), rerank_depth=2)
+    assert sum(h.breakdown.HasField("rerank") for h in asked.hits) == 2
+    english = _search(client)  # the same server still reranks English queries at the default depth
+    assert sum(h.breakdown.HasField("rerank") for h in english.hits) == 3
+
+
+def test_rerank_cjk_reranks_cjk_queries_at_the_default_depth(tmp_path, jvm, embedder, tiny_reranker) -> None:
+    running = start_server(tmp_path / "data", embedder=embedder, reranker=tiny_reranker,
+                           search={"rerank_depth": 3, "rerank_cjk": True})
+    try:
+        client = running.client()
+        client.create_tenant("acme/zh")
+        client.write("acme/zh", *NOTES, "爱丽丝每天早上喝绿茶。")
+        result = client.search("acme/zh", CJK_QUERY, top_k=5, scoring=pb.Scoring(**PLAIN))
+        assert sum(h.breakdown.HasField("rerank") for h in result.hits) == 3
+    finally:
+        running.stop()
