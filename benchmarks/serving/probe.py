@@ -48,7 +48,8 @@ def probe(*, batching: bool, clients: int, seconds: float, warmup_s: float, tena
         raise SystemExit(f"{data} missing: run `make bench-serving` once to build it")
     names, queries = [tenant_name(i) for i in range(tenants)], query_texts(5000)
     with tempfile.TemporaryDirectory(prefix="engram-probe-") as tmp:
-        server = ServerProcess(data, batching=batching, env={"ENGRAM_MODELS__DEVICE": "cpu", **env}, workdir=Path(tmp))
+        server = ServerProcess(data, batching=batching, workdir=Path(tmp),
+                               env={"ENGRAM_MODELS__DEVICE": "cpu", "ENGRAM_MODELS__RERANKER": "", **env})
         try:
             server.wait_ready()
             asyncio.run(touch_tenants(server.address, ADMIN_KEY, names, queries[0]))

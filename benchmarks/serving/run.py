@@ -220,9 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.quick:
         args.datasets, args.levels, args.seconds, args.warmup = "1x10000", "1,8", 3.0, 3.0
-    env = {"ENGRAM_MODELS__DEVICE": args.device}
-    if args.reranker:
-        env["ENGRAM_MODELS__RERANKER"] = str(Path(args.reranker).resolve())
+    # No --reranker: none loaded at all (not the bundled default), as the searches send rerank_depth -1.
+    env = {"ENGRAM_MODELS__DEVICE": args.device,
+           "ENGRAM_MODELS__RERANKER": str(Path(args.reranker).resolve()) if args.reranker else ""}
     env.update(kv.split("=", 1) for kv in args.server_env)  # type: ignore[arg-type]
     levels = [int(x) for x in args.levels.split(",")]
     out_dir = Path(args.out)
