@@ -119,7 +119,7 @@ def run_scifact(server: EvalServer) -> dict:
 
 RERANK_WEIGHTS = (0.25, 0.5, 1.0, 2.0, 4.0, 1000.0)
 RERANK_KS = (10.0, 30.0, 60.0)
-RERANK_DEPTHS = (10, 15, 20, 25, 30)
+RERANK_DEPTHS = (10, 15, 20, 25, 30, 40, 50)
 
 
 def tune_rerank_blend(server: EvalServer, tenant: Ingested, train) -> dict:  # type: ignore[no-untyped-def]
