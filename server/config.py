@@ -75,8 +75,8 @@ class SearchConfig:
     dense_weight_cjk: float = 0.1   # multiplies dense_weight for queries in CJK scripts
     dense_weight_code: float = 0.3  # multiplies dense_weight for queries naming a code (XJ-2026-0421)
     # Fused candidates the cross-encoder sees; 0 = auto: 20 where it runs in reduced precision (bfloat16 on
-    # a CPU with native bf16, float16 on CUDA, int8), 5 in float32. CPU p95 at 10k: bf16 depth 20 171 ms,
-    # float32 depth 5 147 ms (README, Reranker).
+    # a CPU with native bf16, float16 on CUDA, int8), 5 in float32. CPU p95 at 10k: bf16 depth 20 179 ms
+    # (engram-reranker-v1), float32 depth 5 147 ms (README, Reranker).
     rerank_depth: int = 0
     # The bundled cross-encoder reads English only: on the zh/en set it lowered the Chinese queries' nDCG@10
     # 0.536 -> 0.506 at the default depth. False: a CJK query asking for the default depth keeps the fused
