@@ -14,6 +14,7 @@ import torch
 
 from models._hf import HFRunner, load_parts
 from models.base import ModelLoadError
+from models.unpadded import supports
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +95,6 @@ class HFEmbedder(HFRunner[str]):
         return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
 
     def _unpadded_supported(self) -> bool:
-        from models.unpadded import supports
-
         return supports(self._model)
 
     def _run_packed(self, hidden: torch.Tensor, packed: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -13,6 +13,7 @@ import torch
 
 from models._hf import HFRunner, load_parts
 from models.base import ModelLoadError, TextPair
+from models.unpadded import supports
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +93,6 @@ class HFCrossEncoder(HFRunner[TextPair]):
         return self._call(inputs)[:, self.positive_label]
 
     def _unpadded_supported(self) -> bool:
-        from models.unpadded import supports
-
         return type(self._model).__name__ == "BertForSequenceClassification" and supports(self._model)
 
     def _run_packed(self, hidden: torch.Tensor, packed: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -36,6 +36,10 @@ class SearchItem:
     query: SearchQuery
     now_ms: int
     vector: np.ndarray | None = None           # filled by the embed stage (or the cache)
+    cjk: bool = field(init=False)              # the query text has CJK script: fusion and rerank both ask
+
+    def __post_init__(self) -> None:
+        self.cjk = has_cjk(self.query.text)
 
 
 @dataclass
@@ -126,12 +130,13 @@ class SearchPipeline:
                             or query.filter.key is not None or query.filter.entities_any
                             or query.filter.entities_all) else base
 
-    def rerank_depth(self, query: SearchQuery) -> int:
+    def rerank_depth(self, it: SearchItem) -> int:
+        query = it.query
         if self.reranker is None or query.rerank_depth < 0:
             return 0
         if query.rerank_depth:
             return query.rerank_depth
-        return 0 if not self.cfg.rerank_cjk and has_cjk(query.text) else self.default_rerank_depth
+        return 0 if not self.cfg.rerank_cjk and it.cjk else self.default_rerank_depth
 
     # -- the batch ----------------------------------------------------------------------------------
     async def run_batch(self, batch: list[Entry[SearchItem]], device_done: Callable[[], None]) -> None:
@@ -214,13 +219,14 @@ class SearchPipeline:
                 out[i] = (scores[row, :depth], ids[row, :depth])
         return out
 
-    def _weights(self, query: SearchQuery) -> tuple[float, float]:
+    def _weights(self, it: SearchItem) -> tuple[float, float]:
+        query = it.query
         if query.lexical_only:
             return 0.0, 1.0
         if query.dense_only:
             return 1.0, 0.0
         dense_w = self.cfg.dense_weight
-        if has_cjk(query.text):
+        if it.cjk:
             dense_w *= self.cfg.dense_weight_cjk   # the packaged embedder is English-only
         if has_code(query.text):
             dense_w *= self.cfg.dense_weight_code  # embedders blur codes: XJ-2025-0421 ≈ XJ-2026-0421
@@ -233,7 +239,7 @@ class SearchPipeline:
             cand.dense_ids, cand.dense_scores = _filtered(it.shard, it.query, *dense, it.now_ms)
         if lexical is not None:
             cand.lexical_ids, cand.lexical_scores = _filtered(it.shard, it.query, *lexical, it.now_ms)
-        weights = self._weights(it.query)
+        weights = self._weights(it)
         scores, ids = rrf_filtered([cand.dense_ids, cand.lexical_ids], k=self.cfg.rrf_k, weights=weights)
         cand.ids, cand.rrf = ids, scores
         cand.relevance = scores / rrf_max(k=self.cfg.rrf_k, weights=weights)
@@ -252,7 +258,7 @@ class SearchPipeline:
             return pairs, owners
         for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
             by_doc = it.shard.store.by_doc
-            for ci, doc in enumerate(cand.ids[: self.rerank_depth(it.query)].tolist()):
+            for ci, doc in enumerate(cand.ids[: self.rerank_depth(it)].tolist()):
                 memory = by_doc(doc)
                 if memory is not None:  # gone since fusion (a purge): it keeps its fused place
                     pairs.append((it.query.text, memory.content))
@@ -264,7 +270,7 @@ class SearchPipeline:
         for (qi, ci), logit in zip(owners, logits.tolist(), strict=True):
             cands[qi].rerank[ci] = float(logit)
         for it, cand in zip(items, cands, strict=True):
-            depth = min(self.rerank_depth(it.query), len(cand.ids))
+            depth = min(self.rerank_depth(it), len(cand.ids))
             if depth == 0:
                 continue
             head = np.nan_to_num(cand.rerank[:depth], nan=0.0).tolist()
