@@ -151,6 +151,7 @@ class ServerConfig:
     jvm_heap_mb: int = 2048
     lucene_commit_interval_s: float = 5.0
     metrics_listen: str = ""              # Prometheus /metrics at host:port; "" = off (make serve: 127.0.0.1:9464)
+    console_listen: str = ""              # web console (HTTP) at host:port; "" = off (make serve: 127.0.0.1:8080)
     log_format: str = "text"              # text | json (one JSON object per line, with request_id)
     tls_cert: str = ""                    # PEM server certificate chain; "" = plaintext
     tls_key: str = ""                     # PEM private key of tls_cert
@@ -175,6 +176,7 @@ class ServerConfig:
             (0 <= self.batching.device_slots <= 2, "batching.device_slots must be 0 (auto), 1 or 2"),
             (self.batching.queue_capacity >= 1, "batching.queue_capacity must be >= 1"),
             (self.metrics_listen == "" or ":" in self.metrics_listen, "metrics_listen must be host:port or empty"),
+            (self.console_listen == "" or ":" in self.console_listen, "console_listen must be host:port or empty"),
             (self.log_format in ("text", "json"), "log_format must be text or json"),
             (self.batching.query_cache_ttl_ms >= 0, "batching.query_cache_ttl_ms must be >= 0"),
             (self.batching.query_cache_entries >= 0, "batching.query_cache_entries must be >= 0"),
