@@ -2,15 +2,17 @@
 
 ``EngramClient`` blocks; ``AsyncEngramClient`` is the same API on grpc.aio. Both retry UNAVAILABLE with
 exponential backoff, put a deadline on every call, page through List, and offer the agent loop's two
-helpers: ``recall`` before answering and ``remember`` after. Any RPC in the proto is also callable by
-name through ``client.call("Method", request)``.
+helpers: ``recall`` before answering and ``remember`` after. ``turn`` (``server.sdk.loop``) runs the whole
+read-write loop in one call: recall → answer → remember → touch what was used. Any RPC in the proto is
+also callable by name through ``client.call("Method", request)``.
 """
 
 from __future__ import annotations
 
-from server.sdk._core import NO_RETRY, Recall, RetryPolicy, memory_filter, memory_input, search_query
+from server.sdk._core import NO_RETRY, Recall, RetryPolicy, memory_filter, memory_input, search_query, with_key
 from server.sdk.aio import AsyncEngramClient
 from server.sdk.client import EngramClient
+from server.sdk.loop import Remembered, Turn, aend_turn, aturn, end_turn, turn
 
-__all__ = ["NO_RETRY", "AsyncEngramClient", "EngramClient", "Recall", "RetryPolicy", "memory_filter",
-           "memory_input", "search_query"]
+__all__ = ["NO_RETRY", "AsyncEngramClient", "EngramClient", "Recall", "Remembered", "RetryPolicy", "Turn",
+           "aend_turn", "aturn", "end_turn", "memory_filter", "memory_input", "search_query", "turn", "with_key"]

@@ -6,12 +6,13 @@ clients differ only in how they wait: ``client.py`` blocks, ``aio.py`` awaits.
 
 from __future__ import annotations
 
+import copy
 import random
 import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import json_format
@@ -30,6 +31,7 @@ CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
 )
 
 MemoryLike = str | Mapping[str, Any] | pb.MemoryInput
+ClientT = TypeVar("ClientT")
 FilterLike = Mapping[str, Any] | pb.Filter | None
 
 
@@ -80,6 +82,14 @@ def response_class(service: str, method: str) -> type[Message]:
 def _message_class(name: str) -> type[Message]:
     cls = getattr(spb, name, None) or getattr(pb, name)
     return cls  # type: ignore[no-any-return]
+
+
+def with_key(client: ClientT, key: str) -> ClientT:
+    """The same client (channel, deadline, retries) calling with another key, e.g. one server acting for
+    many keys. It shares the channel: close only the original."""
+    other = copy.copy(client)
+    other.key = key  # type: ignore[attr-defined]
+    return other
 
 
 def call_metadata(key: str, request_id: str | None = None) -> list[tuple[str, str]]:
