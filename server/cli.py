@@ -59,6 +59,24 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    """``engram mcp``: the MCP server (engram_integrations.mcp, the ``mcp`` extra) over stdio or HTTP."""
+    from server.config import load_client_config
+
+    try:
+        from engram_integrations.mcp import serve_http, serve_stdio
+    except ImportError as exc:
+        sys.stderr.write(f"engram mcp needs the mcp extra (pip install 'engram[mcp]'): {exc}\n")
+        return 2
+    cfg = load_client_config(address=args.address, key=args.key, timeout_s=args.timeout)
+    if args.transport == "stdio":
+        asyncio.run(serve_stdio(address=cfg.address, key=cfg.key, tenant_id=args.tenant or "", timeout_s=cfg.timeout_s))
+    else:  # each HTTP request brings its own key as its bearer credential
+        asyncio.run(serve_http(address=cfg.address, listen=args.listen, path=args.path, tenant_id=args.tenant or "",
+                               timeout_s=cfg.timeout_s))
+    return 0
+
+
 def _client_command(run: Callable[[argparse.Namespace, Any], int]) -> Callable[[argparse.Namespace], int]:
     def command(args: argparse.Namespace) -> int:
         from server.config import load_client_config
@@ -141,6 +159,13 @@ def _add_client_commands(sub: Any) -> None:
     p = add("stats", c.stats, "loaded tenants, index tiers, memory budget (admin key)")
     p.add_argument("tenant", nargs="?")
     p.add_argument("--json", action="store_true")
+    p = sub.add_parser("mcp", help="serve engram's tools to MCP clients (agents) over stdio or streamable HTTP",
+                       parents=[common])
+    p.add_argument("--tenant", help="the tenant the tools act on (default: the one tenant the key covers)")
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    p.add_argument("--listen", default="127.0.0.1:8765", help="http: host:port (port 0: any free port)")
+    p.add_argument("--path", default="/mcp", help="http: the endpoint path")
+    p.set_defaults(func=_mcp)
     p = add("audit", c.audit, "a tenant's audit log")
     p.add_argument("tenant")
     p.add_argument("--op", action="append", help="only these ops: write, merge, supersede, delete, search, ...")
