@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from kernels import get_decay_ranker
 from models.base import Embedder, Reranker
 from server.config import ServerConfig
+from server.console.frontend import ConsoleFrontend
 from server.engine.engine import Engine
 from server.grpc.server import GrpcFrontend
 from server.metrics import Metrics
@@ -45,6 +46,8 @@ class App:
     _flusher: asyncio.Task[None] | None = None
     metrics: Metrics | None = None
     metrics_port: int = 0
+    console: ConsoleFrontend | None = None
+    console_port: int = 0
 
     @property
     def port(self) -> int:
@@ -54,8 +57,10 @@ class App:
         await self.engine.start()
         await self.frontend.start()
         await self.frontend.set_serving(True)
-        if self.metrics is not None:
+        if self.metrics is not None and self.config.metrics_listen:
             self.metrics_port = self.metrics.serve(self.config.metrics_listen)
+        if self.console is not None:
+            self.console_port = await self.console.start()
         self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         log.info("engram serving on port %d (device %s)", self.port, self.engine.device)
 
@@ -70,6 +75,8 @@ class App:
 
     async def stop(self) -> None:
         """Health → NOT_SERVING, finish in-flight calls, drain batchers, flush indexes, close logs."""
+        if self.console is not None:
+            await self.console.stop()
         await self.frontend.stop(self.config.grace_s)
         if self._flusher is not None:
             self._flusher.cancel()
@@ -137,8 +144,9 @@ def set_process_threads(requested: int) -> int:
 
 
 def build_metrics(config: ServerConfig, engine: Engine) -> Metrics | None:
-    """The Prometheus metrics, when ``metrics_listen`` is set; they read queue and tenant state at scrape time."""
-    if not config.metrics_listen:
+    """The Prometheus metrics, when ``metrics_listen`` is set (served) or ``console_listen`` (read by the console's
+    latency plot); they read queue and tenant state at scrape time."""
+    if not (config.metrics_listen or config.console_listen):
         return None
     metrics = Metrics()
     metrics.watch(batchers=[engine.search_batcher, engine.write_batcher],
@@ -178,5 +186,8 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
     metrics = build_metrics(config, engine)
     frontend = GrpcFrontend(engine, listen=config.listen, tls_cert=config.tls_cert, tls_key=config.tls_key,
                             tls_client_ca=config.tls_client_ca, metrics=metrics)
+    console = (ConsoleFrontend(engine, listen=config.console_listen, metrics=metrics, tls_cert=config.tls_cert,
+                               tls_key=config.tls_key, tls_client_ca=config.tls_client_ca)
+               if config.console_listen else None)
     return App(config=config, engine=engine, frontend=frontend, new_admin_key=new_admin_key, metrics=metrics,
-               pools=[device_pool, cpu_pool, write_pool])
+               pools=[device_pool, cpu_pool, write_pool], console=console)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -38,6 +40,7 @@ TENANTS_LOADED = "engram_tenants_loaded"
 STAGES = ("queue", "embed", "ann", "bm25", "fusion", "rerank", "decay", "total")
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+RECENT_QUERIES = 256   # per-query stage timings kept for the console's latency plot (not exported)
 
 
 class BatcherView(Protocol):
@@ -75,6 +78,8 @@ class Metrics:
                                     buckets=BATCH_BUCKETS, registry=self.registry)
         self.queries = Counter(QUERIES, "Search queries answered (a Search RPC may carry several).",
                                registry=self.registry)
+        # (unix ms, stage → ns, batch size) of the last RECENT_QUERIES queries, oldest first
+        self.recent: deque[tuple[int, dict[str, int], int]] = deque(maxlen=RECENT_QUERIES)
         self._http: Any = None
         self._http_thread: threading.Thread | None = None
 
@@ -96,6 +101,7 @@ class Metrics:
                 self.stage.labels(stage).observe(value / 1e9)
         if batch_size > 0:
             self.batch_size.observe(batch_size)
+        self.recent.append((int(time.time() * 1000), dict(stages_ns), batch_size))
 
     # -- state read at scrape time -----------------------------------------------------------------------
     def watch(self, *, batchers: Sequence[BatcherView], loaded_tenants: Callable[[], int]) -> None:
