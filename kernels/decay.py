@@ -11,8 +11,11 @@ Per candidate ``i``::
                                                      if half_life_s[i] > 0, finite, and not pinned[i]
              = 1                                     otherwise (0, inf or NaN half-life: never decays)
     floor    = decay_floor (a scalar, or decay_floor[i]; default 0: the plain half-life curve)
-    weight   = (1 - importance_weight) + importance_weight * importance[i]
-    final    = relevance[i] * decay * weight         (all in float32)
+    recency  = (1 - a) + a * decay                   a = recency_weight (scalar or per candidate; default 1)
+    base     = (1 - importance_weight) + importance_weight * importance[i]
+    weight   = max(base, min(weight_cap[i], base + boost[i] * decay))
+                                                     (the access boost, fading with recency; default none)
+    final    = relevance[i] * recency * weight * factor[i]   (all in float32; factor default 1)
 
 Per segment, the ``top_k`` largest ``final`` values, descending, ties broken by the lower candidate
 index; short segments are padded with score ``-inf`` and index ``-1``. Indices are global (into the
@@ -39,6 +42,7 @@ class DecayRanked:
     decay: npt.NDArray[np.float32]  # (n,)
     weight: npt.NDArray[np.float32]  # (n,)
     final: npt.NDArray[np.float32]  # (n,)
+    recency: npt.NDArray[np.float32] | None = None  # (n,)
 
 
 class DecayRanker(Protocol):
@@ -56,19 +60,37 @@ class DecayRanker(Protocol):
         top_k: int,
         importance_weight: float,
         decay_floor: Any = 0.0,
+        recency_weight: Any = 1.0,
+        boost: Any = 0.0,
+        weight_cap: Any = np.inf,
+        factor: Any = 1.0,
     ) -> DecayRanked: ...
+
+
+def per_candidate(value: Any, n: int, xp: Any = np, *, name: str, low: float = 0.0, high: float = 1.0) -> Any:
+    """A per-candidate float32 array (length n) from a scalar or an array; checks [low, high]."""
+    values = xp.asarray(value, dtype=xp.float32)
+    if values.ndim == 0:
+        values = xp.full(n, values, dtype=xp.float32)
+    if values.shape != (n,):
+        raise ValueError(f"{name} must be a scalar or of shape ({n},), got {values.shape}")
+    if n and not bool(((values >= low) & (values <= high)).all()):
+        raise ValueError(f"{name} must be in [{low:g}, {high:g}]")
+    return xp.ascontiguousarray(values)
 
 
 def decay_floors(decay_floor: Any, n: int, xp: Any = np) -> Any:
     """The per-candidate floor array (float32, length n) from a scalar or an array; checks [0, 1]."""
-    floors = xp.asarray(decay_floor, dtype=xp.float32)
-    if floors.ndim == 0:
-        floors = xp.full(n, floors, dtype=xp.float32)
-    if floors.shape != (n,):
-        raise ValueError(f"decay_floor must be a scalar or of shape ({n},), got {floors.shape}")
-    if n and not bool(((floors >= 0) & (floors <= 1)).all()):
-        raise ValueError("decay_floor must be in [0, 1]")
-    return xp.ascontiguousarray(floors)
+    return per_candidate(decay_floor, n, xp, name="decay_floor")
+
+
+def ranking_inputs(n: int, xp: Any, *, decay_floor: Any, recency_weight: Any, boost: Any, weight_cap: Any,
+                   factor: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """The optional per-candidate inputs, checked: (floor, recency weight, boost, weight cap, factor)."""
+    return (decay_floors(decay_floor, n, xp), per_candidate(recency_weight, n, xp, name="recency_weight"),
+            per_candidate(boost, n, xp, name="boost", high=np.inf),
+            per_candidate(weight_cap, n, xp, name="weight_cap", high=np.inf),
+            per_candidate(factor, n, xp, name="factor", high=np.inf))
 
 
 def validate_decay_inputs(
@@ -123,6 +145,10 @@ def decay_rank(
     top_k: int,
     importance_weight: float,
     decay_floor: npt.ArrayLike = 0.0,
+    recency_weight: npt.ArrayLike = 1.0,
+    boost: npt.ArrayLike = 0.0,
+    weight_cap: npt.ArrayLike = np.inf,
+    factor: npt.ArrayLike = 1.0,
 ) -> DecayRanked:
     """NumPy reference; see the module docstring for the semantics."""
     rel = np.asarray(relevance, dtype=np.float32)
@@ -134,14 +160,18 @@ def decay_rank(
     arrays = {"relevance": rel, "age_s": age, "half_life_s": half_life, "importance": imp, "pinned": pin}
     n = validate_decay_inputs(arrays, segs, top_k=top_k, importance_weight=importance_weight)
 
+    floors, rw, boosts, caps, factors = ranking_inputs(n, np, decay_floor=decay_floor, recency_weight=recency_weight,
+                                                       boost=boost, weight_cap=weight_cap, factor=factor)
     decays = np.ones(n, dtype=np.float32)
     decaying = (half_life > 0) & np.isfinite(half_life) & ~pin
     clipped_age = np.fmax(age[decaying], np.float32(0))  # fmax maps NaN to 0
-    floors = decay_floors(decay_floor, n)[decaying]
+    floors = floors[decaying]
     decays[decaying] = floors + (np.float32(1) - floors) * np.exp2(-(clipped_age / half_life[decaying]))
     iw = np.float32(importance_weight)
-    weights = (np.float32(1) - iw) + iw * imp
-    finals = (rel * decays) * weights
+    base = (np.float32(1) - iw) + iw * imp
+    weights = np.maximum(base, np.minimum(caps, base + boosts * decays))
+    recency = (np.float32(1) - rw) + rw * decays
+    finals = ((rel * recency) * weights) * factors
 
     q = segs.shape[0] - 1
     scores = np.full((q, top_k), -np.inf, dtype=np.float32)
@@ -167,4 +197,5 @@ def decay_rank(
         decay=decays,
         weight=weights.astype(np.float32, copy=False),
         final=finals.astype(np.float32, copy=False),
+        recency=recency.astype(np.float32, copy=False),
     )

@@ -17,7 +17,7 @@ from typing import Any
 import cupy  # type: ignore[import-not-found, import-untyped, unused-ignore]
 import numpy as np
 
-from kernels.decay import DecayRanked, decay_floors, host_offsets, validate_decay_inputs
+from kernels.decay import DecayRanked, host_offsets, ranking_inputs, validate_decay_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,12 @@ extern "C" __global__ void decay_final(
     const long long n,
     const float importance_weight,
     const float* __restrict__ decay_floor,
+    const float* __restrict__ recency_weight,
+    const float* __restrict__ boost,
+    const float* __restrict__ weight_cap,
+    const float* __restrict__ factor,
     float* __restrict__ decay,
+    float* __restrict__ recency,
     float* __restrict__ weight,
     float* __restrict__ final_score,
     unsigned long long* __restrict__ key)
@@ -52,9 +57,13 @@ extern "C" __global__ void decay_final(
         d = __fadd_rn(floor, __fmul_rn(1.0f - floor, exp2f(-__fdiv_rn(age, hl))));
     }
     /* explicit rounding intrinsics: no FMA contraction, to match NumPy's float32 arithmetic */
-    const float w = __fadd_rn(1.0f - importance_weight, __fmul_rn(importance_weight, importance[i]));
-    float f = __fmul_rn(__fmul_rn(relevance[i], d), w);
+    const float base = __fadd_rn(1.0f - importance_weight, __fmul_rn(importance_weight, importance[i]));
+    const float w = fmaxf(base, fminf(weight_cap[i], __fadd_rn(base, __fmul_rn(boost[i], d))));
+    const float rw = recency_weight[i];
+    const float r = __fadd_rn(1.0f - rw, __fmul_rn(rw, d));
+    float f = __fmul_rn(__fmul_rn(__fmul_rn(relevance[i], r), w), factor[i]);
     decay[i] = d;
+    recency[i] = r;
     weight[i] = w;
     final_score[i] = f;
 
@@ -102,6 +111,10 @@ def decay_rank(
     top_k: int,
     importance_weight: float,
     decay_floor: Any = 0.0,
+    recency_weight: Any = 1.0,
+    boost: Any = 0.0,
+    weight_cap: Any = np.inf,
+    factor: Any = 1.0,
 ) -> DecayRanked:
     """GPU version of :func:`kernels.decay.decay_rank`; NumPy or CuPy inputs, NumPy outputs."""
     rel = cupy.ascontiguousarray(cupy.asarray(relevance, dtype=cupy.float32))
@@ -112,13 +125,15 @@ def decay_rank(
     segs_host = host_offsets(offsets)
     arrays = {"relevance": rel, "age_s": age, "half_life_s": half_life, "importance": imp, "pinned": pin}
     n = validate_decay_inputs(arrays, segs_host, top_k=top_k, importance_weight=importance_weight)
-    floors = decay_floors(decay_floor, n, cupy)
+    floors, rw, boosts, caps, factors = ranking_inputs(n, cupy, decay_floor=decay_floor, recency_weight=recency_weight,
+                                                       boost=boost, weight_cap=weight_cap, factor=factor)
     q = segs_host.shape[0] - 1
     if q >= 2**31:
         raise ValueError(f"too many segments for one launch: {q}")
     segs = cupy.asarray(segs_host)
 
     decay = cupy.empty(n, dtype=cupy.float32)
+    recency = cupy.empty(n, dtype=cupy.float32)
     weight = cupy.empty(n, dtype=cupy.float32)
     final = cupy.empty(n, dtype=cupy.float32)
     key = cupy.empty(n, dtype=cupy.uint64)
@@ -130,7 +145,7 @@ def decay_rank(
             (
                 rel, age, half_life, imp, pin, segs,
                 np.int32(q), np.int64(n), np.float32(importance_weight),
-                floors, decay, weight, final, key,
+                floors, rw, boosts, caps, factors, decay, recency, weight, final, key,
             ),
         )
     order = cupy.argsort(key).astype(cupy.int64)  # stable: equal keys keep index order
@@ -143,4 +158,5 @@ def decay_rank(
         decay=cupy.asnumpy(decay),
         weight=cupy.asnumpy(weight),
         final=cupy.asnumpy(final),
+        recency=cupy.asnumpy(recency),
     )

@@ -117,9 +117,11 @@ def search(args: argparse.Namespace, client: EngramClient) -> int:
         b, m = hit.breakdown, hit.memory
         rows.append([n, f"{b.final:.3f}", f"{b.relevance:.3f}", _rank(b.dense_rank, b.dense_score),
                      _rank(b.bm25_rank, b.bm25_score), f"{b.rerank:.2f}" if b.HasField("rerank") else "-",
-                     f"{b.decay:.3f}", f"{b.importance_weight:.2f}", _short(pb.MemoryType, m.type, "MEMORY_TYPE_"),
-                     age(m.created_at_ms, now_ms=now), m.content])
-    _out(table(["#", "final", "relev", "dense", "bm25", "rerank", "decay", "imp.w", "type", "age", "content"], rows)
+                     f"{b.recency:.3f}", f"{b.importance_weight:.2f}", f"{b.temporal:.2f}",
+                     _short(pb.MemoryType, m.type, "MEMORY_TYPE_"), age(m.created_at_ms, now_ms=now), m.content])
+    # final = relev × recency × imp.w × time (README "Ranking")
+    _out(table(["#", "final", "relev", "dense", "bm25", "rerank", "recency", "imp.w", "time", "type", "age", "content"],
+               rows)
          if rows else "(no memories matched)")
     t = result.timings
     _out(f"\n{len(rows)} hits in {t.total_ns / 1e6:.1f} ms (queue {t.queue_ns / 1e6:.1f}, embed {t.embed_ns / 1e6:.1f},"

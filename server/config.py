@@ -82,19 +82,25 @@ class SearchConfig:
     # 0.536 -> 0.506 at the default depth. False: a CJK query asking for the default depth keeps the fused
     # order (an explicit per-request depth is still honoured). True for a multilingual cross-encoder.
     rerank_cjk: bool = False
-    # Reranked order = RRF of the fused order and the cross-encoder's order over the reranked depth:
-    # 1/(rerank_rrf_k + fused rank) + rerank_weight/(rerank_rrf_k + cross-encoder rank).
-    rerank_weight: float = 1.0
-    rerank_rrf_k: float = 60.0
+    # The context block leaves out hits whose calibrated relevance is below this (0 = keep every hit)
+    min_relevance: float = 0.3
 
 
 @dataclass(frozen=True)
 class ScoringConfig:
+    """final = relevance × recency × importance × temporal (README "Ranking"; chosen on dev data there)."""
+
     episodic_half_life_s: float = 48 * HOUR_S
     semantic_half_life_s: float = 30 * DAY_S
     procedural_half_life_s: float = 0.0   # 0: never decays
-    importance_weight: float = 0.5        # weight = (1 - w) + w * importance
+    # recency = (1 - a) + a * decay: a memory unused for one half-life keeps 1 - a/2 of its relevance, never < 1 - a
+    recency_weight: float = 0.2
+    importance_weight: float = 0.2        # importance factor = (1 - b) + b * importance
     decay_floor: float = 0.0              # decay = floor + (1 - floor) * 0.5^(age / half-life); 0 = plain curve
+    # A query naming a time ("last week", "in May 2023", "上周"): memories created inside it get × (1 + boost)
+    temporal_boost: float = 0.3
+    # Relevance calibration (server/fusion/calibration.py); "" = the bundled fit for the shipped models
+    calibration: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,8 +109,11 @@ class MemoryConfig:
     pending_below_confidence: float = 0.5
     dedupe_cosine: float = 0.95
     capacity_per_tenant: int = 0          # 0: unlimited
-    access_importance_step: float = 0.02  # each time a memory is returned, importance += step (bounded)
-    access_importance_max: float = 0.9    # the access nudge never lifts importance above this
+    # Each use (a hit among the first access_top_hits of a search, or a Touch) adds step to the importance the
+    # ranking reads, fading with recency; never above access_importance_max. The stored importance is the writer's.
+    access_importance_step: float = 0.02
+    access_importance_max: float = 0.9
+    access_top_hits: int = 3              # a live search counts its first N hits as used; 0 = only Touch does
     audit_searches: bool = True           # append every search and its returned ids to the audit log
 
 
@@ -195,8 +204,6 @@ class ServerConfig:
             (1 <= self.search.candidates <= self.limits.max_candidates, "search.candidates out of range"),
             (1 <= self.search.default_top_k <= self.limits.max_top_k, "search.default_top_k out of range"),
             (self.search.rerank_depth >= 0, "search.rerank_depth must be >= 0"),
-            (self.search.rerank_weight > 0 and self.search.rerank_rrf_k > 0,
-             "search.rerank_weight and search.rerank_rrf_k must be > 0"),
             (0.0 <= self.scoring.importance_weight <= 1.0, "scoring.importance_weight must be in [0, 1]"),
             (0.0 <= self.memory.default_importance <= 1.0, "memory.default_importance must be in [0, 1]"),
             (0.0 <= self.memory.pending_below_confidence <= 1.0, "memory.pending_below_confidence in [0, 1]"),
@@ -205,6 +212,10 @@ class ServerConfig:
             (0.0 <= self.memory.access_importance_max <= 1.0, "memory.access_importance_max in [0, 1]"),
             (self.memory.capacity_per_tenant >= 0, "memory.capacity_per_tenant must be >= 0"),
             (0.0 <= self.scoring.decay_floor <= 1.0, "scoring.decay_floor must be in [0, 1]"),
+            (0.0 <= self.scoring.recency_weight <= 1.0, "scoring.recency_weight must be in [0, 1]"),
+            (0.0 <= self.scoring.temporal_boost <= 10.0, "scoring.temporal_boost must be in [0, 10]"),
+            (0.0 <= self.search.min_relevance <= 1.0, "search.min_relevance must be in [0, 1]"),
+            (self.memory.access_top_hits >= 0, "memory.access_top_hits must be >= 0"),
         ]
         for name in ("episodic_half_life_s", "semantic_half_life_s", "procedural_half_life_s"):
             value = getattr(self.scoring, name)
@@ -243,10 +254,20 @@ def _coerce(value: str, current: Any) -> Any:
     return value
 
 
+# Options that no longer do anything: accepted with a warning for one release, then unknown.
+DEPRECATED = {
+    "rerank_weight": "search.rerank_weight is ignored: the reranked order is the calibrated relevance (README Ranking)",
+    "rerank_rrf_k": "search.rerank_rrf_k is ignored: the reranked order is the calibrated relevance (README Ranking)",
+}
+
+
 def _apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
     changes: dict[str, Any] = {}
     known = {f.name for f in dataclasses.fields(cfg)}
     for name, value in overrides.items():
+        if name not in known and isinstance(cfg, SearchConfig) and name in DEPRECATED:
+            log.warning("deprecated config option: %s", DEPRECATED[name])
+            continue
         if name not in known:
             raise ConfigError(f"unknown config option: {name}")
         current = getattr(cfg, name)

@@ -50,6 +50,7 @@ class Memory:
     metadata: Mapping[str, str]
     source_refs: tuple[str, ...]
     updated_at_ms: int
+    context: str = ""            # indexed with the content, never returned as it (MemoryInput.context)
 
 
 def is_expired(m: Memory, now_ms: int) -> bool:
@@ -79,6 +80,7 @@ class MemoryInput:
     expires_at_ms: int = 0
     metadata: Mapping[str, str] = field(default_factory=dict)
     last_access_at_ms: int = 0
+    context: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +135,8 @@ class Scoring:
     importance_weight: float | None = None
     now_ms: int = 0
     decay_floor: float | None = None
+    recency_weight: float | None = None
+    disable_temporal: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +153,7 @@ class SearchQuery:
     context_items: int = 0
     lexical_only: bool = False
     dense_only: bool = False
+    min_relevance: float | None = None
 
     def effective_statuses(self) -> frozenset[MemoryStatus]:
         if self.filter.statuses:
@@ -173,6 +178,8 @@ class Breakdown:
     decay: float
     importance_weight: float
     final: float
+    recency: float = 1.0
+    temporal: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +261,7 @@ class AuditOp(enum.IntEnum):
     CONFIRM = 6
     ARCHIVE = 7
     EXPIRE = 8
+    USE = 9
 
 
 @dataclass(frozen=True, slots=True)

@@ -362,6 +362,41 @@ def load_chinese(root: Path | None = None) -> ChineseSet:
     )
 
 
+@dataclass(frozen=True)
+class RecencyMemory:
+    id: str
+    content: str
+    type: str
+    age_days: float
+    importance: float
+
+
+@dataclass(frozen=True)
+class RecencySet:
+    """engram's recency-sensitive set (written for this project): the same topic at different ages where
+    the newer memory is the answer with no shared key, recent events vs old ones, importance-driven picks;
+    English and Chinese, with distractors. ``stale``: the memories a query must rank below its answer."""
+
+    memories: tuple[RecencyMemory, ...]
+    queries: tuple[Query, ...]
+    qrels: dict[str, dict[str, int]]
+    stale: dict[str, tuple[str, ...]]
+    lang: dict[str, str]
+    kind: dict[str, str]
+
+
+def load_recency(root: Path | None = None) -> RecencySet:
+    base = (root or repo_root()) / "benchmarks" / "quality" / "data"
+    memories = tuple(RecencyMemory(id=m["id"], content=m["content"], type=m["type"], age_days=float(m["age_days"]),
+                                   importance=float(m["importance"]))
+                     for m in _read_jsonl(_require(base / "recency_memories.jsonl", "recency memory set")))
+    raw = _read_jsonl(_require(base / "recency_queries.jsonl", "recency query set"))
+    return RecencySet(memories=memories, queries=tuple(Query(id=q["id"], text=q["text"]) for q in raw),
+                      qrels={q["id"]: {r: 1 for r in q["relevant"]} for q in raw},
+                      stale={q["id"]: tuple(q["stale"]) for q in raw}, lang={q["id"]: q["lang"] for q in raw},
+                      kind={q["id"]: q["kind"] for q in raw})
+
+
 # ---------------------------------------------------------------------------------------------
 # Metrics (BEIR / pytrec_eval definitions)
 

@@ -56,6 +56,11 @@ class Stage:
     decay: bool = False  # decay × importance on ("now" = the data set's now)
     half_life_s: float | None = None  # episodic half-life override (None: the server's)
     decay_floor: float | None = None  # decay floor override (None: the server's)
+    temporal: bool = False  # the boost for memories inside a time the query names
+    defaults: bool = False  # the server's defaults: no override at all but "as of" (or none when live)
+    live: bool = False  # with defaults: no "as of" either, so accesses are recorded as a user's would be
+    recency_weight: float | None = None  # recency weight override (None: the server's)
+    importance_weight: float | None = None  # importance weight override (None: the server's)
 
 
 BM25 = Stage("bm25", lexical_only=True)
@@ -63,6 +68,8 @@ DENSE = Stage("dense", dense_only=True)
 HYBRID = Stage("hybrid")
 RERANK = Stage("hybrid+rerank", rerank=True)
 DECAY = Stage("hybrid+decay", decay=True)
+DEFAULTS = Stage("defaults", defaults=True)
+LIVE = Stage("defaults (live)", defaults=True, live=True)
 
 
 @dataclass
@@ -97,6 +104,9 @@ class EvalServer:
         self._app: App | None = None
         self._channel: grpc.Channel | None = None
         self._metadata = [("authorization", f"Bearer {ADMIN_KEY}")]
+        self.docs_of: dict[str, dict[str, list[str]]] = {}   # tenant → memory id → eval ids (every ingest)
+        self.last_grid_hits: Any = None
+        self.grid_hits: list[Any] = []
 
     def __enter__(self) -> EvalServer:
         self._thread.start()
@@ -150,6 +160,7 @@ class EvalServer:
                 out.merged += result.outcome == spb.WRITE_OUTCOME_MERGED
                 out.superseded += len(result.superseded)
         out.seconds = time.perf_counter() - t0
+        self.docs_of[tenant] = out.docs_of
         log.info("%s: %d writes → %d memories (%d merged, %d superseded) in %.1fs", tenant, len(items),
                  out.memories, out.merged, out.superseded, out.seconds)
         return out
@@ -164,18 +175,29 @@ class EvalServer:
     def search_hits(self, tenant: Ingested, queries: Sequence[Query], stage: Stage, *, now_ms: int, top_k: int,
                     candidates: int = 0) -> dict[str, list[pb.Hit]]:
         """The server's hits (with their score breakdowns) per query id for one stage."""
-        scoring = pb.Scoring(disable_decay=not stage.decay, disable_importance=not stage.decay, now_ms=now_ms)
+        if stage.defaults:
+            scoring = pb.Scoring(now_ms=0 if stage.live else now_ms)
+            rerank_depth = stage.rerank_depth
+        else:
+            scoring = pb.Scoring(disable_decay=not stage.decay, disable_importance=not stage.decay, now_ms=now_ms,
+                                 disable_temporal=not stage.temporal)
+            rerank_depth = stage.rerank_depth if stage.rerank else -1
         if stage.decay_floor is not None:
             scoring.decay_floor = stage.decay_floor
         if stage.half_life_s is not None:
             scoring.episodic_half_life_s = stage.half_life_s
+        if stage.recency_weight is not None:
+            scoring.recency_weight = stage.recency_weight
+        if stage.importance_weight is not None:
+            scoring.importance_weight = stage.importance_weight
         run: dict[str, list[pb.Hit]] = {}
-        for i in range(0, len(queries), QUERY_CHUNK):
-            chunk = queries[i:i + QUERY_CHUNK]
+        # Live searches go one at a time, in a fixed order, so each sees the accesses of those before it.
+        chunk_size = 1 if stage.live else QUERY_CHUNK
+        for i in range(0, len(queries), chunk_size):
+            chunk = queries[i:i + chunk_size]
             request = spb.SearchRequest(tenant_id=tenant.tenant, queries=[
                 pb.SearchQuery(text=clean(q.text), top_k=top_k, candidates=candidates, lexical_only=stage.lexical_only,
-                               dense_only=stage.dense_only, rerank_depth=stage.rerank_depth if stage.rerank else -1,
-                               scoring=scoring)
+                               dense_only=stage.dense_only, rerank_depth=rerank_depth, scoring=scoring)
                 for q in chunk])
             reply = self._memory.Search(request, metadata=self._metadata, timeout=600)
             for q, result in zip(chunk, reply.results, strict=True):

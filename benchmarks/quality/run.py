@@ -28,15 +28,15 @@ from benchmarks.quality.harness import EvalServer
 
 log = logging.getLogger("benchmarks.quality")
 
-SUITES = ("scifact", "locomo", "zh")
+SUITES = ("scifact", "locomo", "zh", "recency")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default=",".join(SUITES), help="comma-separated: scifact, locomo, zh")
     parser.add_argument("--reranker", default="", help="cross-encoder path (else ENGRAM_MODELS__RERANKER)")
-    parser.add_argument("--locomo-text", default="raw,contextualised",
-                        help="LoCoMo memory text: raw turn text and/or '[date] speaker: text'")
+    parser.add_argument("--locomo-text", default="speaker,conversation",
+                        help="LoCoMo memory text: speaker (the headline), conversation, raw, contextualised")
     parser.add_argument("--out", type=Path, default=repo_root() / "benchmarks" / "results" / "quality")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -68,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
                 elif name == "locomo":
                     variants = [v.strip() for v in args.locomo_text.split(",") if v.strip()]
                     results["locomo"] = suites.run_locomo(server, variants=variants)
-                else:
+                elif name == "zh":
                     results["zh"] = suites.run_chinese(server)
+                else:
+                    results["recency"] = suites.run_recency(server)
             except DataMissing as exc:
                 log.warning("skipping %s: %s", name, exc)
                 results[name] = {"skipped": str(exc)}

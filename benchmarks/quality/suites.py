@@ -25,17 +25,19 @@ from benchmarks.quality.datasets import (
     load_scifact,
 )
 from benchmarks.quality.fusion import Setting, fuse, grid, settings_grid
-from benchmarks.quality.harness import BM25, DECAY, DENSE, HYBRID, RERANK, EvalServer, Ingested, Stage
+from benchmarks.quality.harness import BM25, DEFAULTS, DENSE, HYBRID, LIVE, RERANK, EvalServer, Ingested, Stage
 from server.config import DAY_S, SearchConfig
-from server.engine.search import has_cjk
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.lexical.analysis import has_code
+from server.text import has_cjk, has_code
 
 log = logging.getLogger(__name__)
 
 FIXED_NOW_MS = int(datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
-DECAY_30D = Stage("hybrid+decay(30d)", decay=True, half_life_s=30 * DAY_S)
-DECAY_FLOOR = Stage("hybrid+decay(floor 0.8)", decay=True, decay_floor=0.8)
+# Ablations beside the defaults: the reranked hybrid with only the temporal boost on (no decay, no
+# importance), and the original design's plain multiplicative curve (recency weight 1: final = relevance ×
+# 0.5^(age / half-life) × importance factor), which the bounded default replaced (README "Ranking").
+DECAY_OFF_TEMPORAL = Stage("hybrid+rerank+temporal", rerank=True, temporal=True)
+OLD_DESIGN = Stage("defaults, plain half-life curve", defaults=True, recency_weight=1.0)
 
 
 def _scores(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], ks: Sequence[int],
@@ -72,7 +74,8 @@ def run_scifact(server: EvalServer) -> dict:
     out: dict = {"docs": len(test.docs), "memories": tenant.memories, "merged": tenant.merged,
                  "ingest_s": round(tenant.seconds, 1), "queries": len(test.queries), "stages": {}}
     runs: dict[str, dict[str, list[str]]] = {}
-    for stage in _stages(server):
+    # LIVE last: its searches record accesses (the others are "as of" and read none of them back).
+    for stage in [DEFAULTS, *_stages(server), LIVE]:
         runs[stage.name] = server.search(tenant, test.queries, stage, now_ms=FIXED_NOW_MS, top_k=100)
         out["stages"][stage.name] = _scores(runs[stage.name], test.qrels, ks)
         log.info("scifact %s: %s", stage.name, out["stages"][stage.name])
@@ -111,63 +114,69 @@ def run_scifact(server: EvalServer) -> dict:
         "ndcg@10_without": _scores(without, train.qrels, ks, ids)["ndcg@10"] if ids else None,
     }
     log.info("scifact tuning: %s", out["tuning"])
-    if server.has_reranker:
-        out["rerank_tuning"] = tune_rerank_blend(server, tenant, train)
-        log.info("scifact rerank tuning: %s", out["rerank_tuning"])
     return out
-
-
-RERANK_WEIGHTS = (0.25, 0.5, 1.0, 2.0, 4.0, 1000.0)
-RERANK_KS = (10.0, 30.0, 60.0)
-RERANK_DEPTHS = (10, 15, 20, 25, 30, 40, 50)
-
-
-def tune_rerank_blend(server: EvalServer, tenant: Ingested, train) -> dict:  # type: ignore[no-untyped-def]
-    """``search.rerank_depth`` / ``rerank_weight`` / ``rerank_rrf_k`` on the SciFact train claims the reranker
-    recipe held out of training (its dev share), offline but exact: one search reranks the deepest depth of the
-    grid, its hits carry the fused score and the cross-encoder's logit of every reranked hit, and for each
-    setting the head of the fused order (its first ``depth``) is re-fused here with the server's own function.
-    A pair's logit does not depend on how many others are scored with it, so a shallower depth is the same
-    head cut shorter. Weight 1000 is the cross-encoder's order alone."""
-    from models.training.data import is_dev
-    from models.training.recipe import DEV_SHARE
-    from server.fusion.rrf import rerank_relevance
-
-    dev = [q for q in train.queries if is_dev(q.id, dev_share=DEV_SHARE)]
-    deepest = Stage(f"hybrid+rerank@{max(RERANK_DEPTHS)}", rerank=True, rerank_depth=max(RERANK_DEPTHS))
-    hits = server.search_hits(tenant, dev, deepest, now_ms=FIXED_NOW_MS, top_k=100)
-    cfg = server.config.search
-
-    fused = {qid: sorted(hs, key=lambda h: -h.breakdown.rrf) for qid, hs in hits.items()}  # the hybrid order
-
-    def doc_ids(ranked: Sequence[pb.Hit]) -> list[str]:
-        return [d for h in ranked for d in tenant.docs_of.get(h.memory.memory_id, ())]
-
-    def run_for(depth: int, weight: float, k: float) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        for qid, order in fused.items():
-            head = [h for h in order if h.breakdown.HasField("rerank")][:depth]
-            rel = rerank_relevance([h.breakdown.rerank for h in head], k=k, weight=weight)
-            out[qid] = doc_ids([head[i] for i in sorted(range(len(head)), key=lambda i: (-rel[i], i))]
-                               + order[len(head):])
-        return out
-
-    hybrid = {qid: doc_ids(order) for qid, order in fused.items()}
-    ids = [q.id for q in dev]
-    grid_scores = {f"d={d},w={w:g},k={k:g}": _scores(run_for(d, w, k), train.qrels, (10,), ids)["ndcg@10"]
-                   for d in RERANK_DEPTHS for w in RERANK_WEIGHTS for k in RERANK_KS}
-    best = max(grid_scores, key=lambda name: grid_scores[name])
-    server_depth = cfg.rerank_depth or server.default_rerank_depth
-    current = f"d={server_depth},w={cfg.rerank_weight:g},k={cfg.rerank_rrf_k:g}"
-    return {"split": "train claims held out of reranker training", "queries": len(dev),
-            "depths": list(RERANK_DEPTHS), "hybrid_ndcg@10": _scores(hybrid, train.qrels, (10,), ids)["ndcg@10"],
-            "server_setting": current, "server_setting_ndcg@10": grid_scores.get(current),
-            "best": best, "grid": grid_scores}
 
 
 # --------------------------------------------------------------------------------------------- LoCoMo
 
-def run_locomo(server: EvalServer, *, variants: Sequence[str] = ("raw", "contextualised")) -> dict:
+LOCOMO_VARIANTS = ("speaker", "conversation", "raw", "contextualised")
+
+
+def locomo_inputs(conv, variant: str = "speaker") -> list[tuple[str, pb.MemoryInput]]:  # type: ignore[no-untyped-def]
+    """One EPISODIC memory per turn, ``created_at`` = its session's time. ``speaker`` (the headline, as a user
+    writes a chat): ``"<speaker>: <text>"``; ``conversation``: the same with the previous turn as its
+    ``context`` (what the SDK's ``write_conversation`` sends); ``raw``: the text alone; ``contextualised``:
+    ``"[8 May 2023] <speaker>: <text>"`` hand-made, as before the server indexed the date itself."""
+    out = []
+    previous = ""
+    for t in conv.turns:
+        said = f"{t.speaker}: {t.text}"
+        content = {"speaker": said, "conversation": said, "raw": t.text, "contextualised": contextualise(t)}[variant]
+        out.append((t.id, pb.MemoryInput(content=content, type=pb.MEMORY_TYPE_EPISODIC, created_at_ms=t.created_at * 1000,
+                                         source_ref=t.id, context=previous if variant == "conversation" else "")))
+        previous = said
+    return out
+
+
+FLOORS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+
+
+def relevance_floor_table(pairs, qrels, *, top: int = 5) -> list[dict]:  # type: ignore[no-untyped-def]
+    """For each context-block floor (search.min_relevance): of the top-5 hits at the defaults, the share of
+    answers (judged relevant) kept and the share of the others left out."""
+    rel: list[tuple[float, bool]] = []
+    for tenant, hits in pairs:
+        for qid, hs in hits.items():
+            for h in hs[:top]:
+                good = any(qrels.get(qid, {}).get(d, 0) > 0 for d in tenant.docs_of.get(h.memory.memory_id, ()))
+                rel.append((h.breakdown.relevance, good))
+    answers = [r for r, g in rel if g]
+    others = [r for r, g in rel if not g]
+    return [{"min_relevance": t, "answers_kept": round(sum(r >= t for r in answers) / max(1, len(answers)), 4),
+             "others_dropped": round(sum(r < t for r in others) / max(1, len(others)), 4),
+             "answers": len(answers), "others": len(others)} for t in FLOORS]
+
+
+def _locomo_grid(server: EvalServer, conversations, variant: str, qrels) -> list[dict]:  # type: ignore[no-untyped-def]
+    """:func:`weight_grid` over every conversation (each its own tenant, its own "now"), recall@10 pooled."""
+    pooled: dict[tuple[float, float], dict[str, float]] = {}
+    total = 0
+    server.grid_hits = []
+    for conv in conversations:
+        tenant = Ingested(tenant=f"locomo-{variant}-{conv.id}", docs_of=server.docs_of[f"locomo-{variant}-{conv.id}"])
+        queries = [Query(id=q.id, text=q.text) for q in conv.questions]
+        rows = weight_grid(server, tenant, queries, qrels, now_ms=conv.now * 1000)
+        server.grid_hits.append(server.last_grid_hits)
+        for row in rows:
+            acc = pooled.setdefault((row["recency_weight"], row["importance_weight"]), {})
+            for key in ("recall@5", "recall@10", "ndcg@10"):
+                acc[key] = acc.get(key, 0.0) + row[key] * row["queries"]
+        total += int(rows[0]["queries"])
+    return [{"recency_weight": a, "importance_weight": b, **{k: round(v / total, 4) for k, v in acc.items()}}
+            for (a, b), acc in pooled.items()]
+
+
+def run_locomo(server: EvalServer, *, variants: Sequence[str] = ("speaker", "conversation")) -> dict:
     conversations = load_locomo()
     out: dict = {"conversations": len(conversations), "turns": sum(len(c.turns) for c in conversations),
                  "questions": sum(len(c.questions) for c in conversations), "variants": {}}
@@ -178,20 +187,20 @@ def run_locomo(server: EvalServer, *, variants: Sequence[str] = ("raw", "context
         category: dict[str, int] = {}
         merged = 0
         for conv in conversations:
-            items = [(t.id, pb.MemoryInput(
-                content=contextualise(t) if variant == "contextualised" else t.text,
-                type=pb.MEMORY_TYPE_EPISODIC, created_at_ms=t.created_at * 1000, source_ref=t.id))
-                for t in conv.turns]
-            tenant = server.ingest(f"locomo-{variant}-{conv.id}", items)
+            tenant = server.ingest(f"locomo-{variant}-{conv.id}", locomo_inputs(conv, variant))
             merged += tenant.merged
             queries = [Query(id=q.id, text=q.text) for q in conv.questions]
             for q in conv.questions:
                 qrels[q.id] = {dia: 1 for dia in q.evidence}
                 category[q.id] = q.category
-            for stage in _stages(server, DECAY, DECAY_30D, DECAY_FLOOR):
+            stages = [DEFAULTS] + (_stages(server, DECAY_OFF_TEMPORAL, OLD_DESIGN) if variant == variants[0] else [])
+            for stage in stages:
                 found = server.search(tenant, queries, stage, now_ms=conv.now * 1000, top_k=10)
                 runs.setdefault(stage.name, {}).update(found)
         result: dict = {"merged": merged, "stages": {}}
+        if variant == variants[0]:
+            result["weight_grid"] = _locomo_grid(server, conversations, variant, qrels)
+            result["relevance_floor"] = relevance_floor_table(server.grid_hits, qrels)
         for name, run in runs.items():
             scores = {"all": _scores(run, qrels, ks)}
             for cat in LOCOMO_CATEGORIES:
@@ -224,7 +233,7 @@ def run_chinese(server: EvalServer) -> dict:
     out: dict = {"memories": len(zh.memories), "queries": len(zh.queries), "merged": tenant.merged,
                  "stages": {}}
     runs: dict[str, dict[str, list[str]]] = {}
-    for stage in _stages(server, DECAY, DECAY_FLOOR):
+    for stage in [DEFAULTS, *_stages(server, OLD_DESIGN)]:
         runs[stage.name] = server.search(tenant, zh.queries, stage, now_ms=now_ms, top_k=10)
         out["stages"][stage.name] = {"all": _scores(runs[stage.name], zh.qrels, ks),
                                      **{lang: _scores(runs[stage.name], zh.qrels, ks, ids) for lang, ids in langs.items()}}
@@ -246,3 +255,72 @@ def run_chinese(server: EvalServer) -> dict:
                          "held_out_bm25_ndcg@10": _scores(runs["bm25"], zh.qrels, ks, held)["ndcg@10"]}
     log.info("zh dense_weight_cjk: %s", out["cjk_weight"])
     return out
+
+
+# ------------------------------------------------------------------------------------------- Recency
+
+RECENCY_NOW_MS = FIXED_NOW_MS
+WEIGHT_GRID = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
+
+
+def _beats_stale(run: Mapping[str, Sequence[str]], rs) -> float:  # type: ignore[no-untyped-def]
+    """Share of queries whose answer ranks above every one of its stale twins (absent = below)."""
+    wins = 0
+    for qid, stale in rs.stale.items():
+        ranked = list(run.get(qid, ()))
+        answer = next(iter(rs.qrels[qid]))
+        pos = ranked.index(answer) if answer in ranked else len(ranked) + 1
+        wins += all(pos < (ranked.index(s) if s in ranked else len(ranked) + 2) for s in stale)
+    return round(wins / len(rs.stale), 4)
+
+
+def run_recency(server: EvalServer) -> dict:
+    from benchmarks.quality.datasets import load_recency
+
+    rs = load_recency()
+    types = {"episodic": pb.MEMORY_TYPE_EPISODIC, "semantic": pb.MEMORY_TYPE_SEMANTIC,
+             "procedural": pb.MEMORY_TYPE_PROCEDURAL}
+    items = []
+    for m in rs.memories:
+        created = int(RECENCY_NOW_MS - m.age_days * DAY_S * 1000)
+        items.append((m.id, pb.MemoryInput(content=m.content, type=types[m.type], importance=m.importance,
+                                           created_at_ms=created, source_ref=m.id)))
+    tenant = server.ingest("recency", items)
+    ks = (1, 10)
+    groups = {"all": None, **{f"lang={v}": [q for q, lang in rs.lang.items() if lang == v] for v in ("en", "zh")},
+              **{f"kind={v}": [q for q, kind in rs.kind.items() if kind == v] for v in ("newer", "recent", "importance")}}
+    out: dict = {"memories": tenant.memories, "queries": len(rs.queries), "merged": tenant.merged, "stages": {}}
+    stages = [DEFAULTS, *_stages(server, OLD_DESIGN)]
+    for stage in stages:
+        run = server.search(tenant, rs.queries, stage, now_ms=RECENCY_NOW_MS, top_k=10)
+        out["stages"][stage.name] = {"beats_stale": _beats_stale(run, rs),
+                                     **{g: _scores(run, rs.qrels, ks, ids) for g, ids in groups.items()}}
+        log.info("recency %s: %s", stage.name, out["stages"][stage.name]["all"])
+    out["weight_grid"] = weight_grid(server, tenant, rs.queries, rs.qrels, now_ms=RECENCY_NOW_MS,
+                                     extra=lambda run: {"beats_stale": _beats_stale(run, rs)})
+    out["relevance_floor"] = relevance_floor_table([server.last_grid_hits], rs.qrels)
+    return out
+
+
+def weight_grid(server: EvalServer, tenant: Ingested, queries, qrels, *, now_ms: int,  # type: ignore[no-untyped-def]
+                extra=None, top_k: int = 10) -> list[dict]:
+    """What chose scoring.recency_weight (a) and importance_weight (b): one search at the defaults returns each
+    query's top 100 with their breakdowns, and every (a, b) re-scores them offline with the server's formula
+    ``relevance × ((1 - a) + a × decay) × ((1 - b) + b × importance) × temporal`` (exact for "as of" searches,
+    which carry no access boost; a top 10 under other weights lies inside the defaults' top 100)."""
+    hits = server.search_hits(tenant, queries, DEFAULTS, now_ms=now_ms, top_k=100)
+    server.last_grid_hits = (tenant, hits)   # the context-block floor table reads them (relevance_floor_table)
+    rows = []
+    for a in WEIGHT_GRID:
+        for b in (0.0, 0.1, 0.2, 0.3, 0.5):
+            run = {}
+            for qid, hs in hits.items():
+                scored = sorted(((-h.breakdown.relevance * ((1 - a) + a * h.breakdown.decay)
+                                  * ((1 - b) + b * h.memory.importance) * h.breakdown.temporal, i, h)
+                                 for i, h in enumerate(hs)), key=lambda t: (t[0], t[1]))
+                run[qid] = [d for _, _, h in scored[:top_k] for d in tenant.docs_of.get(h.memory.memory_id, ())]
+            row = {"recency_weight": a, "importance_weight": b, **_scores(run, qrels, (5, 10))}
+            if extra is not None:
+                row.update(extra(run))
+            rows.append(row)
+    return rows

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,17 +25,25 @@ from server.batching.batcher import Batcher, Entry, device_slots
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ServerConfig
 from server.domain import (AuditEntry, AuditOp, Filter, ForgetSpec, KeyScope, Memory, MemoryInput, MemoryStatus,
-                           QueryResult, SearchQuery, WriteResult, is_expired)
+                           MemoryType, QueryResult, SearchQuery, WriteResult, is_expired)
 from server.engine.lifecycle import Lifecycle
 from server.engine.search import SearchItem, SearchPipeline
 from server.engine.validation import validate_memories, validate_memory_ids, validate_queries
 from server.engine.write import commit_writes
 from server.errors import InvalidArgument, NotFound, PermissionDenied
+from server.fusion.calibration import BUNDLED_CALIBRATION, Calibration, load_calibration
 from server.tenants.catalog import validate_tenant_id
+from server.text import indexed_text
 from server.tenants.registry import TenantRegistry
 from server.tenants.shard import TenantShard
 
 log = logging.getLogger(__name__)
+
+
+def load_calibration_for(config: ServerConfig, embedder: Embedder, reranker: Reranker | None) -> Calibration:
+    """The relevance calibration fitted for these models (``scoring.calibration`` or the bundled file)."""
+    path = Path(config.scoring.calibration) if config.scoring.calibration else BUNDLED_CALIBRATION
+    return load_calibration(path, embedder=embedder.name, reranker=reranker.name if reranker is not None else "")
 
 
 def now_ms() -> int:
@@ -65,6 +74,9 @@ class Engine:
         self.search_pipeline = SearchPipeline(embedder=embedder, reranker=reranker, ranker=ranker,
                                               device_pool=device_pool, cpu_pool=cpu_pool,
                                               search=config.search, scoring=config.scoring,
+                                              calibration=load_calibration_for(config, embedder, reranker),
+                                              access_step=config.memory.access_importance_step,
+                                              access_cap=config.memory.access_importance_max,
                                               cache=self.query_cache)
         max_requests = b.max_batch_requests if b.enabled else 1
         wait = b.max_wait_ms if b.enabled else 0.0
@@ -118,7 +130,9 @@ class Engine:
                     deadline_ns: int | None = None) -> list[WriteResult]:
         shard = await self._shard(principal, tenant_id)
         validate_memories(memories, limits=self.config.limits)
-        texts = [m.content for m in memories]
+        now = now_ms()
+        texts = [indexed_text(m.content, dated=m.type == MemoryType.EPISODIC, created_at_ms=m.created_at_ms or now,
+                              entities=m.entities, context=m.context) for m in memories]
         vectors: np.ndarray = await self.write_batcher.submit(
             tenant_id=tenant_id, tokens=self._tokens(texts), payload=texts, deadline_ns=deadline_ns)
         return await asyncio.get_running_loop().run_in_executor(self.write_pool, self._commit, shard, memories,
@@ -201,6 +215,12 @@ class Engine:
         validate_memory_ids(memory_ids, limit=self.config.limits.max_page_size)
         return await asyncio.get_running_loop().run_in_executor(
             self.write_pool, lambda: self.lifecycle.confirm(shard, memory_ids, key_id=principal.key_id, now_ms=now_ms()))
+
+    async def touch(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str]) -> tuple[int, list[str]]:
+        """Records that the client used these memories: one access each (what recency reads)."""
+        shard = await self._shard(principal, tenant_id)
+        validate_memory_ids(memory_ids, limit=self.config.limits.max_page_size)
+        return self.lifecycle.touch(shard, memory_ids, key_id=principal.key_id, now_ms=now_ms())
 
     async def forget(self, principal: KeyScope, tenant_id: str, spec: ForgetSpec) -> tuple[int, list[str]]:
         shard = await self._shard(principal, tenant_id)
@@ -312,7 +332,7 @@ def _as_input(m: Memory) -> MemoryInput:
     return MemoryInput(content=m.content, type=m.type, importance=m.importance, created_at_ms=m.created_at_ms,
                        entities=m.entities, source_ref=m.source_ref, scope=m.scope, confidence=m.confidence,
                        key=m.key, pinned=m.pinned, expires_at_ms=m.expires_at_ms, metadata=dict(m.metadata),
-                       last_access_at_ms=m.last_access_at_ms)
+                       last_access_at_ms=m.last_access_at_ms, context=m.context)
 
 
 def _encode_token(doc_id: int) -> str:

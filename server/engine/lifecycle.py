@@ -7,8 +7,9 @@ named ``*_locked`` expect the caller to hold ``shard.write_lock``; the others ta
 them are synchronous (executor threads) except ``enter_search``/``exit_search``/``drained``, which the
 event loop calls.
 
-Decisions: only Search hits count as an access (Get, List and History do not), and a search "as of" a
-time (``scoring.now_ms`` set) does not count either: it replays the past and must not change it.
+Decisions: an access is a use: the first ``memory.access_top_hits`` hits of a live search (what enters a
+prompt) or an explicit Touch; Get, List, History and the rest of a hit list do not count, and a search
+"as of" a time (``scoring.now_ms`` set) does not count either: it replays the past and must not change it.
 Forget ARCHIVE keeps memories (status ARCHIVED, listable, searchable by status); Forget DELETE purges them
 and then rewrites the tenant's log, so no byte of a purged memory stays in the store.
 """
@@ -95,8 +96,7 @@ class Lifecycle:
         """A memory as a client should see it: pending touches applied, a passed expiry shown as EXPIRED
         (and queued to be persisted by the next flush)."""
         st = self.state(shard)
-        memory = st.touches.overlay(memory, step=self.memory.access_importance_step,
-                                    cap=self.memory.access_importance_max)
+        memory = st.touches.overlay(memory)
         if is_expired(memory, now_ms):
             st.touches.expired([memory.memory_id])
             memory = dataclasses.replace(memory, status=MemoryStatus.EXPIRED)
@@ -136,14 +136,29 @@ class Lifecycle:
         for query, result in zip(queries, results, strict=True):
             hits = tuple(dataclasses.replace(h, memory=self.view(shard, h.memory, now_ms=now_ms))
                          for h in result.hits if shard.store.get(h.memory.memory_id) is not None)
-            if not query.scoring.now_ms:
-                st.touches.record((h.memory.memory_id for h in hits), now_ms=now_ms)
+            if not query.scoring.now_ms and self.memory.access_top_hits:
+                # What counts as a use: the first few hits (what enters a prompt), not a whole top-100 list.
+                st.touches.record((h.memory.memory_id for h in hits[:self.memory.access_top_hits]), now_ms=now_ms)
             if self.memory.audit_searches:
                 self.audit(shard, AuditOp.SEARCH, refs_of([h.memory for h in hits]), at_ms=now_ms,
                            key_id=principal.key_id, query=query.text)
-            block = build_context_block(hits, max_items=query.context_items) if query.context_block else ""
+            floor = self.config.search.min_relevance if query.min_relevance is None else query.min_relevance
+            block = (build_context_block([h for h in hits if h.breakdown.relevance >= floor],
+                                         max_items=query.context_items) if query.context_block else "")
             out.append(dataclasses.replace(result, hits=hits, context_block=block))
         return out
+
+    def touch(self, shard: TenantShard, memory_ids: Sequence[str], *, key_id: str,
+              now_ms: int) -> tuple[int, list[str]]:
+        """An explicit "used" signal (the Touch RPC): each known id counts as one access, committed by the
+        next flush like a search's; unknown ids are returned and change nothing."""
+        self.check_live(shard)
+        ids = list(dict.fromkeys(memory_ids))
+        found = [m for i in ids if (m := shard.store.get(i)) is not None]
+        missing = [i for i in ids if shard.store.get(i) is None]
+        self.state(shard).touches.record((m.memory_id for m in found), now_ms=now_ms)
+        self.audit(shard, AuditOp.USE, refs_of(found), at_ms=now_ms, key_id=key_id)
+        return len(found), missing
 
     # -- writes -------------------------------------------------------------------------------------
     def after_write_locked(self, shard: TenantShard, inputs: Sequence[MemoryInput], results: Sequence[WriteResult],
@@ -332,8 +347,7 @@ class Lifecycle:
             if st.dropped or getattr(shard, "closed", False):
                 return 0
             now = int(time.time() * 1000)
-            updates, expired = st.touches.drain(shard.store.get, now_ms=now, step=self.memory.access_importance_step,
-                                                cap=self.memory.access_importance_max)
+            updates, expired = st.touches.drain(shard.store.get, now_ms=now)
             if updates:
                 # Accesses alone ride in one compact log record; a memory found expired is a full update.
                 expired_ids = {m.memory_id for m in expired}

@@ -8,7 +8,6 @@ schedules them.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -22,12 +21,14 @@ from server.batching.batcher import Entry
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ScoringConfig, SearchConfig
 from server.domain import Breakdown, Hit, MemoryType, QueryResult, SearchQuery, Timings
-from server.fusion.rrf import rerank_relevance, rrf_filtered, rrf_max
-from server.lexical.analysis import has_code
+from server.fusion.calibration import Calibration, fused_features
+from server.fusion.rrf import rrf_filtered, rrf_max
+from server.store.access import access_boost_inputs
+from server.temporal import parse_time_windows, window_weight
+from server.text import has_cjk, has_code, memory_text
 from server.store.columns import columnar, keep_mask
 from server.tenants.shard import TenantShard
 
-CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
 @dataclass
@@ -49,7 +50,8 @@ class _Candidates:
 
     ids: np.ndarray = field(default_factory=lambda: _NO_IDS)
     rrf: np.ndarray = field(default_factory=lambda: _NO_SCORES)
-    relevance: np.ndarray = field(default_factory=lambda: _NO_SCORES)
+    rrf_norm: np.ndarray = field(default_factory=lambda: _NO_SCORES)   # rrf over its highest possible value
+    relevance: np.ndarray = field(default_factory=lambda: _NO_SCORES)  # calibrated probability
     rerank: np.ndarray = field(default_factory=lambda: _NO_SCORES)     # NaN: not reranked
     dense_ids: np.ndarray = field(default_factory=lambda: _NO_IDS)
     dense_scores: np.ndarray = field(default_factory=lambda: _NO_SCORES)
@@ -57,12 +59,9 @@ class _Candidates:
     lexical_scores: np.ndarray = field(default_factory=lambda: _NO_SCORES)
 
 
+TEMPORAL_AFTER = 1.0   # window_weight's fall-off after a window's end, in window lengths
 _NO_IDS = np.zeros(0, dtype=np.int64)
 _NO_SCORES = np.zeros(0, dtype=np.float64)
-
-
-def has_cjk(text: str) -> bool:
-    return CJK_RE.search(text) is not None
 
 
 def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: np.ndarray, now_ms: int = 0,
@@ -112,7 +111,8 @@ def auto_rerank_depth(reranker: Reranker | None) -> int:
 class SearchPipeline:
     def __init__(self, *, embedder: Embedder, reranker: Reranker | None, ranker: DecayRanker,
                  device_pool: Executor, cpu_pool: Executor, search: SearchConfig,
-                 scoring: ScoringConfig, cache: QueryEmbeddingCache | None = None) -> None:
+                 scoring: ScoringConfig, calibration: Calibration, access_step: float = 0.0,
+                 access_cap: float = 1.0, cache: QueryEmbeddingCache | None = None) -> None:
         self.embedder = embedder
         self.reranker = reranker
         self.ranker = ranker
@@ -121,6 +121,9 @@ class SearchPipeline:
         self.cfg = search
         self.scoring = scoring
         self.cache = cache
+        self.calibration = calibration
+        self.access_step = access_step
+        self.access_cap = access_cap
         self.default_rerank_depth = search.rerank_depth or auto_rerank_depth(reranker)
 
     def depth(self, query: SearchQuery) -> int:
@@ -242,7 +245,9 @@ class SearchPipeline:
         weights = self._weights(it)
         scores, ids = rrf_filtered([cand.dense_ids, cand.lexical_ids], k=self.cfg.rrf_k, weights=weights)
         cand.ids, cand.rrf = ids, scores
-        cand.relevance = scores / rrf_max(k=self.cfg.rrf_k, weights=weights)
+        cand.rrf_norm = scores / rrf_max(k=self.cfg.rrf_k, weights=weights)
+        cand.relevance = self.calibration.fused(fused_features(
+            ids, cand.rrf_norm, cand.dense_ids, cand.dense_scores, cand.lexical_ids, cand.lexical_scores))
         cand.rerank = np.full(len(ids), np.nan)
         return cand
 
@@ -261,7 +266,7 @@ class SearchPipeline:
             for ci, doc in enumerate(cand.ids[: self.rerank_depth(it)].tolist()):
                 memory = by_doc(doc)
                 if memory is not None:  # gone since fusion (a purge): it keeps its fused place
-                    pairs.append((it.query.text, memory.content))
+                    pairs.append((it.query.text, memory_text(memory)))
                     owners.append((qi, ci))
         return pairs, owners
 
@@ -273,22 +278,25 @@ class SearchPipeline:
             depth = min(self.rerank_depth(it), len(cand.ids))
             if depth == 0:
                 continue
-            head = np.nan_to_num(cand.rerank[:depth], nan=0.0).tolist()
-            rel = np.asarray(rerank_relevance(head, k=self.cfg.rerank_rrf_k, weight=self.cfg.rerank_weight))
-            # Candidates past the rerank depth stay below every reranked one, in fused order.
-            tail = rel.min() * 0.5 * cand.rrf[depth:] / cand.rrf[depth - 1]
-            cand.relevance = np.concatenate([rel, tail])
+            scored = ~np.isnan(cand.rerank[:depth])   # a doc purged since fusion keeps its fused relevance
+            head = cand.relevance[:depth].copy()
+            head[scored] = self.calibration.rerank({"logit": cand.rerank[:depth][scored],
+                                                    "rrf": cand.rrf_norm[:depth][scored]})
+            # Candidates past the rerank depth were not read by the cross-encoder: never above the head.
+            tail = np.minimum(cand.relevance[depth:], head.min())
+            cand.relevance = np.concatenate([head, tail])
 
-    def _half_lives(self, query: SearchQuery) -> dict[MemoryType, float]:
+    def _half_lives(self, query: SearchQuery) -> np.ndarray:
+        """Half-life in seconds by ``int(MemoryType)`` (0: never decays)."""
         s, cfg = query.scoring, self.scoring
+        by_type = np.zeros(len(MemoryType) + 1, dtype=np.float64)
         if s.disable_decay:
-            return {t: 0.0 for t in MemoryType}
-        return {
-            MemoryType.EPISODIC: cfg.episodic_half_life_s if s.episodic_half_life_s is None else s.episodic_half_life_s,
-            MemoryType.SEMANTIC: cfg.semantic_half_life_s if s.semantic_half_life_s is None else s.semantic_half_life_s,
-            MemoryType.PROCEDURAL: (cfg.procedural_half_life_s if s.procedural_half_life_s is None
-                                    else s.procedural_half_life_s),
-        }
+            return by_type
+        for t, default, override in ((MemoryType.EPISODIC, cfg.episodic_half_life_s, s.episodic_half_life_s),
+                                     (MemoryType.SEMANTIC, cfg.semantic_half_life_s, s.semantic_half_life_s),
+                                     (MemoryType.PROCEDURAL, cfg.procedural_half_life_s, s.procedural_half_life_s)):
+            by_type[int(t)] = default if override is None else override
+        return by_type
 
     def _importance_weight(self, query: SearchQuery) -> float:
         if query.scoring.disable_importance:
@@ -296,46 +304,65 @@ class SearchPipeline:
         w = query.scoring.importance_weight
         return self.scoring.importance_weight if w is None else w
 
+    def _recency_weight(self, query: SearchQuery) -> float:
+        if query.scoring.disable_decay:
+            return 0.0
+        w = query.scoring.recency_weight
+        return self.scoring.recency_weight if w is None else w
+
     def _decay_floor(self, query: SearchQuery) -> float:
         floor = query.scoring.decay_floor
         return self.scoring.decay_floor if floor is None else floor
+
+    def _temporal(self, it: SearchItem, created_ms: np.ndarray) -> np.ndarray:
+        """1 + boost × (how far each memory's creation lies inside a time the query names), else 1."""
+        if it.query.scoring.disable_temporal or self.scoring.temporal_boost <= 0:
+            return np.ones(len(created_ms))
+        windows = parse_time_windows(it.query.text, now_ms=it.now_ms)
+        if not windows:
+            return np.ones(len(created_ms))
+        # Memories are written at or after what they describe: the fall-off after a window is wider.
+        return 1.0 + self.scoring.temporal_boost * window_weight(created_ms, windows, after_fraction=TEMPORAL_AFTER)
 
     def _rank_stage(self, items: Sequence[SearchItem], cands: list[_Candidates],
                     timings: Timings) -> list[QueryResult]:
         """One decay × importance kernel call over every candidate of the batch (segmented)."""
         t0 = time.monotonic_ns()
-        relevance: list[np.ndarray] = []
-        age_s: list[np.ndarray] = []
-        half_life: list[np.ndarray] = []
-        weight_in: list[np.ndarray] = []
-        pinned: list[np.ndarray] = []
-        floors: list[np.ndarray] = []
+        names = ("relevance", "age_s", "half_life", "weight", "pinned", "floor", "recency_w", "boost", "cap", "factor")
+        parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
         offsets = [0]
         for it, cand in zip(items, cands, strict=True):
             cols = it.shard.store.columns()
             rows = cand.ids  # every fused doc passed the filter, so it has a row in this (later, never shorter) view
-            lives = self._half_lives(it.query)
-            by_type = np.zeros(len(MemoryType) + 1, dtype=np.float64)
-            for t, life in lives.items():
-                by_type[int(t)] = life
+            n = len(rows)
             w = self._importance_weight(it.query)
-            relevance.append(cand.relevance)
-            age_s.append(np.maximum(0.0, (it.now_ms - cols.last_access_ms[rows]) / 1000.0))
-            half_life.append(by_type[cols.type[rows]])
+            importance = cols.importance[rows]
+            boost, cap = access_boost_inputs(importance, cols.access_count[rows], weight=w, step=self.access_step,
+                                             cap=self.access_cap)
+            parts["relevance"].append(cand.relevance)
+            parts["age_s"].append(np.maximum(0.0, (it.now_ms - cols.last_access_ms[rows]) / 1000.0))
+            parts["half_life"].append(self._half_lives(it.query)[cols.type[rows]])
             # Per-query importance weights ride in one launch: pass the finished weight, w = 1.
-            weight_in.append((1.0 - w) + w * cols.importance[rows])
-            pinned.append(cols.pinned[rows])
-            floors.append(np.full(len(rows), self._decay_floor(it.query)))
-            offsets.append(offsets[-1] + len(rows))
+            parts["weight"].append((1.0 - w) + w * importance)
+            parts["pinned"].append(cols.pinned[rows])
+            parts["floor"].append(np.full(n, self._decay_floor(it.query)))
+            parts["recency_w"].append(np.full(n, self._recency_weight(it.query)))
+            parts["boost"].append(boost)
+            parts["cap"].append(cap)
+            parts["factor"].append(self._temporal(it, cols.created_ms[rows]))
+            offsets.append(offsets[-1] + n)
+
+        def joined(name: str, dtype: type = np.float32) -> np.ndarray:
+            return np.concatenate(parts[name]).astype(dtype, copy=False) if parts[name] else np.zeros(0, dtype=dtype)
+
         top_k = max((it.query.top_k or self.cfg.default_top_k) for it in items)
 
-        def joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
-            return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
-
-        ranked = self.ranker(joined(relevance, np.float32), joined(age_s, np.float32), joined(half_life, np.float32),
-                             joined(weight_in, np.float32), joined(pinned, np.bool_),
-                             np.asarray(offsets, dtype=np.int64), top_k=top_k, importance_weight=1.0,
-                             decay_floor=joined(floors, np.float32))
+        ranked = self.ranker(joined("relevance"), joined("age_s"), joined("half_life"), joined("weight"),
+                             joined("pinned", np.bool_), np.asarray(offsets, dtype=np.int64), top_k=top_k,
+                             importance_weight=1.0, decay_floor=joined("floor"), recency_weight=joined("recency_w"),
+                             boost=joined("boost"), weight_cap=joined("cap"), factor=joined("factor"))
+        recency = ranked.recency if ranked.recency is not None else ranked.decay
+        factor = joined("factor")
         timings.decay_ns = time.monotonic_ns() - t0
         results: list[QueryResult] = []
         for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
@@ -356,6 +383,7 @@ class SearchPipeline:
                     dense_rank=d_ranks[j], dense_score=d_scores[j], bm25_rank=l_ranks[j], bm25_score=l_scores[j],
                     rrf=float(cand.rrf[ci]), rerank=None if np.isnan(rerank) else rerank,
                     relevance=float(cand.relevance[ci]), decay=float(ranked.decay[gi]),
-                    importance_weight=float(ranked.weight[gi]), final=float(ranked.final[gi]))))
+                    importance_weight=float(ranked.weight[gi]), final=float(ranked.final[gi]),
+                    recency=float(recency[gi]), temporal=float(factor[gi]))))
             results.append(QueryResult(hits=tuple(hits), timings=timings))
         return results

@@ -58,6 +58,10 @@ def validate_memory(m: MemoryInput, *, limits: LimitsConfig, where: str = "memor
         raise InvalidArgument(f"{where}.content is larger than {limits.max_content_bytes} bytes")
     if _bad_chars(m.content, allow_newlines=True):
         raise InvalidArgument(f"{where}.content contains control characters")
+    if len(m.context.encode()) > limits.max_content_bytes:
+        raise InvalidArgument(f"{where}.context is larger than {limits.max_content_bytes} bytes")
+    if _bad_chars(m.context, allow_newlines=True):
+        raise InvalidArgument(f"{where}.context contains control characters")
     _unit(m.importance, f"{where}.importance")
     _unit(m.confidence, f"{where}.confidence")
     _time(m.created_at_ms, f"{where}.created_at_ms")
@@ -129,6 +133,8 @@ def validate_queries(queries: Sequence[SearchQuery], *, limits: LimitsConfig) ->
                 raise InvalidArgument(f"{where}.scoring.{name} must be finite and >= 0")
         _unit(s.importance_weight, f"{where}.scoring.importance_weight")
         _unit(s.decay_floor, f"{where}.scoring.decay_floor")
+        _unit(s.recency_weight, f"{where}.scoring.recency_weight")
+        _unit(q.min_relevance, f"{where}.min_relevance")
         _time(s.now_ms, f"{where}.scoring.now_ms")
         validate_filter(q.filter, where=f"{where}.filter")
 

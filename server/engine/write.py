@@ -116,7 +116,7 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
             # A pending memory keeps the ids it names and supersedes them only once it is confirmed.
             supersedes=() if confident else inp.supersedes, superseded_by="", pinned=inp.pinned, expires_at_ms=inp.expires_at_ms,
             metadata=dict(inp.metadata), source_refs=(inp.source_ref,) if inp.source_ref else (),
-            updated_at_ms=now_ms)
+            updated_at_ms=now_ms, context=inp.context)
         staging.put(memory, vector)
         superseded: tuple[str, ...] = ()
         if confident:

@@ -37,7 +37,7 @@ def memory_input_from_pb(m: pb.MemoryInput, *, where: str = "memory") -> MemoryI
         created_at_ms=m.created_at_ms, entities=tuple(m.entities), source_ref=m.source_ref, scope=m.scope,
         confidence=m.confidence if m.HasField("confidence") else None, key=m.key,
         supersedes=tuple(m.supersedes), pinned=m.pinned, expires_at_ms=m.expires_at_ms,
-        metadata=dict(m.metadata), last_access_at_ms=m.last_access_at_ms)
+        metadata=dict(m.metadata), last_access_at_ms=m.last_access_at_ms, context=m.context)
 
 
 def filter_from_pb(f: pb.Filter, *, where: str = "filter") -> Filter:
@@ -63,7 +63,8 @@ def scoring_from_pb(s: pb.Scoring) -> Scoring:
     return Scoring(disable_decay=s.disable_decay, disable_importance=s.disable_importance,
                    episodic_half_life_s=opt("episodic_half_life_s"), semantic_half_life_s=opt("semantic_half_life_s"),
                    procedural_half_life_s=opt("procedural_half_life_s"), importance_weight=opt("importance_weight"),
-                   now_ms=s.now_ms, decay_floor=opt("decay_floor"))
+                   now_ms=s.now_ms, decay_floor=opt("decay_floor"), recency_weight=opt("recency_weight"),
+                   disable_temporal=s.disable_temporal)
 
 
 def query_from_pb(q: pb.SearchQuery, *, where: str = "query") -> SearchQuery:
@@ -71,7 +72,8 @@ def query_from_pb(q: pb.SearchQuery, *, where: str = "query") -> SearchQuery:
         text=q.text, top_k=q.top_k, filter=filter_from_pb(q.filter, where=f"{where}.filter"),
         include_history=q.include_history, include_pending=q.include_pending, rerank_depth=q.rerank_depth,
         scoring=scoring_from_pb(q.scoring), candidates=q.candidates, context_block=q.context_block,
-        context_items=q.context_items, lexical_only=q.lexical_only, dense_only=q.dense_only)
+        context_items=q.context_items, lexical_only=q.lexical_only, dense_only=q.dense_only,
+        min_relevance=q.min_relevance if q.HasField("min_relevance") else None)
 
 
 def memory_to_pb(m: Memory) -> pb.Memory:
@@ -81,13 +83,14 @@ def memory_to_pb(m: Memory) -> pb.Memory:
         entities=list(m.entities), source_ref=m.source_ref, scope=m.scope, confidence=m.confidence, key=m.key,
         status=int(m.status), supersedes=list(m.supersedes), superseded_by=m.superseded_by, pinned=m.pinned,
         expires_at_ms=m.expires_at_ms, metadata=dict(m.metadata), source_refs=list(m.source_refs),
-        updated_at_ms=m.updated_at_ms)
+        updated_at_ms=m.updated_at_ms, context=m.context)
 
 
 def breakdown_to_pb(b: Breakdown) -> pb.ScoreBreakdown:
     out = pb.ScoreBreakdown(dense_rank=b.dense_rank, dense_score=b.dense_score, bm25_rank=b.bm25_rank,
                             bm25_score=b.bm25_score, rrf=b.rrf, relevance=b.relevance, decay=b.decay,
-                            importance_weight=b.importance_weight, final=b.final)
+                            importance_weight=b.importance_weight, final=b.final, recency=b.recency,
+                            temporal=b.temporal)
     if b.rerank is not None:
         out.rerank = b.rerank
     return out

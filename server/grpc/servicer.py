@@ -61,6 +61,10 @@ class MemoryServicer(sgrpc.MemoryServiceServicer):
     async def Confirm(self, request: spb.ConfirmRequest, context: grpc.aio.ServicerContext) -> spb.ConfirmResponse:
         return mapping.confirm_to_pb(await self.engine.confirm(principal(), request.tenant_id, list(request.memory_ids)))
 
+    async def Touch(self, request: spb.TouchRequest, context: grpc.aio.ServicerContext) -> spb.TouchResponse:
+        touched, missing = await self.engine.touch(principal(), request.tenant_id, list(request.memory_ids))
+        return spb.TouchResponse(touched=touched, missing=missing)
+
     async def Forget(self, request: spb.ForgetRequest, context: grpc.aio.ServicerContext) -> spb.ForgetResponse:
         count, ids = await self.engine.forget(principal(), request.tenant_id, mapping.forget_from_pb(request))
         return spb.ForgetResponse(count=count, memory_ids=ids)

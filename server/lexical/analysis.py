@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.lexical.jvm import jclass
+from server.text import code_tokens, has_cjk, has_code  # noqa: F401  (re-exported: the lexical API)
 
 FIELD_EN = "en"
 FIELD_CJK = "cjk"
@@ -48,13 +49,6 @@ CODE_BOOST = 2.0  # weight of an exact code match against the text field's claus
 # ScoredDocs reads back per hit (it reads the stored field named "id").
 FIELD_ID = "id"
 FIELD_ID_NUM = "id_num"  # NumericDocValues: tie-break sort key and hit id
-
-# Han (BMP, Ext A, compatibility, Ext B..), kana (incl. halfwidth), Hangul jamo and syllables.
-_CJK_RE = re.compile(
-    "[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
-    "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]"
-)
-
 
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
@@ -68,29 +62,6 @@ def java_text(text: str) -> str:
     if _SURROGATE_RE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
-# Letters/digits joined by - _ . / (ASCII only: a Han character ends a code), with a digit and no
-# run of more than 5 letters: "XJ-2026-0421", "v1.2.3", "TDP-43" are codes; "anti-interleukin-2",
-# "0-dimensional" are hyphenated words.
-_CODE_RE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]+(?:[-_./][A-Za-z0-9]+)+(?![A-Za-z0-9])")
-_DIGIT_RE = re.compile(r"[0-9]")
-_WORD_RE = re.compile(r"[A-Za-z]{6,}")
-
-
-def code_tokens(text: str) -> list[str]:
-    """Code-like tokens of ``text``, lowercased, in order: ``"No. XJ-2026-0421."`` → ``["xj-2026-0421"]``."""
-    return [m.lower() for m in _CODE_RE.findall(text) if _DIGIT_RE.search(m) and not _WORD_RE.search(m)]
-
-
-def has_code(text: str) -> bool:
-    """Whether ``text`` names a code-like token (see :func:`code_tokens`)."""
-    return bool(code_tokens(text))
-
-
-def has_cjk(text: str) -> bool:
-    """Whether ``text`` contains a Chinese, Japanese or Korean character."""
-    return _CJK_RE.search(text) is not None
 
 
 def _cjk_analyzer() -> Any:

@@ -130,6 +130,25 @@ def memory_input(value: MemoryLike) -> pb.MemoryInput:
     return json_format.ParseDict(data, pb.MemoryInput())
 
 
+def conversation_inputs(turns: Iterable[Any], *, conversation_id: str = "", start: int = 0,
+                        previous: str = "", **common: Any) -> list[pb.MemoryInput]:
+    """One EPISODIC memory per turn, ``"<speaker>: <text>"``, with the previous turn as its ``context`` (indexed
+    with it, never returned as its content). A turn is ``(speaker, text)`` or a dict with ``speaker``, ``text``
+    and optionally ``created_at_ms``, ``source_ref``, ``entities``, ``importance``. ``source_ref`` defaults to
+    ``"<conversation_id>#<n>"`` (n counts from ``start``); ``previous`` is the turn before the first one given
+    (when a conversation is written in several calls)."""
+    out: list[pb.MemoryInput] = []
+    for n, turn in enumerate(turns, start=start):
+        fields = dict(turn) if isinstance(turn, Mapping) else {"speaker": turn[0], "text": turn[1]}
+        speaker, text = str(fields.pop("speaker", "")).strip(), str(fields.pop("text", "")).strip()
+        said = f"{speaker}: {text}" if speaker else text
+        if conversation_id and "source_ref" not in fields:
+            fields["source_ref"] = f"{conversation_id}#{n}"
+        out.append(memory_input({"type": "episodic", **common, **fields, "content": said, "context": previous}))
+        previous = said
+    return out
+
+
 def memory_filter(value: FilterLike) -> pb.Filter:
     if value is None:
         return pb.Filter()

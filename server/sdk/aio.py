@@ -121,6 +121,16 @@ class AsyncEngramClient:
                                    include_pending=include_pending, options=options)
         return _core.recall_from((await self.search_many(tenant_id, [query]))[0], min_score=min_score)
 
+    async def write_conversation(self, tenant_id: str, turns: Iterable[Any], *, conversation_id: str = "",
+                                 start: int = 0, previous: str = "", timeout_s: float | None = None,
+                                 **common: Any) -> spb.WriteResponse:
+        """A conversation, one EPISODIC memory per turn with the previous turn as its context (see
+        ``_core.conversation_inputs``); the server heads each with its date when indexing."""
+        memories = _core.conversation_inputs(turns, conversation_id=conversation_id, start=start, previous=previous,
+                                             **common)
+        return await self.call("Write", spb.WriteRequest(tenant_id=tenant_id, memories=memories),  # type: ignore[no-any-return]
+                               timeout_s=timeout_s)
+
     async def remember(self, tenant_id: str, content: str, *, type: str | int = "episodic",  # noqa: A002
                        **fields: Any) -> spb.WriteResult:
         reply = await self.call("Write", spb.WriteRequest(
@@ -163,6 +173,12 @@ class AsyncEngramClient:
     async def confirm(self, tenant_id: str, memory_ids: Sequence[str], *,
                       timeout_s: float | None = None) -> spb.ConfirmResponse:
         return await self.call("Confirm", spb.ConfirmRequest(tenant_id=tenant_id, memory_ids=list(memory_ids)),  # type: ignore[no-any-return]
+                               timeout_s=timeout_s)
+
+    async def touch(self, tenant_id: str, memory_ids: Sequence[str], *,
+                    timeout_s: float | None = None) -> spb.TouchResponse:
+        """Marks memories as used (e.g. the ones put into a prompt): one access each, what recency reads."""
+        return await self.call("Touch", spb.TouchRequest(tenant_id=tenant_id, memory_ids=list(memory_ids)),  # type: ignore[no-any-return]
                                timeout_s=timeout_s)
 
     async def forget(self, tenant_id: str, *, filter: FilterLike = None, older_than_ms: int = 0,  # noqa: A002

@@ -1,5 +1,7 @@
-"""Access bookkeeping, batched: being returned by a search updates a memory's ``last_access_at_ms`` and
-``access_count`` and nudges its importance (bounded), without one disk write per hit.
+"""Access bookkeeping, batched: a use (a search hit that entered the context, or a Touch) updates a
+memory's ``last_access_at_ms`` and ``access_count``, without one disk write per hit. Importance stays the
+writer's: the access boost is computed at ranking time from these two fields (:func:`access_boost`), so
+it is bounded and fades when the memory stops being used.
 
 Searches ``record`` into an in-memory buffer per shard (a dict update under a lock, on the caller's
 thread). ``drain`` turns everything recorded since the last drain into updated memories, which the
@@ -15,6 +17,8 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 from server.domain import Memory, MemoryStatus, is_expired
 
 
@@ -24,11 +28,14 @@ class Touch:
     count: int = 0
 
 
-def nudged(importance: float, times: int, *, step: float, cap: float) -> float:
-    """``importance`` after ``times`` accesses: +step each, never above ``cap`` and never lowered."""
-    if importance >= cap or step <= 0 or times <= 0:
-        return importance
-    return min(cap, importance + step * times)
+def access_boost_inputs(importance: np.ndarray, access_count: np.ndarray, *, weight: float, step: float,
+                        cap: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ranking kernel's ``(boost, weight_cap)`` for the importance factor ``(1 - w) + w * importance``:
+    each recorded use adds ``step`` to the importance the ranking reads, times the recency decay since the
+    last use (the kernel applies it, so the boost fades back), never lifting it above ``cap`` nor lowering it."""
+    boost = weight * step * np.asarray(access_count, dtype=np.float64)
+    weight_cap = (1.0 - weight) + weight * np.maximum(cap, np.asarray(importance, dtype=np.float64))
+    return boost, weight_cap
 
 
 class TouchBuffer:
@@ -59,12 +66,12 @@ class TouchBuffer:
         with self._lock:
             return len(self._touches) + len(self._expired)
 
-    def overlay(self, memory: Memory, *, step: float, cap: float) -> Memory:
+    def overlay(self, memory: Memory) -> Memory:
         """``memory`` as it will read once the pending touches are flushed (Get shows this)."""
         t = self.pending(memory.memory_id)
-        return memory if t is None else touched(memory, t, step=step, cap=cap)
+        return memory if t is None else touched(memory, t)
 
-    def drain(self, get: Callable[[str], Memory | None], *, now_ms: int, step: float, cap: float) -> tuple[list[Memory], list[Memory]]:
+    def drain(self, get: Callable[[str], Memory | None], *, now_ms: int) -> tuple[list[Memory], list[Memory]]:
         """Takes everything recorded so far; returns (updated memories, those of them newly EXPIRED).
         Memories that are gone (purged) are skipped, never recreated. Call under the write lock."""
         with self._lock:
@@ -74,7 +81,7 @@ class TouchBuffer:
         for memory_id, t in touches.items():
             memory = get(memory_id)
             if memory is not None:
-                updates[memory_id] = touched(memory, t, step=step, cap=cap)
+                updates[memory_id] = touched(memory, t)
         newly_expired: list[Memory] = []
         for memory_id in expired:
             memory = updates.get(memory_id) or get(memory_id)
@@ -85,8 +92,7 @@ class TouchBuffer:
         return list(updates.values()), newly_expired
 
 
-def touched(memory: Memory, t: Touch, *, step: float, cap: float) -> Memory:
+def touched(memory: Memory, t: Touch) -> Memory:
     return dataclasses.replace(
-        memory, last_access_at_ms=max(memory.last_access_at_ms, t.last_ms), access_count=memory.access_count + t.count,
-        importance=nudged(memory.importance, t.count, step=step, cap=cap))
+        memory, last_access_at_ms=max(memory.last_access_at_ms, t.last_ms), access_count=memory.access_count + t.count)
 

@@ -15,7 +15,7 @@ def memory_to_json(m: Memory) -> dict[str, Any]:
         "scope": m.scope, "confidence": m.confidence, "key": m.key, "status": int(m.status),
         "supersedes": list(m.supersedes), "superseded_by": m.superseded_by, "pinned": m.pinned,
         "expires": m.expires_at_ms, "metadata": dict(m.metadata), "source_refs": list(m.source_refs),
-        "updated": m.updated_at_ms,
+        "updated": m.updated_at_ms, **({"context": m.context} if m.context else {}),
     }
 
 
@@ -29,4 +29,5 @@ def memory_from_json(d: dict[str, Any]) -> Memory:
         supersedes=tuple(d["supersedes"]), superseded_by=d["superseded_by"], pinned=bool(d["pinned"]),
         expires_at_ms=int(d["expires"]), metadata=dict(d["metadata"]),
         source_refs=tuple(d["source_refs"]), updated_at_ms=int(d["updated"]),
+        context=d.get("context", ""),
     )

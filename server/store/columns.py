@@ -34,6 +34,7 @@ class Columns:
     created_ms: np.ndarray    # int64
     last_access_ms: np.ndarray  # int64
     expires_ms: np.ndarray    # int64, 0 = never
+    access_count: np.ndarray  # int64: recorded uses (what the ranking's access boost reads)
 
     def __len__(self) -> int:
         return int(self.status.shape[0])
@@ -42,7 +43,8 @@ class Columns:
 def _empty(n: int) -> Columns:
     return Columns(status=np.zeros(n, np.int8), type=np.zeros(n, np.int8), pinned=np.zeros(n, np.bool_),
                    importance=np.zeros(n, np.float64), created_ms=np.zeros(n, np.int64),
-                   last_access_ms=np.zeros(n, np.int64), expires_ms=np.zeros(n, np.int64))
+                   last_access_ms=np.zeros(n, np.int64), expires_ms=np.zeros(n, np.int64),
+                   access_count=np.zeros(n, np.int64))
 
 
 class DocColumns:
@@ -64,6 +66,7 @@ class DocColumns:
         cols.created_ms[d] = memory.created_at_ms
         cols.last_access_ms[d] = memory.last_access_at_ms
         cols.expires_ms[d] = memory.expires_at_ms
+        cols.access_count[d] = memory.access_count
         cols.status[d] = int(memory.status)
 
     def clear(self, doc_id: int) -> None:

@@ -20,6 +20,7 @@ from server.domain import Memory
 from server.store.codec import memory_from_json, memory_to_json
 from server.store.columns import Columns, DocColumns
 from server.store.wal import Record, WriteAheadLog, read_records
+from server.text import memory_text
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +129,8 @@ class TenantStore:
             if replayed is not None:
                 if op == "put":
                     replayed.vectors[memory.doc_id] = np.frombuffer(blob, dtype=np.float32)
-                if op == "put" or (old is not None and old.content != memory.content):
-                    replayed.lexical_ops.append((self.seq, "put", memory.doc_id, memory.content))
+                if op == "put" or (old is not None and memory_text(old) != memory_text(memory)):
+                    replayed.lexical_ops.append((self.seq, "put", memory.doc_id, memory_text(memory)))
         elif op == "acc":
             for memory_id, last_ms, count, importance in meta["a"]:
                 old = self._by_id.get(memory_id)

@@ -26,6 +26,7 @@ from server.lexical.lucene import LuceneIndex
 from server.store.memory_store import Replayed, TenantStore
 from server.store.snapshot import read_snapshot, write_snapshot
 from server.store.wal import read_records
+from server.text import memory_text
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class TenantShard:
             lexical.delete_all()
             committed = 0
             live = store.all()
-            lexical.upsert([(m.doc_id, m.content) for m in live])
+            lexical.upsert([(m.doc_id, memory_text(m)) for m in live])
         else:
             _replay_lexical(lexical, [op for op in replayed.lexical_ops if op[0] > committed])
         lexical.refresh()
@@ -95,7 +96,7 @@ class TenantShard:
         seq = self.store.commit(puts=puts, updates=updates, deletes=deletes, accesses=accesses)
         if puts:
             self.dense.add([m.doc_id for m, _ in puts], np.stack([v for _, v in puts]))
-            self.lexical.upsert([(m.doc_id, m.content) for m, _ in puts])
+            self.lexical.upsert([(m.doc_id, memory_text(m)) for m, _ in puts])
             self._store_bytes += sum(len(m.content) + MEMORY_BYTES for m, _ in puts)
         if doomed:
             self.dense.remove(doomed)

@@ -103,3 +103,20 @@ def test_decay_floor_matches_numpy_reference(seed) -> None:
     got = decay_rank(*args, top_k=20, importance_weight=0.5, decay_floor=floor)
     want = reference(*args, top_k=20, importance_weight=0.5, decay_floor=floor)
     assert_same_ranking(got, want, args[-1])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bounded_inputs_match_the_reference(seed: int) -> None:
+    from kernels.decay_cupy import decay_rank as gpu
+
+    rel, age, half_life, imp, pinned, offsets = random_case(seed, q=16, max_segment=300)
+    rng = np.random.default_rng(seed)
+    n = len(rel)
+    extra = dict(recency_weight=rng.random(n).astype(np.float32), boost=(rng.random(n) * 0.3).astype(np.float32),
+                 weight_cap=(0.6 + rng.random(n) * 0.5).astype(np.float32),
+                 factor=(1.0 + rng.random(n)).astype(np.float32))
+    got = gpu(rel, age, half_life, imp, pinned, offsets, top_k=10, importance_weight=0.3, **extra)
+    want = reference(rel, age, half_life, imp, pinned, offsets, top_k=10, importance_weight=0.3, **extra)
+    np.testing.assert_allclose(got.recency, want.recency, rtol=1e-5, atol=1e-30)
+    np.testing.assert_allclose(got.weight, want.weight, rtol=1e-5)
+    np.testing.assert_allclose(got.final, want.final, rtol=1e-4, atol=1e-30)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import grpc
+import numpy as np
 import pytest
 from support import ADMIN_KEY, start_server, status_of
 
 from server.config import SearchConfig
+from server.fusion.calibration import fused_features, load_calibration
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
 from server.grpc.gen.engram.v1 import service_pb2 as spb
 
@@ -197,9 +199,9 @@ def test_every_hit_breakdown_agrees_with_single_retriever_searches(admin) -> Non
     cfg = SearchConfig()  # the server's defaults: an English query without codes keeps both weights
     k, weights = cfg.rrf_k, (cfg.dense_weight, cfg.lexical_weight)
     hybrid = admin.search("acme/ranks", query, top_k=10)
-    dense = {h.memory.memory_id: h.breakdown for h in admin.search("acme/ranks", query, top_k=20, dense_only=True).hits}
+    dense = {h.memory.memory_id: h.breakdown for h in admin.search("acme/ranks", query, top_k=100, dense_only=True).hits}
     lexical = {h.memory.memory_id: h.breakdown
-               for h in admin.search("acme/ranks", query, top_k=20, lexical_only=True).hits}
+               for h in admin.search("acme/ranks", query, top_k=100, lexical_only=True).hits}
     assert len(hybrid.hits) == 10 and any(h.breakdown.bm25_rank == 0 for h in hybrid.hits)
     for h in hybrid.hits:
         b, mid = h.breakdown, h.memory.memory_id
@@ -209,5 +211,15 @@ def test_every_hit_breakdown_agrees_with_single_retriever_searches(admin) -> Non
                                                else (0, 0.0))
         want = sum(w / (k + r) for w, r in zip(weights, (b.dense_rank, b.bm25_rank), strict=True) if r > 0)
         assert b.rrf == pytest.approx(want, rel=1e-6)  # float on the wire
-        assert b.relevance == pytest.approx(want / sum(w / (k + 1.0) for w in weights), rel=1e-6)
-        assert b.final == pytest.approx(b.relevance * b.decay * b.importance_weight, rel=1e-5)
+        assert b.final == pytest.approx(b.relevance * b.recency * b.importance_weight * b.temporal, rel=1e-5)
+    # Relevance is the calibrated probability of the candidate's evidence (server/fusion/calibration.py).
+    ids = {mid: i for i, mid in enumerate({**dense, **lexical, **{h.memory.memory_id: 0 for h in hybrid.hits}})}
+    d_sorted = sorted(dense, key=lambda m: dense[m].dense_rank)
+    l_sorted = sorted(lexical, key=lambda m: lexical[m].bm25_rank)
+    hits = hybrid.hits
+    cols = fused_features(np.array([ids[h.memory.memory_id] for h in hits]),
+                          np.array([h.breakdown.rrf for h in hits]) / sum(w / (k + 1.0) for w in weights),
+                          np.array([ids[m] for m in d_sorted]), np.array([dense[m].dense_score for m in d_sorted]),
+                          np.array([ids[m] for m in l_sorted]), np.array([lexical[m].bm25_score for m in l_sorted]))
+    want_rel = load_calibration().fused(cols)
+    assert [h.breakdown.relevance for h in hits] == pytest.approx(want_rel.tolist(), rel=1e-4)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from support import start_server
 
-from server.fusion.rrf import rerank_relevance
+from server.fusion.calibration import load_calibration
+from server.fusion.rrf import rrf_max
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
 from server.grpc.gen.engram.v1 import service_pb2 as spb
 
@@ -27,7 +28,7 @@ PLAIN = {"disable_decay": True, "disable_importance": True}  # final == relevanc
 @pytest.fixture
 def rerank_server(tmp_path, jvm, embedder, tiny_reranker):  # type: ignore[no-untyped-def]
     running = start_server(tmp_path / "data", embedder=embedder, reranker=tiny_reranker,
-                           search={"rerank_depth": 3, "rerank_weight": 2.0, "rerank_rrf_k": 5.0})
+                           search={"rerank_depth": 3})
     client = running.client()
     client.create_tenant("acme/rr")
     client.write("acme/rr", *NOTES)
@@ -51,10 +52,13 @@ def test_default_depth_reranks_the_fused_head_with_the_models_logits(rerank_serv
     logits = tiny_reranker.score([(QUERY, h.memory.content) for h in fused[:3]])
     for hit, logit in zip(fused[:3], logits.tolist(), strict=True):
         assert hit.breakdown.rerank == pytest.approx(logit, abs=1e-4)
-    # Relevance is the fusion of the fused order and the cross-encoder's order, as configured.
-    expected = rerank_relevance(logits.tolist(), k=5.0, weight=2.0)
-    for hit, rel in zip(fused[:3], expected, strict=True):
-        assert hit.breakdown.relevance == pytest.approx(rel, rel=1e-5)
+    # Relevance is the calibrated probability from the logit and the fused score (server/fusion/calibration.py).
+    cfg = rerank_server[0].app.config.search
+    top = rrf_max(k=cfg.rrf_k, weights=(cfg.dense_weight, cfg.lexical_weight))
+    expected = load_calibration().rerank({"logit": logits.astype("float64"),
+                                          "rrf": [h.breakdown.rrf / top for h in fused[:3]]})
+    for hit, rel in zip(fused[:3], expected.tolist(), strict=True):
+        assert hit.breakdown.relevance == pytest.approx(rel, rel=1e-4)
     # Every reranked hit outranks every hit past the depth, which keep their fused order.
     tail = [h for h in result.hits if not h.breakdown.HasField("rerank")]
     assert max(h.breakdown.relevance for h in tail) < min(h.breakdown.relevance for h in reranked)

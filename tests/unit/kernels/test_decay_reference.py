@@ -213,3 +213,52 @@ def test_decay_floor_is_validated(bad):
     rel, age, half_life, imp, pinned, offsets = random_case(0)
     with pytest.raises(ValueError):
         decay_rank(rel, age, half_life, imp, pinned, offsets, top_k=3, importance_weight=0.5, decay_floor=bad)
+
+
+def naive_bounded(rel, age, half_life, imp, pinned, *, recency_weight, boost, weight_cap, factor, importance_weight):
+    """The bounded combination, one element at a time: recency, the fading access boost, the factor."""
+    decays, _, _ = naive_elementwise(rel, age, half_life, imp, pinned, importance_weight)
+    out = []
+    for i in range(len(rel)):
+        base = (1.0 - importance_weight) + importance_weight * float(imp[i])
+        w = max(base, min(float(weight_cap[i]), base + float(boost[i]) * decays[i]))
+        r = (1.0 - float(recency_weight[i])) + float(recency_weight[i]) * decays[i]
+        out.append((decays[i], r, w, float(rel[i]) * r * w * float(factor[i])))
+    return [np.array(c) for c in zip(*out)] if out else [np.zeros(0)] * 4
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bounded_recency_access_boost_and_factor_match_the_naive_loop(seed: int) -> None:
+    rel, age, half_life, imp, pinned, offsets = random_case(seed)
+    n = len(rel)
+    rng = np.random.default_rng(100 + seed)
+    rw = rng.random(n).astype(np.float32)
+    boost = (rng.random(n) * 0.3).astype(np.float32)
+    cap = (0.6 + rng.random(n) * 0.5).astype(np.float32)
+    factor = (1.0 + rng.random(n) * (rng.random(n) < 0.3)).astype(np.float32)
+    got = decay_rank(rel, age, half_life, imp, pinned, offsets, top_k=7, importance_weight=0.4, recency_weight=rw,
+                     boost=boost, weight_cap=cap, factor=factor)
+    d, r, w, f = naive_bounded(rel, age, half_life, imp, pinned, recency_weight=rw, boost=boost, weight_cap=cap,
+                               factor=factor, importance_weight=0.4)
+    np.testing.assert_allclose(got.decay, d, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got.recency, r, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got.weight, w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got.final, f, rtol=1e-4, atol=1e-5)
+    assert np.all(got.recency >= 1 - rw - 1e-6)           # bounded: time never costs more than the weight
+    assert np.all(got.weight >= (0.6 + 0.4 * imp) - 1e-6)  # the boost never lowers the importance factor
+
+
+def test_defaults_of_the_new_inputs_keep_the_plain_product() -> None:
+    rel, age, half_life, imp, pinned, offsets = random_case(3)
+    plain = decay_rank(rel, age, half_life, imp, pinned, offsets, top_k=5, importance_weight=0.5)
+    d, w, f = naive_elementwise(rel, age, half_life, imp, pinned, 0.5)
+    np.testing.assert_allclose(plain.final, f, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(plain.recency, plain.decay, atol=1e-7)
+
+
+def test_a_bad_recency_weight_or_factor_is_refused() -> None:
+    rel, age, half_life, imp, pinned, offsets = random_case(1)
+    with pytest.raises(ValueError, match="recency_weight"):
+        decay_rank(rel, age, half_life, imp, pinned, offsets, top_k=3, importance_weight=0.5, recency_weight=1.5)
+    with pytest.raises(ValueError, match="factor"):
+        decay_rank(rel, age, half_life, imp, pinned, offsets, top_k=3, importance_weight=0.5, factor=-1.0)

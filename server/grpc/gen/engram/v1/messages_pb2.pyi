@@ -34,7 +34,7 @@ MEMORY_STATUS_EXPIRED: MemoryStatus
 MEMORY_STATUS_ARCHIVED: MemoryStatus
 
 class Memory(_message.Message):
-    __slots__ = ("memory_id", "content", "type", "importance", "created_at_ms", "last_access_at_ms", "access_count", "entities", "source_ref", "scope", "confidence", "key", "status", "supersedes", "superseded_by", "pinned", "expires_at_ms", "metadata", "source_refs", "updated_at_ms")
+    __slots__ = ("memory_id", "content", "type", "importance", "created_at_ms", "last_access_at_ms", "access_count", "entities", "source_ref", "scope", "confidence", "key", "status", "supersedes", "superseded_by", "pinned", "expires_at_ms", "metadata", "source_refs", "updated_at_ms", "context")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +62,7 @@ class Memory(_message.Message):
     METADATA_FIELD_NUMBER: _ClassVar[int]
     SOURCE_REFS_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     memory_id: str
     content: str
     type: MemoryType
@@ -82,10 +83,11 @@ class Memory(_message.Message):
     metadata: _containers.ScalarMap[str, str]
     source_refs: _containers.RepeatedScalarFieldContainer[str]
     updated_at_ms: int
-    def __init__(self, memory_id: _Optional[str] = ..., content: _Optional[str] = ..., type: _Optional[_Union[MemoryType, str]] = ..., importance: _Optional[float] = ..., created_at_ms: _Optional[int] = ..., last_access_at_ms: _Optional[int] = ..., access_count: _Optional[int] = ..., entities: _Optional[_Iterable[str]] = ..., source_ref: _Optional[str] = ..., scope: _Optional[str] = ..., confidence: _Optional[float] = ..., key: _Optional[str] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., supersedes: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[str] = ..., pinned: _Optional[bool] = ..., expires_at_ms: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., source_refs: _Optional[_Iterable[str]] = ..., updated_at_ms: _Optional[int] = ...) -> None: ...
+    context: str
+    def __init__(self, memory_id: _Optional[str] = ..., content: _Optional[str] = ..., type: _Optional[_Union[MemoryType, str]] = ..., importance: _Optional[float] = ..., created_at_ms: _Optional[int] = ..., last_access_at_ms: _Optional[int] = ..., access_count: _Optional[int] = ..., entities: _Optional[_Iterable[str]] = ..., source_ref: _Optional[str] = ..., scope: _Optional[str] = ..., confidence: _Optional[float] = ..., key: _Optional[str] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., supersedes: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[str] = ..., pinned: _Optional[bool] = ..., expires_at_ms: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., source_refs: _Optional[_Iterable[str]] = ..., updated_at_ms: _Optional[int] = ..., context: _Optional[str] = ...) -> None: ...
 
 class MemoryInput(_message.Message):
-    __slots__ = ("content", "type", "importance", "created_at_ms", "entities", "source_ref", "scope", "confidence", "key", "supersedes", "pinned", "expires_at_ms", "metadata", "last_access_at_ms")
+    __slots__ = ("content", "type", "importance", "created_at_ms", "entities", "source_ref", "scope", "confidence", "key", "supersedes", "pinned", "expires_at_ms", "metadata", "last_access_at_ms", "context")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +109,7 @@ class MemoryInput(_message.Message):
     EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     LAST_ACCESS_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     content: str
     type: MemoryType
     importance: float
@@ -121,7 +124,8 @@ class MemoryInput(_message.Message):
     expires_at_ms: int
     metadata: _containers.ScalarMap[str, str]
     last_access_at_ms: int
-    def __init__(self, content: _Optional[str] = ..., type: _Optional[_Union[MemoryType, str]] = ..., importance: _Optional[float] = ..., created_at_ms: _Optional[int] = ..., entities: _Optional[_Iterable[str]] = ..., source_ref: _Optional[str] = ..., scope: _Optional[str] = ..., confidence: _Optional[float] = ..., key: _Optional[str] = ..., supersedes: _Optional[_Iterable[str]] = ..., pinned: _Optional[bool] = ..., expires_at_ms: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., last_access_at_ms: _Optional[int] = ...) -> None: ...
+    context: str
+    def __init__(self, content: _Optional[str] = ..., type: _Optional[_Union[MemoryType, str]] = ..., importance: _Optional[float] = ..., created_at_ms: _Optional[int] = ..., entities: _Optional[_Iterable[str]] = ..., source_ref: _Optional[str] = ..., scope: _Optional[str] = ..., confidence: _Optional[float] = ..., key: _Optional[str] = ..., supersedes: _Optional[_Iterable[str]] = ..., pinned: _Optional[bool] = ..., expires_at_ms: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., last_access_at_ms: _Optional[int] = ..., context: _Optional[str] = ...) -> None: ...
 
 class Filter(_message.Message):
     __slots__ = ("types", "statuses", "scope", "entities_any", "entities_all", "key", "created_after_ms", "created_before_ms", "accessed_after_ms", "accessed_before_ms", "min_importance")
@@ -150,7 +154,7 @@ class Filter(_message.Message):
     def __init__(self, types: _Optional[_Iterable[_Union[MemoryType, str]]] = ..., statuses: _Optional[_Iterable[_Union[MemoryStatus, str]]] = ..., scope: _Optional[str] = ..., entities_any: _Optional[_Iterable[str]] = ..., entities_all: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., created_after_ms: _Optional[int] = ..., created_before_ms: _Optional[int] = ..., accessed_after_ms: _Optional[int] = ..., accessed_before_ms: _Optional[int] = ..., min_importance: _Optional[float] = ...) -> None: ...
 
 class Scoring(_message.Message):
-    __slots__ = ("disable_decay", "disable_importance", "episodic_half_life_s", "semantic_half_life_s", "procedural_half_life_s", "importance_weight", "now_ms", "decay_floor")
+    __slots__ = ("disable_decay", "disable_importance", "episodic_half_life_s", "semantic_half_life_s", "procedural_half_life_s", "importance_weight", "now_ms", "decay_floor", "recency_weight", "disable_temporal")
     DISABLE_DECAY_FIELD_NUMBER: _ClassVar[int]
     DISABLE_IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
     EPISODIC_HALF_LIFE_S_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +163,8 @@ class Scoring(_message.Message):
     IMPORTANCE_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     NOW_MS_FIELD_NUMBER: _ClassVar[int]
     DECAY_FLOOR_FIELD_NUMBER: _ClassVar[int]
+    RECENCY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_TEMPORAL_FIELD_NUMBER: _ClassVar[int]
     disable_decay: bool
     disable_importance: bool
     episodic_half_life_s: float
@@ -167,10 +173,12 @@ class Scoring(_message.Message):
     importance_weight: float
     now_ms: int
     decay_floor: float
-    def __init__(self, disable_decay: _Optional[bool] = ..., disable_importance: _Optional[bool] = ..., episodic_half_life_s: _Optional[float] = ..., semantic_half_life_s: _Optional[float] = ..., procedural_half_life_s: _Optional[float] = ..., importance_weight: _Optional[float] = ..., now_ms: _Optional[int] = ..., decay_floor: _Optional[float] = ...) -> None: ...
+    recency_weight: float
+    disable_temporal: bool
+    def __init__(self, disable_decay: _Optional[bool] = ..., disable_importance: _Optional[bool] = ..., episodic_half_life_s: _Optional[float] = ..., semantic_half_life_s: _Optional[float] = ..., procedural_half_life_s: _Optional[float] = ..., importance_weight: _Optional[float] = ..., now_ms: _Optional[int] = ..., decay_floor: _Optional[float] = ..., recency_weight: _Optional[float] = ..., disable_temporal: _Optional[bool] = ...) -> None: ...
 
 class SearchQuery(_message.Message):
-    __slots__ = ("text", "top_k", "filter", "include_history", "include_pending", "rerank_depth", "scoring", "candidates", "context_block", "context_items", "lexical_only", "dense_only")
+    __slots__ = ("text", "top_k", "filter", "include_history", "include_pending", "rerank_depth", "scoring", "candidates", "context_block", "context_items", "lexical_only", "dense_only", "min_relevance")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
@@ -183,6 +191,7 @@ class SearchQuery(_message.Message):
     CONTEXT_ITEMS_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_ONLY_FIELD_NUMBER: _ClassVar[int]
     DENSE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    MIN_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     text: str
     top_k: int
     filter: Filter
@@ -195,7 +204,8 @@ class SearchQuery(_message.Message):
     context_items: int
     lexical_only: bool
     dense_only: bool
-    def __init__(self, text: _Optional[str] = ..., top_k: _Optional[int] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., include_history: _Optional[bool] = ..., include_pending: _Optional[bool] = ..., rerank_depth: _Optional[int] = ..., scoring: _Optional[_Union[Scoring, _Mapping]] = ..., candidates: _Optional[int] = ..., context_block: _Optional[bool] = ..., context_items: _Optional[int] = ..., lexical_only: _Optional[bool] = ..., dense_only: _Optional[bool] = ...) -> None: ...
+    min_relevance: float
+    def __init__(self, text: _Optional[str] = ..., top_k: _Optional[int] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., include_history: _Optional[bool] = ..., include_pending: _Optional[bool] = ..., rerank_depth: _Optional[int] = ..., scoring: _Optional[_Union[Scoring, _Mapping]] = ..., candidates: _Optional[int] = ..., context_block: _Optional[bool] = ..., context_items: _Optional[int] = ..., lexical_only: _Optional[bool] = ..., dense_only: _Optional[bool] = ..., min_relevance: _Optional[float] = ...) -> None: ...
 
 class Timings(_message.Message):
     __slots__ = ("queue_ns", "embed_ns", "ann_ns", "bm25_ns", "fusion_ns", "rerank_ns", "decay_ns", "total_ns", "batch_size")
@@ -220,7 +230,7 @@ class Timings(_message.Message):
     def __init__(self, queue_ns: _Optional[int] = ..., embed_ns: _Optional[int] = ..., ann_ns: _Optional[int] = ..., bm25_ns: _Optional[int] = ..., fusion_ns: _Optional[int] = ..., rerank_ns: _Optional[int] = ..., decay_ns: _Optional[int] = ..., total_ns: _Optional[int] = ..., batch_size: _Optional[int] = ...) -> None: ...
 
 class ScoreBreakdown(_message.Message):
-    __slots__ = ("dense_rank", "dense_score", "bm25_rank", "bm25_score", "rrf", "rerank", "relevance", "decay", "importance_weight", "final")
+    __slots__ = ("dense_rank", "dense_score", "bm25_rank", "bm25_score", "rrf", "rerank", "relevance", "decay", "importance_weight", "final", "recency", "temporal")
     DENSE_RANK_FIELD_NUMBER: _ClassVar[int]
     DENSE_SCORE_FIELD_NUMBER: _ClassVar[int]
     BM25_RANK_FIELD_NUMBER: _ClassVar[int]
@@ -231,6 +241,8 @@ class ScoreBreakdown(_message.Message):
     DECAY_FIELD_NUMBER: _ClassVar[int]
     IMPORTANCE_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
+    RECENCY_FIELD_NUMBER: _ClassVar[int]
+    TEMPORAL_FIELD_NUMBER: _ClassVar[int]
     dense_rank: int
     dense_score: float
     bm25_rank: int
@@ -241,7 +253,9 @@ class ScoreBreakdown(_message.Message):
     decay: float
     importance_weight: float
     final: float
-    def __init__(self, dense_rank: _Optional[int] = ..., dense_score: _Optional[float] = ..., bm25_rank: _Optional[int] = ..., bm25_score: _Optional[float] = ..., rrf: _Optional[float] = ..., rerank: _Optional[float] = ..., relevance: _Optional[float] = ..., decay: _Optional[float] = ..., importance_weight: _Optional[float] = ..., final: _Optional[float] = ...) -> None: ...
+    recency: float
+    temporal: float
+    def __init__(self, dense_rank: _Optional[int] = ..., dense_score: _Optional[float] = ..., bm25_rank: _Optional[int] = ..., bm25_score: _Optional[float] = ..., rrf: _Optional[float] = ..., rerank: _Optional[float] = ..., relevance: _Optional[float] = ..., decay: _Optional[float] = ..., importance_weight: _Optional[float] = ..., final: _Optional[float] = ..., recency: _Optional[float] = ..., temporal: _Optional[float] = ...) -> None: ...
 
 class Hit(_message.Message):
     __slots__ = ("memory", "breakdown")

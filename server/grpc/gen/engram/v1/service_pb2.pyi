@@ -32,6 +32,7 @@ class AuditOp(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     AUDIT_OP_CONFIRM: _ClassVar[AuditOp]
     AUDIT_OP_ARCHIVE: _ClassVar[AuditOp]
     AUDIT_OP_EXPIRE: _ClassVar[AuditOp]
+    AUDIT_OP_USE: _ClassVar[AuditOp]
 WRITE_OUTCOME_UNSPECIFIED: WriteOutcome
 WRITE_OUTCOME_CREATED: WriteOutcome
 WRITE_OUTCOME_MERGED: WriteOutcome
@@ -48,6 +49,7 @@ AUDIT_OP_SEARCH: AuditOp
 AUDIT_OP_CONFIRM: AuditOp
 AUDIT_OP_ARCHIVE: AuditOp
 AUDIT_OP_EXPIRE: AuditOp
+AUDIT_OP_USE: AuditOp
 
 class WriteRequest(_message.Message):
     __slots__ = ("tenant_id", "memories")
@@ -287,6 +289,22 @@ class ConfirmResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ConfirmResult]
     def __init__(self, results: _Optional[_Iterable[_Union[ConfirmResult, _Mapping]]] = ...) -> None: ...
+
+class TouchRequest(_message.Message):
+    __slots__ = ("tenant_id", "memory_ids")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tenant_id: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TouchResponse(_message.Message):
+    __slots__ = ("touched", "missing")
+    TOUCHED_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    touched: int
+    missing: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, touched: _Optional[int] = ..., missing: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ForgetRequest(_message.Message):
     __slots__ = ("tenant_id", "filter", "older_than_ms", "mode", "include_pinned", "all", "dry_run")

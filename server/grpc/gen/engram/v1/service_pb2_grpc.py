@@ -85,6 +85,11 @@ class MemoryServiceStub:
                 request_serializer=engram_dot_v1_dot_service__pb2.AuditRequest.SerializeToString,
                 response_deserializer=engram_dot_v1_dot_service__pb2.AuditResponse.FromString,
                 _registered_method=True)
+        self.Touch = channel.unary_unary(
+                '/engram.v1.MemoryService/Touch',
+                request_serializer=engram_dot_v1_dot_service__pb2.TouchRequest.SerializeToString,
+                response_deserializer=engram_dot_v1_dot_service__pb2.TouchResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -155,6 +160,13 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Touch(self, request, context):
+        """mark memories as used: an access (README "Ranking")
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -207,6 +219,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Audit,
                     request_deserializer=engram_dot_v1_dot_service__pb2.AuditRequest.FromString,
                     response_serializer=engram_dot_v1_dot_service__pb2.AuditResponse.SerializeToString,
+            ),
+            'Touch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Touch,
+                    request_deserializer=engram_dot_v1_dot_service__pb2.TouchRequest.FromString,
+                    response_serializer=engram_dot_v1_dot_service__pb2.TouchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -480,6 +497,33 @@ class MemoryService:
             '/engram.v1.MemoryService/Audit',
             engram_dot_v1_dot_service__pb2.AuditRequest.SerializeToString,
             engram_dot_v1_dot_service__pb2.AuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Touch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.v1.MemoryService/Touch',
+            engram_dot_v1_dot_service__pb2.TouchRequest.SerializeToString,
+            engram_dot_v1_dot_service__pb2.TouchResponse.FromString,
             options,
             channel_credentials,
             insecure,

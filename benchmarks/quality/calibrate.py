@@ -1,0 +1,169 @@
+"""Fits the relevance calibration (server/fusion/calibration.py) on dev data, through the real server.
+
+    .venv/bin/python -m benchmarks.quality.calibrate [--out server/fusion/calibration.json]
+
+Dev data only: SciFact *train* claims over the test corpus (the reranker recipe's held-out dev claims for
+the cross-encoder model, every train claim for the fusion model) and the LoCoMo questions (categories 1-4)
+over turns written as ``"<speaker>: <text>"`` episodic memories. The SciFact test claims and the zh/en
+set are never read here: they are where the README reports. Each search asks for every fused candidate
+(top_k 200, decay, importance and temporal boosts off, "as of" a fixed time) so the features of every
+candidate are seen; the features are rebuilt from the hits' breakdowns exactly as the server computes
+them (:func:`server.fusion.calibration.fused_features`). Each data set weighs the same in the fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.quality.datasets import load_locomo, load_scifact, repo_root
+from benchmarks.quality.harness import EvalServer, Ingested, Stage
+from benchmarks.quality.suites import FIXED_NOW_MS, locomo_inputs
+from server.fusion.calibration import FUSED_FEATURES, RERANK_FEATURES, fused_features
+from server.fusion.rrf import rrf_max
+from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from server.text import has_cjk, has_code
+
+log = logging.getLogger("benchmarks.quality.calibrate")
+
+ALL = Stage("calibration", rerank=True, temporal=False)
+L2 = 1e-3
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, *, l2: float = L2, steps: int = 50) -> tuple[np.ndarray, float]:
+    """Weighted L2-regularised logistic regression by Newton's method: (coef, intercept)."""
+    xb = np.hstack([x, np.ones((len(x), 1))])
+    beta = np.zeros(xb.shape[1])
+    reg = np.full(xb.shape[1], l2)
+    reg[-1] = 0.0
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-np.clip(xb @ beta, -60, 60)))
+        grad = xb.T @ (w * (p - y)) + reg * beta
+        hess = (xb * (w * p * (1 - p))[:, None]).T @ xb + np.diag(reg)
+        step = np.linalg.solve(hess, grad)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return beta[:-1], float(beta[-1])
+
+
+def _rows(server: EvalServer, tenant: Ingested, hits: Mapping[str, Sequence[pb.Hit]], texts: Mapping[str, str],
+          qrels: Mapping[str, Mapping[str, int]]) -> tuple[list[list[float]], list[float], list[list[float]], list[float]]:
+    cfg = server.config.search
+    fused_x: list[list[float]] = []
+    fused_y: list[float] = []
+    rerank_x: list[list[float]] = []
+    rerank_y: list[float] = []
+    for qid, hs in hits.items():
+        if not hs:
+            continue
+        text = texts[qid]
+        dense_w = cfg.dense_weight * (cfg.dense_weight_cjk if has_cjk(text) else 1.0) * (
+            cfg.dense_weight_code if has_code(text) else 1.0)
+        top = rrf_max(k=cfg.rrf_k, weights=(dense_w, cfg.lexical_weight))
+        ids = np.arange(len(hs), dtype=np.int64)
+        rrf_norm = np.array([h.breakdown.rrf for h in hs]) / top
+        dense = sorted((h.breakdown.dense_rank, i, h.breakdown.dense_score) for i, h in enumerate(hs) if h.breakdown.dense_rank)
+        lexical = sorted((h.breakdown.bm25_rank, i, h.breakdown.bm25_score) for i, h in enumerate(hs) if h.breakdown.bm25_rank)
+        cols = fused_features(ids, rrf_norm, np.array([i for _, i, _ in dense], dtype=np.int64),
+                              np.array([s for _, _, s in dense]), np.array([i for _, i, _ in lexical], dtype=np.int64),
+                              np.array([s for _, _, s in lexical]))
+        labels = [float(any(qrels[qid].get(d, 0) > 0 for d in tenant.docs_of.get(h.memory.memory_id, ()))) for h in hs]
+        for i, h in enumerate(hs):
+            fused_x.append([cols[f][i] for f in FUSED_FEATURES])
+            fused_y.append(labels[i])
+            if h.breakdown.HasField("rerank"):
+                rerank_x.append([h.breakdown.rerank, rrf_norm[i]])
+                rerank_y.append(labels[i])
+    return fused_x, fused_y, rerank_x, rerank_y
+
+
+def collect(server: EvalServer) -> dict[str, dict[str, np.ndarray]]:
+    from models.training.data import is_dev
+    from models.training.recipe import DEV_SHARE
+
+    out: dict[str, dict[str, np.ndarray]] = {}
+    sf_test, sf_train = load_scifact(split="test"), load_scifact(split="train")
+    tenant = server.ingest("cal-scifact", [(d.id, pb.MemoryInput(content=d.text, type=pb.MEMORY_TYPE_SEMANTIC))
+                                           for d in sf_test.docs])
+    texts = {q.id: q.text for q in sf_train.queries}
+    hits = server.search_hits(tenant, sf_train.queries, ALL, now_ms=FIXED_NOW_MS, top_k=200)
+    fx, fy, _, _ = _rows(server, tenant, hits, texts, sf_train.qrels)
+    dev = {q.id for q in sf_train.queries if is_dev(q.id, dev_share=DEV_SHARE)}
+    _, _, rx, ry = _rows(server, tenant, {q: h for q, h in hits.items() if q in dev}, texts, sf_train.qrels)
+    out["scifact"] = {"fx": np.array(fx), "fy": np.array(fy), "rx": np.array(rx), "ry": np.array(ry)}
+    parts: list[tuple[list, list, list, list]] = []
+    for conv in load_locomo():
+        tenant = server.ingest(f"cal-locomo-{conv.id}", locomo_inputs(conv))
+        qs = [q for q in conv.questions]
+        hits = server.search_hits(tenant, [_q(q) for q in qs], ALL, now_ms=conv.now * 1000, top_k=200)
+        parts.append(_rows(server, tenant, hits, {q.id: q.text for q in qs}, {q.id: {e: 1 for e in q.evidence} for q in qs}))
+    out["locomo"] = {k: np.array(sum((p[i] for p in parts), [])) for i, k in enumerate(("fx", "fy", "rx", "ry"))}
+    return out
+
+
+def _q(question):  # type: ignore[no-untyped-def]
+    from benchmarks.quality.datasets import Query
+
+    return Query(id=question.id, text=question.text)
+
+
+def fit(data: Mapping[str, Mapping[str, np.ndarray]], xkey: str, ykey: str) -> tuple[np.ndarray, float, dict]:
+    xs, ys, ws = [], [], []
+    for name, d in data.items():
+        if len(d[xkey]) == 0:
+            continue
+        xs.append(d[xkey])
+        ys.append(d[ykey])
+        ws.append(np.full(len(d[ykey]), 1.0 / len(d[ykey])))   # each data set weighs the same
+    x, y, w = np.vstack(xs), np.concatenate(ys), np.concatenate(ws)
+    w = w / w.mean()
+    coef, intercept = fit_logistic(x, y, w)
+    stats = {}
+    for name, d in data.items():
+        p = 1.0 / (1.0 + np.exp(-(d[xkey] @ coef + intercept)))
+        stats[name] = {"rows": int(len(d[ykey])), "positives": int(d[ykey].sum()),
+                       "mean_p": round(float(p.mean()), 4), "base_rate": round(float(d[ykey].mean()), 4),
+                       "mean_p_positive": round(float(p[d[ykey] > 0].mean()), 4),
+                       "log_loss": round(float(-np.mean(d[ykey] * np.log(p + 1e-12) + (1 - d[ykey]) * np.log(1 - p + 1e-12))), 4)}
+    return coef, intercept, stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=repo_root() / "server" / "fusion" / "calibration.json")
+    parser.add_argument("--report", type=Path, default=repo_root() / "benchmarks" / "results" / "quality" / "calibration.json")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for noisy in ("server", "models"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="engram-calibrate-") as tmp, EvalServer(Path(tmp) / "data") as server:
+        info = server.info()
+        data = collect(server)
+    fcoef, fint, fstats = fit(data, "fx", "fy")
+    rcoef, rint, rstats = fit(data, "rx", "ry")
+    source = ("benchmarks/quality/calibrate.py: SciFact train claims (cross-encoder: its held-out dev claims) over the "
+              "test corpus, and LoCoMo questions (categories 1-4) over '<speaker>: <text>' turns; equal weight each")
+    calibration = {
+        "source": source, "fitted_for": {"embedder": info.embedder.name, "reranker": info.reranker.name},
+        "fused": {"default": {"features": list(FUSED_FEATURES), "coef": [round(float(c), 5) for c in fcoef],
+                              "intercept": round(fint, 5)}},
+        "rerank": {"default": {"features": list(RERANK_FEATURES), "coef": [round(float(c), 5) for c in rcoef],
+                               "intercept": round(rint, 5)}},
+    }
+    args.out.write_text(json.dumps(calibration, indent=2) + "\n")
+    args.report.parent.mkdir(parents=True, exist_ok=True)
+    args.report.write_text(json.dumps({**calibration, "fit": {"fused": fstats, "rerank": rstats}}, indent=2) + "\n")
+    log.info("fused %s %.3f %s", fcoef, fint, fstats)
+    log.info("rerank %s %.3f %s", rcoef, rint, rstats)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
