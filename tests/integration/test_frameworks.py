@@ -146,7 +146,7 @@ def test_llamaindex_memory_block_recalls_and_remembers(engram: dict[str, Any]) -
     block = EngramMemoryBlock(tenant_id="fw/li", client=engram["client"], top_k=2)
     asked = [ChatMessage(role="user", content="Can you suggest a snack for Alice's flight?")]
     context = asyncio.run(block.aget(asked))
-    assert context == admin.recall("fw/li", asked[0].content, top_k=2).context and "peanuts" in context
+    assert context and context == admin.recall("fw/li", asked[0].content, top_k=2).context
     recalled = [h.memory.memory_id for h in admin.search("fw/li", asked[0].content, top_k=2).hits]
 
     # LlamaIndex's Memory flushes older messages out of its short-term queue into the block: engram keeps them
