@@ -108,6 +108,9 @@ def test_login_shows_the_tenants_and_keeps_the_key_out_of_the_page(tab: Console,
     expect(alice.locator("td[data-field=PENDING]")).to_have_text("1")
     expect(alice.locator("td[data-field=SUPERSEDED]")).to_have_text("1")
     expect(alice.locator("td[data-field=PROCEDURAL]")).to_have_text("1")
+    expect(alice.locator("td[data-field=tier]")).to_have_text("flat")
+    expect(alice.locator("td[data-field=ram]")).to_contain_text("KiB")
+    expect(alice.locator("td[data-field=last]")).to_contain_text("ago")
     expect(page.locator("[data-test=tenants] tr[data-id='beta/bob'] td[data-field=total]")).to_have_text("1")
     assert ADMIN_KEY not in page.url
     stored = page.evaluate("() => JSON.stringify([document.cookie, {...localStorage}, {...sessionStorage}])")
@@ -285,6 +288,8 @@ def test_a_key_for_acme_alice_sees_nothing_of_beta(tab: Console, seeded: Seeded)
     page = tab.login(seeded.alice_key).page
     expect(page.locator("[data-test=tenants] tbody tr")).to_have_count(1)
     expect(page.locator("[data-test=tenants] tbody tr td a")).to_have_text(T)
+    expect(page.locator("[data-test=tenants] td[data-field=total]")).not_to_have_text("…")
+    expect(page.locator("[data-test=tenants] td[data-field=tier]")).to_have_text("—")   # Stats: admin keys only
     expect(page.locator("[data-test=who]")).to_contain_text("acme/alice")
     for fragment in (f"/t/{enc('beta/bob')}", f"/t/{enc('beta/bob')}/memories", f"/t/{enc('beta/bob')}/audit"):
         tab.open(fragment)

@@ -14,17 +14,20 @@ export async function tenantsPage(ctx) {
   const headers = ["tenant", "memories", ...STATUSES.map((s) => s.toLowerCase()), ...TYPES.map((t) => t.toLowerCase()),
     "index tier", "index", "memory use", "last activity"];
   const rows = shown.map((t) => {
-    const stats = t.stats || {};
     const cells = {};
     const cell = (name, text = "…") => (cells[name] = h("td", {"data-field": name}, text));
     const row = h("tr", {"data-id": t.tenant_id},
       h("td", {}, h("a", {href: tenantHref(t.tenant_id)}, t.tenant_id)),
       cell("total"), STATUSES.map((s) => cell(s)), TYPES.map((x) => cell(x)),
-      h("td", {}, stats.dense_tier || (t.stats ? stats.state : "—")),
-      h("td", {}, stats.dense_index || "—"),
-      h("td", {}, t.stats ? fmtBytes(stats.ram_bytes) : "—"),
-      cell("last"));
+      cell("tier", "—"), cell("index", "—"), cell("ram", "—"), cell("last"));
+    const showStats = (s) => {
+      cells.tier.textContent = s.dense_tier || s.state || "—";
+      cells.index.textContent = s.dense_index || "—";
+      cells.ram.textContent = s.ram_bytes ? fmtBytes(s.ram_bytes) : "—";
+    };
+    if (t.stats) showStats(t.stats);
     row.fill = (summary) => {
+      if (summary.stats) showStats(summary.stats);   // reading its memories loaded the tenant
       cells.total.textContent = summary.complete ? summary.total : `≥ ${summary.total}`;
       for (const s of STATUSES) cells[s].textContent = summary.by_status[s] ?? 0;
       for (const x of TYPES) cells[x].textContent = summary.by_type[x] ?? 0;
