@@ -2,7 +2,8 @@
 
 Each message is written (through the SDK's ``end_turn``) as an episodic memory of the tenant, scoped to
 the session (scope ``chat:<session_id>``), in the slot of its position (key ``m000001``, ...), with
-``source_ref`` ``<session_id>#<position>`` and its role in metadata. The slot keeps two equal messages
+``source_ref`` ``<session_id>#<position>``, its role in metadata and the message before it as its indexed
+``context`` (as ``write_conversation`` writes turns). The slot keeps two equal messages
 ("ok", "ok") as two memories instead of merging them as near-duplicates; the messages stay searchable
 by every retriever of the tenant, so an agent recalls what was said in earlier sessions.
 """
@@ -66,7 +67,13 @@ class EngramChatMessageHistory(BaseChatMessageHistory):
     def _filter(self) -> dict[str, Any]:
         return {"scope": self.scope, "statuses": ["active"]}
 
-    def _inputs(self, messages: Sequence[BaseMessage], start: int) -> list[dict[str, Any]]:
+    def _inputs(self, messages: Sequence[BaseMessage], held: Sequence[pb.Memory]) -> list[dict[str, Any]]:
+        """Positions go on from the highest the session used, whatever became of that message since; each
+        message is indexed with the one before as its context (``role: text``), as conversations are."""
+        positions = [(int(m.key[1:]), m) for m in held if m.key[1:].isdigit()]
+        start = max((n for n, _ in positions), default=0) + 1
+        last = max(positions, key=lambda p: p[0])[1] if positions else None
+        previous = f"{last.metadata.get('role', 'human')}: {last.content}" if last is not None else ""
         out = []
         for n, message in enumerate(messages, start=start):
             metadata = {"role": message.type, "session_id": self.session_id}
@@ -75,7 +82,8 @@ class EngramChatMessageHistory(BaseChatMessageHistory):
             elif isinstance(message, ChatMessage):
                 metadata["role"] = message.role
             out.append({"content": _text(message), "type": "episodic", "scope": self.scope, "key": f"m{n:06d}",
-                        "source_ref": f"{self.session_id}#{n}", "metadata": metadata})
+                        "source_ref": f"{self.session_id}#{n}", "metadata": metadata, "context": previous})
+            previous = f"{metadata['role']}: {_text(message)}"
         return out
 
     @staticmethod
@@ -93,13 +101,9 @@ class EngramChatMessageHistory(BaseChatMessageHistory):
         return self._ordered(await self._clients.run(
             lambda c: list(c.iter_memories(self.tenant_id, filter=self._filter())), on_aio))
 
-    def _next_position(self, memories: Sequence[pb.Memory]) -> int:
-        """One past the highest position the session used, whatever became of that message since."""
-        return max((int(m.key[1:]) for m in memories if m.key[1:].isdigit()), default=0) + 1
-
     def _add(self, client: EngramClient, messages: Sequence[BaseMessage]) -> None:
-        start = self._next_position(list(client.iter_memories(self.tenant_id, filter={"scope": self.scope})))
-        end_turn(client, self.tenant_id, memories=self._inputs(messages, start), used_ids=self.used_ids)
+        held = list(client.iter_memories(self.tenant_id, filter={"scope": self.scope}))
+        end_turn(client, self.tenant_id, memories=self._inputs(messages, held), used_ids=self.used_ids)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         self._add(self._clients.sync(), messages)
@@ -108,8 +112,7 @@ class EngramChatMessageHistory(BaseChatMessageHistory):
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         async def on_aio(client: AsyncEngramClient) -> None:
             held = [m async for m in client.iter_memories(self.tenant_id, filter={"scope": self.scope})]
-            await aend_turn(client, self.tenant_id, memories=self._inputs(messages, self._next_position(held)),
-                            used_ids=self.used_ids)
+            await aend_turn(client, self.tenant_id, memories=self._inputs(messages, held), used_ids=self.used_ids)
 
         await self._clients.run(lambda c: self._add(c, messages), on_aio)
         self.used_ids = []

@@ -1,8 +1,9 @@
 """``EngramMemoryBlock``: engram as a long-term block of LlamaIndex's ``Memory``.
 
 On ``aget`` the block recalls what matters for the latest messages and returns engram's prompt-ready
-context block; on ``aput`` (messages flushed out of the short-term memory) it writes them as episodic
-memories through the SDK's ``end_turn``, which also marks the memories it last recalled as used.
+context block; on ``aput`` (messages flushed out of the short-term memory) it writes them as a
+conversation (``User: …`` / ``Assistant: …`` turns, each indexed with the one before) through the SDK's
+``end_turn``, which also marks the memories it last recalled as used.
 """
 
 from __future__ import annotations
@@ -15,14 +16,9 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from engram_integrations._clients import Clients
 from server.sdk import AsyncEngramClient, EngramClient
-from server.sdk.loop import aend_turn, end_turn
+from server.sdk import aend_turn, conversation_inputs, end_turn
 
 _SPEAKER = {MessageRole.USER: "User", MessageRole.ASSISTANT: "Assistant", MessageRole.SYSTEM: "System"}
-
-
-def _line(message: ChatMessage) -> str:
-    speaker = _SPEAKER.get(message.role, str(message.role.value).capitalize())
-    return f"{speaker}: {(message.content or '').strip()}"
 
 
 class EngramMemoryBlock(BaseMemoryBlock[str]):
@@ -60,9 +56,10 @@ class EngramMemoryBlock(BaseMemoryBlock[str]):
         return str(recalled.context)
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
-        memories = [{"content": _line(m), "type": "episodic",
-                     "source_ref": str(m.additional_kwargs.get("session_id", ""))}
-                    for m in messages if (m.content or "").strip()]
+        turns = [{"speaker": _SPEAKER.get(m.role, str(m.role.value).capitalize()), "text": m.content,
+                  "source_ref": str(m.additional_kwargs.get("session_id", ""))}
+                 for m in messages if (m.content or "").strip()]
+        memories = conversation_inputs(turns)
         used, self._recalled = self._recalled, []
 
         async def on_aio(c: AsyncEngramClient) -> None:

@@ -9,10 +9,12 @@ also callable by name through ``client.call("Method", request)``.
 
 from __future__ import annotations
 
-from server.sdk._core import NO_RETRY, Recall, RetryPolicy, memory_filter, memory_input, search_query, with_key
+from server.sdk._core import (NO_RETRY, Recall, RetryPolicy, conversation_inputs, memory_filter, memory_input,
+                              search_query, with_key)
 from server.sdk.aio import AsyncEngramClient
 from server.sdk.client import EngramClient
 from server.sdk.loop import Remembered, Turn, aend_turn, aturn, end_turn, turn
 
 __all__ = ["NO_RETRY", "AsyncEngramClient", "EngramClient", "Recall", "Remembered", "RetryPolicy", "Turn",
-           "aend_turn", "aturn", "end_turn", "memory_filter", "memory_input", "search_query", "turn", "with_key"]
+           "aend_turn", "aturn", "conversation_inputs", "end_turn", "memory_filter", "memory_input", "search_query",
+           "turn", "with_key"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from server.grpc.gen.engram.v1 import service_pb2 as spb
-from server.sdk._core import MemoryLike, Recall
+from server.sdk._core import MemoryLike, Recall, conversation_inputs
 
 if TYPE_CHECKING:
     from server.sdk.aio import AsyncEngramClient
@@ -52,22 +52,19 @@ class Turn:
     missing: list[str]
 
 
-def exchange(user_message: str, answer: str) -> str:
-    """The default memory of a turn: the exchange itself, as one episodic memory."""
-    return f"User: {user_message.strip()}\nAssistant: {answer.strip()}"
-
-
 def _turn_memories(user_message: str, answer: str, remember: MemoryLike | Sequence[MemoryLike] | None
                    ) -> list[MemoryLike]:
+    """By default the exchange, as ``write_conversation`` writes a conversation: two episodic memories,
+    ``User: …`` and ``Assistant: …``, the second indexed with the first as its context."""
     if remember is None:
-        return [{"content": exchange(user_message, answer), "type": "episodic"}]
+        return list(conversation_inputs([("User", user_message), ("Assistant", answer)]))
     if isinstance(remember, (str, dict)) or not isinstance(remember, Sequence):
         return [remember]  # type: ignore[list-item]
     return list(remember)
 
 
 def _used_ids(recall: Recall, used: Sequence[str] | None) -> list[str]:
-    """By default every recalled memory counts as used: they all went into the prompt's context block."""
+    """By default every recalled memory counts as used (the recall went into the prompt); ``used`` names fewer."""
     return [h.memory.memory_id for h in recall.hits] if used is None else list(used)
 
 
@@ -99,8 +96,8 @@ def turn(client: EngramClient, tenant_id: str, user_message: str, answer: Answer
          source_ref: str = "", top_k: int = 5, **recall_options: Any) -> Turn:
     """The whole loop in one call. ``answer`` is the reply text, or a function that makes it from the
     recall (its ``context`` goes into the prompt). ``remember``: what to write after answering (default:
-    the exchange as one episodic memory; ``[]``: nothing). ``used``: the recalled ids the answer used
-    (default: all of them)."""
+    the exchange, a ``User:`` and an ``Assistant:`` turn; ``[]``: nothing). ``used``: the recalled ids the
+    answer used (default: all of them)."""
     recalled = client.recall(tenant_id, user_message, top_k=top_k, **recall_options)
     text = answer if isinstance(answer, str) else answer(recalled)
     done = end_turn(client, tenant_id, memories=_turn_memories(user_message, text, remember),

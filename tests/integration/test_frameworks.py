@@ -103,6 +103,7 @@ def test_langchain_chat_history_keeps_the_session_in_engram(engram: dict[str, An
     assert asyncio.run(again.aget_messages()) == again.messages
     stored = sorted(engram["admin"].iter_memories("fw/chat", filter={"scope": "chat:s1"}), key=lambda m: m.key)
     assert [m.source_ref for m in stored] == [f"s1#{n}" for n in range(1, 6)]
+    assert [m.context for m in stored] == ["", "system: You are Alice's assistant", "human: ok", "ai: ok", "human: ok"]
 
     # the messages are memories: a retriever of the tenant finds them, from any session
     docs = LangChainRetriever(client=engram["client"], tenant_id="fw/chat", k=3).invoke(
@@ -163,6 +164,7 @@ def test_llamaindex_memory_block_recalls_and_remembers(engram: dict[str, Any]) -
     written = [m for m in admin.iter_memories("fw/li") if m.source_ref == "chat-21"]
     assert [m.content for m in written][:2] == ["User: Can you suggest a snack for Alice's flight?",
                                                 "Assistant: Rice crackers, no peanuts."]
+    assert written[1].context == written[0].content  # each turn indexed with the one before
     uses = list(admin.iter_audit("fw/li", ops=["use"]))
     assert uses and set(recalled) & {r.memory_id for e in uses for r in e.refs}
 

@@ -12,7 +12,6 @@ from support import ADMIN_KEY, start_server
 
 from server.grpc.gen.engram.v1 import service_pb2 as spb
 from server.sdk import AsyncEngramClient, EngramClient, aturn, end_turn, turn
-from server.sdk.loop import exchange
 
 FACTS = ["Alice is allergic to peanuts", "Alice's cat is called Miso", "Alice works as a nurse in Lisbon"]
 
@@ -45,11 +44,12 @@ def test_turn_recalls_answers_remembers_and_touches(engram: EngramClient) -> Non
     assert prompts == [done.recall.context] and done.answer == "Try rice crackers: no peanuts."
     assert done.used == [h.memory.memory_id for h in done.recall.hits] and done.missing == []
 
-    [written] = done.written
-    assert written.outcome == spb.WRITE_OUTCOME_CREATED
-    stored = engram.get("loop/a", [written.memory_id]).memories[0]
-    assert stored.content == exchange("What snack can I pack for Alice?", done.answer)
-    assert stored.source_ref == "chat-1#1" and stored.type == 1  # episodic
+    assert [w.outcome for w in done.written] == [spb.WRITE_OUTCOME_CREATED] * 2
+    user, assistant = engram.get("loop/a", [w.memory_id for w in done.written]).memories
+    assert (user.content, assistant.content) == ("User: What snack can I pack for Alice?",
+                                                 "Assistant: Try rice crackers: no peanuts.")
+    assert assistant.context == user.content  # indexed with the question it answers, as write_conversation does
+    assert {user.source_ref, assistant.source_ref} == {"chat-1#1"} and user.type == assistant.type == 1  # episodic
     after = counts(engram, "loop/a")
     assert [i for i in before if after[i] > before[i]] == [i for i in before if i in done.used]
     audit = list(engram.iter_audit("loop/a", ops=["use"]))  # the touch, as the audit log records it
