@@ -89,7 +89,15 @@ class ModelRunner(Protocol[InputT_contra]):
 
 @runtime_checkable
 class Embedder(ModelRunner[str], Protocol):
-    """Texts → L2-normalized float32 vectors of shape ``(n, dim)``."""
+    """Texts → L2-normalized float32 vectors of shape ``(n, dim)``.
+
+    Texts are embedded as given. An asymmetric model (e5) expects the caller to prepend
+    ``query_prefix`` to search queries and ``passage_prefix`` to stored texts; both are ``""`` for a
+    symmetric model (MiniLM).
+    """
+
+    query_prefix: str
+    passage_prefix: str
 
     @property
     def dim(self) -> int: ...

