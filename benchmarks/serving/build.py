@@ -39,7 +39,8 @@ def pool_vectors(embedder, *, size: int = POOL_SIZE) -> tuple[list[str], np.ndar
         return pool, np.load(path)
     CACHE.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    vectors = np.concatenate([embedder.embed(pool[i:i + 256]) for i in range(0, len(pool), 256)])
+    prefix = getattr(embedder, "passage_prefix", "")   # as the write path embeds memories
+    vectors = np.concatenate([embedder.embed([prefix + t for t in pool[i:i + 256]]) for i in range(0, len(pool), 256)])
     np.save(path, vectors)
     log.info("embedded %d pool sentences in %.1fs", len(pool), time.perf_counter() - started)
     return pool, vectors
@@ -49,12 +50,17 @@ def tenant_name(i: int) -> str:
     return f"bench-{i:03d}"
 
 
-def dataset_dir(*, tenants: int, per_tenant: int) -> Path:
-    return CACHE / f"data-t{tenants}-m{per_tenant}"
+def dataset_dir(*, tenants: int, per_tenant: int, embedder: str = "") -> Path:
+    """One cache per embedder (``models.embedder``'s default when not named): vectors of two models never mix."""
+    from server.config import ModelsConfig
+
+    slug = (embedder or ModelsConfig().embedder or "minilm").replace("/", "_")
+    return CACHE / f"data-t{tenants}-m{per_tenant}-{slug}"
 
 
 def build(embedder, *, tenants: int, per_tenant: int, chunk: int = 5000) -> Path:  # type: ignore[no-untyped-def]
     """The data directory for ``tenants`` × ``per_tenant`` memories, built unless already cached."""
+    from server.app import guard_vector_space
     from server.lexical.jvm import start_jvm
 
     directory = dataset_dir(tenants=tenants, per_tenant=per_tenant)
@@ -67,6 +73,7 @@ def build(embedder, *, tenants: int, per_tenant: int, chunk: int = 5000) -> Path
     started = time.perf_counter()
     catalog = Catalog(directory / "system")
     catalog.ensure_admin_key(ADMIN_KEY)
+    guard_vector_space(directory, embedder)   # records the embedder, as a server's first start would
     registry = TenantRegistry(data_dir=directory, catalog=catalog, dim=pool_vecs.shape[1])
     now = int(time.time() * 1000)
     for t in range(tenants):

@@ -68,6 +68,10 @@ class Engine:
         self.device_pool = device_pool
         self.cpu_pool = cpu_pool
         self.write_pool = write_pool
+        if not config.memory.dedupe_cosine:   # 0 = the embedder's own near-duplicate threshold
+            threshold = float(getattr(embedder, "near_duplicate_cosine", 0.95))
+            config = dataclasses.replace(config, memory=dataclasses.replace(config.memory, dedupe_cosine=threshold))
+            self.config = config
         self.lifecycle = Lifecycle(config=config, registry=registry)
         b = config.batching
         self.query_cache = QueryEmbeddingCache(ttl_ms=b.query_cache_ttl_ms, max_entries=b.query_cache_entries)
@@ -118,7 +122,8 @@ class Engine:
 
     async def _embed_batch(self, batch: list[Entry[list[str]]], device_done: Callable[[], None]) -> None:
         """All of it is the device stage: the batch leaves its device slot when it returns."""
-        texts = [t for entry in batch for t in entry.payload]
+        prefix = getattr(self.embedder, "passage_prefix", "")   # asymmetric models (e5): "passage: "
+        texts = [prefix + t for entry in batch for t in entry.payload]
         vectors = await asyncio.get_running_loop().run_in_executor(self.device_pool, self.embedder.embed, texts)
         start = 0
         for entry in batch:

@@ -52,6 +52,7 @@ class _Candidates:
     rrf: np.ndarray = field(default_factory=lambda: _NO_SCORES)
     rrf_norm: np.ndarray = field(default_factory=lambda: _NO_SCORES)   # rrf over its highest possible value
     relevance: np.ndarray = field(default_factory=lambda: _NO_SCORES)  # calibrated probability
+    features: dict[str, np.ndarray] = field(default_factory=dict)       # the calibration's inputs (fused_features)
     rerank: np.ndarray = field(default_factory=lambda: _NO_SCORES)     # NaN: not reranked
     dense_ids: np.ndarray = field(default_factory=lambda: _NO_IDS)
     dense_scores: np.ndarray = field(default_factory=lambda: _NO_SCORES)
@@ -189,7 +190,8 @@ class SearchPipeline:
 
     # -- stages (executor threads) -------------------------------------------------------------------
     def _embed(self, texts: list[str]) -> np.ndarray:
-        return self.embedder.forward(self.embedder.tokenize(texts))
+        prefix = getattr(self.embedder, "query_prefix", "")   # asymmetric models (e5): "query: "
+        return self.embedder.forward(self.embedder.tokenize([prefix + t for t in texts] if prefix else texts))
 
     def _lexical_stage(self, items: Sequence[SearchItem]) -> tuple[list[tuple[np.ndarray, np.ndarray] | None], int]:
         """BM25 per tenant group: one consistent snapshot and one call per tenant."""
@@ -246,8 +248,9 @@ class SearchPipeline:
         scores, ids = rrf_filtered([cand.dense_ids, cand.lexical_ids], k=self.cfg.rrf_k, weights=weights)
         cand.ids, cand.rrf = ids, scores
         cand.rrf_norm = scores / rrf_max(k=self.cfg.rrf_k, weights=weights)
-        cand.relevance = self.calibration.fused(fused_features(
-            ids, cand.rrf_norm, cand.dense_ids, cand.dense_scores, cand.lexical_ids, cand.lexical_scores))
+        cand.features = fused_features(ids, cand.rrf_norm, cand.dense_ids, cand.dense_scores, cand.lexical_ids,
+                                       cand.lexical_scores)
+        cand.relevance = self.calibration.fused(cand.features)
         cand.rerank = np.full(len(ids), np.nan)
         return cand
 
@@ -281,7 +284,7 @@ class SearchPipeline:
             scored = ~np.isnan(cand.rerank[:depth])   # a doc purged since fusion keeps its fused relevance
             head = cand.relevance[:depth].copy()
             head[scored] = self.calibration.rerank({"logit": cand.rerank[:depth][scored],
-                                                    "rrf": cand.rrf_norm[:depth][scored]})
+                                                    **{f: v[:depth][scored] for f, v in cand.features.items()}})
             # Candidates past the rerank depth were not read by the cross-encoder: never above the head.
             tail = np.minimum(cand.relevance[depth:], head.min())
             cand.relevance = np.concatenate([head, tail])

@@ -7,8 +7,8 @@ Two models, each ``p = sigmoid(intercept + coef · features)``, fitted on labell
 * ``fused``: every candidate of the hybrid list, from ``dense`` (the query–memory cosine; a candidate
   the dense list did not return gets that list's lowest cosine, a bound), ``bm25`` (its BM25 score over
   the query's best; 0 where BM25 did not return it) and ``rrf`` (its fused score over the highest possible).
-* ``rerank``: the reranked head, from the cross-encoder's ``logit`` and ``rrf`` (the fused order is
-  evidence the cross-encoder lacks: README "Ranking").
+* ``rerank``: the reranked head, from the cross-encoder's ``logit`` with ``rrf`` and ``dense`` as above (the
+  hybrid evidence a cross-encoder trained on little data lacks: README "Ranking"); the JSON names which.
 
 The probabilities are comparable across queries, so a threshold (the context block's ``min_relevance``)
 means the same for every query. Pure arrays in, arrays out.
@@ -17,13 +17,16 @@ means the same for every query. Pure arrays in, arrays out.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+log = logging.getLogger(__name__)
+
 FUSED_FEATURES = ("dense", "bm25", "rrf")
-RERANK_FEATURES = ("logit", "rrf")
+RERANK_FEATURES = ("logit", "rrf", "dense")   # what the rerank model may read; its JSON names which
 BUNDLED_CALIBRATION = Path(__file__).with_name("calibration.json")
 
 
@@ -38,7 +41,8 @@ class Logistic:
             raise ValueError("one coefficient per feature")
 
     def __call__(self, columns: dict[str, np.ndarray]) -> np.ndarray:
-        z = np.full(len(next(iter(columns.values()))) if columns else 0, self.intercept, dtype=np.float64)
+        """``columns`` holds at least this model's features (others are ignored)."""
+        z = np.full(len(columns[self.features[0]]), self.intercept, dtype=np.float64)
         for name, c in zip(self.features, self.coef, strict=True):
             z = z + c * np.asarray(columns[name], dtype=np.float64)
         return 1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0)))
@@ -53,18 +57,22 @@ class Calibration:
 
 def _logistic(d: dict, features: tuple[str, ...]) -> Logistic:
     found = tuple(d["features"])
-    if found != features:
-        raise ValueError(f"calibration features {found} != {features}")
+    if not found or not set(found) <= set(features) or len(set(found)) != len(found):
+        raise ValueError(f"calibration features {found} are not distinct names among {features}")
     return Logistic(features=found, coef=tuple(float(c) for c in d["coef"]), intercept=float(d["intercept"]))
 
 
 def load_calibration(path: Path = BUNDLED_CALIBRATION, *, embedder: str = "", reranker: str = "") -> Calibration:
-    """The models fitted for this embedder and cross-encoder (by name), else the file's ``default`` entry."""
+    """The fit for this embedder (by name; its dense cosines and fused scores are what the models read), else
+    the file's ``default`` fit. A fit names the cross-encoder it was made with; another one is logged."""
     data = json.loads(Path(path).read_text())
-    fused = data["fused"].get(embedder) or data["fused"]["default"]
-    rerank = data["rerank"].get(reranker) or data["rerank"]["default"]
-    return Calibration(fused=_logistic(fused, FUSED_FEATURES), rerank=_logistic(rerank, RERANK_FEATURES),
-                       source=str(data.get("source", "")))
+    fits = data["fits"]
+    name = embedder if embedder in fits else data["default"]
+    fit = fits[name]
+    if reranker and fit.get("reranker") and fit["reranker"] != reranker:
+        log.warning("relevance calibration %s was fitted with %s, not %s", name, fit["reranker"], reranker)
+    return Calibration(fused=_logistic(fit["fused"], FUSED_FEATURES), rerank=_logistic(fit["rerank"], RERANK_FEATURES),
+                       source=f"{name}: {fit.get('source', '')}")
 
 
 def fused_features(cand_ids: np.ndarray, rrf_norm: np.ndarray, dense_ids: np.ndarray, dense_scores: np.ndarray,

@@ -176,7 +176,7 @@ def test_info_health_and_reflection(server, admin) -> None:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     info = admin.memory.Info(spb.InfoRequest(), metadata=admin.metadata)
-    assert info.device == "cpu" and info.embedder.dim == 384 and "MiniLM" in info.embedder.name
+    assert info.device == "cpu" and info.embedder.dim == 384 and info.embedder.name == "multilingual-e5-small"   # the default
     assert info.limits.max_top_k > 0 and info.batching.max_batch_requests > 0
     channel = grpc.insecure_channel(server.address)
     health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service="engram.v1.MemoryService"))

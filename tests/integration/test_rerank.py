@@ -55,8 +55,10 @@ def test_default_depth_reranks_the_fused_head_with_the_models_logits(rerank_serv
     # Relevance is the calibrated probability from the logit and the fused score (server/fusion/calibration.py).
     cfg = rerank_server[0].app.config.search
     top = rrf_max(k=cfg.rrf_k, weights=(cfg.dense_weight, cfg.lexical_weight))
+    assert all(h.breakdown.dense_rank > 0 for h in fused[:3])   # 7 notes: all in the dense list, cosine known
     expected = load_calibration().rerank({"logit": logits.astype("float64"),
-                                          "rrf": [h.breakdown.rrf / top for h in fused[:3]]})
+                                          "rrf": [h.breakdown.rrf / top for h in fused[:3]],
+                                          "dense": [h.breakdown.dense_score for h in fused[:3]]})
     for hit, rel in zip(fused[:3], expected.tolist(), strict=True):
         assert hit.breakdown.relevance == pytest.approx(rel, rel=1e-4)
     # Every reranked hit outranks every hit past the depth, which keep their fused order.

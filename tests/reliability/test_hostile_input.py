@@ -64,6 +64,8 @@ ROWS: list[Row] = [
     Row(W, "whitespace content", write(mi(content=" \n\t ")), INVALID),
     Row(W, "oversize content", write(mi(content=big)), INVALID),
     Row(W, "oversize multibyte content", write(mi(content="記" * 400)), INVALID),
+    Row(W, "oversize context", write(mi(content="a", context=big)), INVALID),
+    Row(W, "NUL in context", write(mi(content="a", context="previous\x00turn")), INVALID),
     Row(W, "too many memories", write(*[mi(content=f"m{i}") for i in range(LIMITS["max_memories_per_write"] + 1)]),
         INVALID),
     Row(W, "one bad memory among good ones", write(mi(content="fine"), mi(content="also fine", importance=NAN)),
@@ -185,7 +187,7 @@ ROWS: list[Row] = [
     )],
 ]
 
-H, CF, FG, AU = ("MemoryService/" + n for n in ("History", "Confirm", "Forget", "Audit"))
+H, CF, FG, AU, TO = ("MemoryService/" + n for n in ("History", "Confirm", "Forget", "Audit", "Touch"))
 ST, DT = "AdminService/Stats", "AdminService/DeleteTenant"
 ROWS += [
     # -- History -----------------------------------------------------------------------------------------
@@ -204,6 +206,14 @@ ROWS += [
     Row(CF, "unknown id", spb.ConfirmRequest(tenant_id="acme", memory_ids=["m_nope"]), NOT_FOUND),
     Row(CF, "look-alike tenant", spb.ConfirmRequest(tenant_id="acme2", memory_ids=["m_x"]), DENIED, auth="tenant"),
     Row(CF, "invalid UTF-8 id", utf8_bad(1, b"acme") + utf8_bad(2), INVALID),
+    # -- Touch (unknown ids are answered as missing, OK, and change nothing) -------------------------------
+    Row(TO, "empty request", spb.TouchRequest(), INVALID),
+    Row(TO, "no ids", spb.TouchRequest(tenant_id="acme"), INVALID),
+    Row(TO, "NUL in id", spb.TouchRequest(tenant_id="acme", memory_ids=["m_\x00"]), INVALID),
+    Row(TO, "too many ids", spb.TouchRequest(tenant_id="acme", memory_ids=[f"m_{i}" for i in range(21)]), INVALID),
+    Row(TO, "unknown id", spb.TouchRequest(tenant_id="acme", memory_ids=["m_nope"]), C.OK),
+    Row(TO, "look-alike tenant", spb.TouchRequest(tenant_id="acme2", memory_ids=["m_x"]), DENIED, auth="tenant"),
+    Row(TO, "invalid UTF-8 id", utf8_bad(1, b"acme") + utf8_bad(2), INVALID),
     # -- Forget ------------------------------------------------------------------------------------------
     Row(FG, "empty request", spb.ForgetRequest(), INVALID),
     Row(FG, "everything without all=true", spb.ForgetRequest(tenant_id="acme", mode=spb.FORGET_MODE_DELETE), INVALID),

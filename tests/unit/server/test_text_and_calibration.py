@@ -52,10 +52,15 @@ def test_fused_features_bound_a_missing_cosine_by_the_lists_last_and_scale_bm25_
 
 def test_the_bundled_calibration_loads_and_names_its_data(tmp_path) -> None:
     cal = load_calibration(BUNDLED_CALIBRATION)
-    assert cal.fused.features == ("dense", "bm25", "rrf") and cal.rerank.features == ("logit", "rrf")
+    assert cal.fused.features == ("dense", "bm25", "rrf") and cal.rerank.features[0] == "logit"
     assert cal.rerank.coef[0] > 0 and cal.fused.coef[0] > 0       # more evidence, more probability
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"fused": {"default": {"features": ["x"], "coef": [1], "intercept": 0}},
-                               "rerank": {"default": {"features": ["logit", "rrf"], "coef": [1, 1], "intercept": 0}}}))
-    with pytest.raises(ValueError):
+    fit = {"fused": {"features": ["x"], "coef": [1], "intercept": 0},
+           "rerank": {"features": ["logit", "rrf"], "coef": [1, 1], "intercept": 0}}
+    bad.write_text(json.dumps({"default": "m", "fits": {"m": fit}}))
+    with pytest.raises(ValueError):                                # a feature the server does not compute
         load_calibration(bad)
+    fit["fused"] = {"features": ["dense", "bm25", "rrf"], "coef": [1, 1, 1], "intercept": 0}
+    bad.write_text(json.dumps({"default": "m", "fits": {"m": fit, "other": fit}}))
+    assert load_calibration(bad, embedder="unknown").source.startswith("m:")     # the default fit
+    assert load_calibration(bad, embedder="other").source.startswith("other:")
