@@ -22,7 +22,8 @@ $(STAMP): requirements.txt requirements-integrations.txt pyproject.toml
 	touch $(STAMP)
 
 serve: $(STAMP)
-	ENGRAM_CONSOLE_LISTEN=127.0.0.1:8080 $(VENV)/bin/engram serve --listen 127.0.0.1:50051 --data-dir ./data --metrics-listen 127.0.0.1:9464
+	$(VENV)/bin/engram serve --listen 127.0.0.1:50051 --data-dir ./data --metrics-listen 127.0.0.1:9464 \
+		--console-listen 127.0.0.1:8080
 
 test: $(STAMP)
 	$(PY) -m pytest -q

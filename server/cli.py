@@ -28,7 +28,7 @@ def _serve(args: argparse.Namespace) -> int:
     from server.logs import configure_logging
 
     overrides: dict[str, object] = {}
-    for name in ("listen", "log_level", "metrics_listen", "log_format"):
+    for name in ("listen", "log_level", "metrics_listen", "console_listen", "log_format"):
         if getattr(args, name, None) is not None:
             overrides[name] = getattr(args, name)
     if args.data_dir:
@@ -192,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", help="where memories live (default ./data)")
     serve.add_argument("--config", help="a TOML config file")
     serve.add_argument("--metrics-listen", help="host:port for Prometheus /metrics (default: off)")
+    serve.add_argument("--console-listen", help="host:port for the web console (default: off; README Console)")
     serve.add_argument("--log-format", choices=("text", "json"))
     serve.set_defaults(func=_serve)
     config = sub.add_parser("config", help="print the effective config as TOML (or the option table)")
