@@ -74,7 +74,7 @@ class SearchConfig:
     rrf_k: float = 10.0
     dense_weight: float = 0.85
     lexical_weight: float = 1.0
-    dense_weight_cjk: float = 1.0   # multiplies dense_weight for queries in CJK scripts (tuned: zh/en dev half)
+    dense_weight_cjk: float = 3.0   # multiplies dense_weight for queries in CJK scripts (tuned: zh/en dev half)
     dense_weight_code: float = 0.3  # multiplies dense_weight for queries naming a code (XJ-2026-0421)
     # Fused candidates the cross-encoder sees; 0 = auto: 20 where it runs in reduced precision (bfloat16 on
     # a CPU with native bf16, float16 on CUDA, int8), 5 in float32. CPU p95 at 10k: bf16 depth 20 179 ms

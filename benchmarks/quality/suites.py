@@ -244,7 +244,7 @@ def run_chinese(server: EvalServer) -> dict:
     texts = {q.id: q.text for q in zh.queries}
     base = _server_setting(cfg)
     table = []
-    for factor in (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0):
+    for factor in (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0):
         fused = fuse(runs["dense"], runs["bm25"], base, dense_scale=_code_scale(texts, cfg, cjk=factor))
         table.append({"dense_weight_cjk": factor, "dev_ndcg@10": _scores(fused, zh.qrels, ks, dev)["ndcg@10"],
                       "held_out_ndcg@10": _scores(fused, zh.qrels, ks, held)["ndcg@10"]})
