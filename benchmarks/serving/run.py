@@ -114,7 +114,7 @@ def load_embedder_for_build(device: str):  # type: ignore[no-untyped-def]
     from server.config import load_config
 
     torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
-    model = load_embedder(load_config(env={}), device)
+    model = load_embedder(load_config(env=os.environ), device)   # ENGRAM_MODELS__EMBEDDER applies
     model.warmup()
     return model
 
