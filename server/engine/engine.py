@@ -225,7 +225,9 @@ class Engine:
         """Records that the client used these memories: one access each (what recency reads)."""
         shard = await self._shard(principal, tenant_id)
         validate_memory_ids(memory_ids, limit=self.config.limits.max_page_size)
-        return self.lifecycle.touch(shard, memory_ids, key_id=principal.key_id, now_ms=now_ms())
+        # The audit line is a file append: off the event loop, like the other lifecycle calls.
+        return await asyncio.get_running_loop().run_in_executor(
+            self.cpu_pool, lambda: self.lifecycle.touch(shard, memory_ids, key_id=principal.key_id, now_ms=now_ms()))
 
     async def forget(self, principal: KeyScope, tenant_id: str, spec: ForgetSpec) -> tuple[int, list[str]]:
         shard = await self._shard(principal, tenant_id)

@@ -153,9 +153,9 @@ class Lifecycle:
         """An explicit "used" signal (the Touch RPC): each known id counts as one access, committed by the
         next flush like a search's; unknown ids are returned and change nothing."""
         self.check_live(shard)
-        ids = list(dict.fromkeys(memory_ids))
-        found = [m for i in ids if (m := shard.store.get(i)) is not None]
-        missing = [i for i in ids if shard.store.get(i) is None]
+        looked_up = {i: shard.store.get(i) for i in dict.fromkeys(memory_ids)}
+        found = [m for m in looked_up.values() if m is not None]
+        missing = [i for i, m in looked_up.items() if m is None]
         self.state(shard).touches.record((m.memory_id for m in found), now_ms=now_ms)
         self.audit(shard, AuditOp.USE, refs_of(found), at_ms=now_ms, key_id=key_id)
         return len(found), missing
