@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 MAX_HEAD_BYTES = 16 * 1024
 MAX_BODY_BYTES = 1 << 20
+DISCARD_BYTES = 8 << 20   # what a refused oversized body may still send before the connection closes
 MAX_HEADERS = 100
 METHODS = frozenset({"GET", "HEAD", "POST"})
 _TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -225,11 +226,22 @@ class HttpServer:
         except HttpError as exc:
             await self._send(writer, Response(exc.status, json.dumps({"error": {"message": str(exc)}}).encode()),
                              keep_alive=False, head_only=head_only)
+            if exc.status == 413:
+                await self._discard(reader)
             return False
         keep_alive = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
         response = await self._handler(request)
         await self._send(writer, response, keep_alive=keep_alive, head_only=head_only)
         return keep_alive
+
+    async def _discard(self, reader: asyncio.StreamReader) -> None:
+        """After a 413, reads (and drops) what the client is still sending, at most DISCARD_BYTES within the read
+        timeout: closing at once would reset a client mid-body, which then never sees the answer."""
+        left = DISCARD_BYTES
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(self._read_timeout_s):
+                while left > 0 and (chunk := await reader.read(min(left, 1 << 16))):
+                    left -= len(chunk)
 
     async def _send(self, writer: asyncio.StreamWriter, response: Response, *, keep_alive: bool,
                     head_only: bool = False) -> None:
