@@ -91,6 +91,7 @@ def _client_command(run: Callable[[argparse.Namespace, Any], int]) -> Callable[[
 
 def _add_client_commands(sub: Any) -> None:
     from server import cli_client as c
+    from server.cli_import import import_file
 
     common = argparse.ArgumentParser(add_help=False)  # the connection flags, also after the command
     _connection_flags(common, default=argparse.SUPPRESS)
@@ -141,13 +142,15 @@ def _add_client_commands(sub: Any) -> None:
     p.add_argument("--context", action="store_true", help="also print the prompt-ready context block")
     p.add_argument("--json", action="store_true")
 
-    p = add("import", c.import_file, "import memories from JSONL or CSV (batched writes, progress bar)")
+    p = add("import", import_file, "import memories from JSONL or CSV (batched writes, progress bar)")
     p.add_argument("tenant")
     p.add_argument("file")
     p.add_argument("--format", choices=("jsonl", "csv"), default="", help="default: from the file extension")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is no tty")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--skip-invalid", action="store_true",
+                   help="import the valid records; write the rejects (line, reason, record) to FILE.rejects.jsonl")
 
     p = add("export", c.export, "export memories as JSONL (default: active and pending)")
     p.add_argument("tenant")

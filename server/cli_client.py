@@ -16,7 +16,7 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from server.cli_io import Progress, age, chunks, memory_record, read_records, table
+from server.cli_io import age, memory_record, table
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
 from server.grpc.gen.engram.v1 import service_pb2 as spb
 from server.sdk import EngramClient
@@ -134,25 +134,6 @@ def search(args: argparse.Namespace, client: EngramClient) -> int:
 
 def _rank(rank: int, score: float) -> str:
     return f"#{rank} {score:.2f}" if rank else "-"
-
-
-def import_file(args: argparse.Namespace, client: EngramClient) -> int:
-    path = Path(args.file)
-    records = read_records(path, fmt=args.format)  # every line checked before anything is written
-    counts = {"created": 0, "merged": 0, "pending": 0}
-    progress = Progress(len(records), label=f"importing {path.name}", enabled=True if args.progress else None)
-    if args.no_progress:
-        progress.enabled = False
-    for batch in chunks(records, args.batch_size):
-        reply = client.write(args.tenant, batch)
-        for r in reply.results:
-            name = _short(spb.WriteOutcome, r.outcome, "WRITE_OUTCOME_")
-            counts[name] = counts.get(name, 0) + 1
-        progress.advance(len(batch), extra=" ".join(f"{k} {v}" for k, v in counts.items()))
-    progress.close()
-    summary = ", ".join(f"{v} {k}" for k, v in counts.items())
-    _out(f"imported {len(records)} records into {args.tenant}: {summary}")
-    return 0
 
 
 def export(args: argparse.Namespace, client: EngramClient) -> int:

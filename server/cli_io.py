@@ -11,6 +11,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,6 +31,7 @@ _LIST_SEPARATOR = "|"
 class RecordError(ValueError):
     def __init__(self, where: str, message: str) -> None:
         super().__init__(f"{where}: {message}")
+        self.message = message
 
 
 def _csv_value(field: FieldDescriptor, text: str) -> Any:
@@ -59,36 +61,71 @@ def record_to_input(record: dict[str, Any], *, where: str) -> pb.MemoryInput:
         raise RecordError(where, str(exc)) from exc
 
 
-def read_records(path: Path, *, fmt: str = "") -> list[pb.MemoryInput]:
-    """Every record of a JSONL or CSV file (by extension unless ``fmt``), checked before anything is sent.
+@dataclass(frozen=True)
+class Record:
+    """One record of an import file: its line (CSV: the row's line), its raw text, and the parsed input or
+    why it could not be parsed."""
+
+    line: int
+    raw: str
+    memory: pb.MemoryInput | None = None
+    error: str = ""
+
+
+def scan_records(path: Path, *, fmt: str = "") -> list[Record]:
+    """Every record of a JSONL or CSV file (by extension unless ``fmt``), each parsed or with its error.
     CSV: a header row of MemoryInput field names; lists separated by '|'; metadata as a JSON object."""
     fmt = fmt or ("csv" if path.suffix.lower() == ".csv" else "jsonl")
-    out: list[pb.MemoryInput] = []
+    out: list[Record] = []
     with path.open(newline="" if fmt == "csv" else None, encoding="utf-8") as handle:
         if fmt == "csv":
-            for n, row in enumerate(csv.DictReader(handle), start=2):
-                where = f"{path.name}:{n}"
+            reader = csv.DictReader(handle)
+            for row in reader:
+                n = reader.line_num
+                raw = json.dumps(row, ensure_ascii=False)
                 try:
                     values = {k: _csv_value(_INPUT_FIELDS[k], v) if k in _INPUT_FIELDS else v
                               for k, v in row.items() if k and v not in (None, "")}
+                    out.append(Record(n, raw, record_to_input(values, where=f"{path.name}:{n}")))
+                except RecordError as exc:
+                    out.append(Record(n, raw, error=exc.message))
                 except (ValueError, json.JSONDecodeError) as exc:
-                    raise RecordError(where, str(exc)) from exc
-                out.append(record_to_input(values, where=where))
+                    out.append(Record(n, raw, error=str(exc)))
         else:
             for n, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                where = f"{path.name}:{n}"
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise RecordError(where, f"not JSON: {exc}") from exc
-                if isinstance(record, str):
-                    record = {"content": record}
-                if not isinstance(record, dict):
-                    raise RecordError(where, "each line must be a JSON object (or a string)")
-                out.append(record_to_input(record, where=where))
+                if line.strip():
+                    out.append(_jsonl_record(n, line.rstrip("\n")))
     return out
+
+
+def _jsonl_record(n: int, line: str) -> Record:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return Record(n, line, error=f"not JSON: {exc}")
+    if isinstance(record, str):
+        record = {"content": record}
+    if not isinstance(record, dict):
+        return Record(n, line, error="each line must be a JSON object (or a string)")
+    try:
+        return Record(n, line, record_to_input(record, where=str(n)))
+    except RecordError as exc:
+        return Record(n, line, error=exc.message)
+
+
+def read_records(path: Path, *, fmt: str = "") -> list[pb.MemoryInput]:
+    """Every record of the file, checked before anything is sent; the first bad one raises RecordError."""
+    out = []
+    for r in scan_records(path, fmt=fmt):
+        if r.memory is None:
+            raise RecordError(f"{path.name}:{r.line}", r.error)
+        out.append(r.memory)
+    return out
+
+
+def rejects_path(path: Path) -> Path:
+    """Where ``engram import --skip-invalid`` writes the records it could not import: beside the input."""
+    return path.with_name(path.name + ".rejects.jsonl")
 
 
 def memory_record(m: pb.Memory) -> dict[str, Any]:

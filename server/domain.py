@@ -19,12 +19,14 @@ class MemoryStatus(enum.IntEnum):
     SUPERSEDED = 3
     EXPIRED = 4
     ARCHIVED = 5
+    CONSOLIDATED = 6   # an episodic memory a semantic one stands for (consolidated_into); kept as history
 
 
 class WriteOutcome(enum.IntEnum):
     CREATED = 1
     MERGED = 2
     PENDING = 3
+    SKIPPED = 4      # salience below memory.min_salience: nothing was stored
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,10 @@ class Memory:
     source_refs: tuple[str, ...]
     updated_at_ms: int
     context: str = ""            # indexed with the content, never returned as it (MemoryInput.context)
+    salience: float = 0.0        # the write's salience estimate (server/hygiene/salience.py); 0: not estimated
+    normalized: str = ""         # what text normalisation changed on write ("" = nothing)
+    consolidated_into: str = ""  # CONSOLIDATED episodic: the semantic memory that stands for it
+    consolidates: tuple[str, ...] = ()  # a consolidation's semantic memory: the episodic memories it stands for
 
 
 def is_expired(m: Memory, now_ms: int) -> bool:
@@ -81,6 +87,9 @@ class MemoryInput:
     metadata: Mapping[str, str] = field(default_factory=dict)
     last_access_at_ms: int = 0
     context: str = ""
+    normalized: str = ""                 # set by the write path: what text normalisation changed
+    salience: float = 0.0                # set by the write path: the salience estimate
+    source_refs: tuple[str, ...] = ()    # server-written memories (extracted facts): every turn behind it
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +163,7 @@ class SearchQuery:
     lexical_only: bool = False
     dense_only: bool = False
     min_relevance: float | None = None
+    gate: bool = False            # the recall gate: no search when the message clearly needs no memory
 
     def effective_statuses(self) -> frozenset[MemoryStatus]:
         if self.filter.statuses:
@@ -208,6 +218,7 @@ class QueryResult:
     hits: tuple[Hit, ...]
     timings: Timings
     context_block: str = ""
+    skipped: str = ""            # the recall gate skipped the search: why ("" = it searched)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +228,7 @@ class WriteResult:
     status: MemoryStatus
     merged_into: str = ""
     superseded: tuple[str, ...] = ()
+    salience: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +245,21 @@ class KeyScope:
         if self.admin or tenant_id in self.tenant_ids:
             return True
         return any(tenant_id.startswith(p) for p in self.tenant_prefixes)
+
+
+@dataclass(frozen=True, slots=True)
+class Consolidation:
+    """One cluster of episodic memories and the semantic memory written for it ("" on a dry run)."""
+
+    memory_id: str
+    members: tuple[str, ...]
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationReport:
+    clusters: tuple[Consolidation, ...] = ()
+    restored: int = 0           # CONSOLIDATED memories whose semantic memory was gone: ACTIVE again
 
 
 class ForgetMode(enum.IntEnum):
@@ -262,6 +289,7 @@ class AuditOp(enum.IntEnum):
     ARCHIVE = 7
     EXPIRE = 8
     USE = 9
+    CONSOLIDATE = 10   # a semantic memory written for a cluster of episodic ones (refs: the members)
 
 
 @dataclass(frozen=True, slots=True)

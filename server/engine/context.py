@@ -23,7 +23,8 @@ HEADER = ("Background from memory: notes remembered from earlier conversations. 
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 _NUMBER_RE = re.compile(r"\d+")
 _STATUS_NOTE = {MemoryStatus.PENDING: "unconfirmed", MemoryStatus.SUPERSEDED: "superseded",
-                MemoryStatus.EXPIRED: "expired", MemoryStatus.ARCHIVED: "archived"}
+                MemoryStatus.EXPIRED: "expired", MemoryStatus.ARCHIVED: "archived",
+                MemoryStatus.CONSOLIDATED: "consolidated"}
 
 
 def _shingles(text: str) -> frozenset[str]:

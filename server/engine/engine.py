@@ -32,6 +32,7 @@ from server.engine.validation import validate_memories, validate_memory_ids, val
 from server.engine.write import commit_writes
 from server.errors import InvalidArgument, NotFound, PermissionDenied
 from server.fusion.calibration import BUNDLED_CALIBRATION, Calibration, load_calibration
+from server.hygiene.normalise import normalise_input, normalise_text
 from server.tenants.catalog import validate_tenant_id
 from server.text import indexed_text
 from server.tenants.registry import TenantRegistry
@@ -134,6 +135,7 @@ class Engine:
     async def write(self, principal: KeyScope, tenant_id: str, memories: Sequence[MemoryInput], *,
                     deadline_ns: int | None = None) -> list[WriteResult]:
         shard = await self._shard(principal, tenant_id)
+        memories = [normalise_input(m, where=f"memories[{i}]") for i, m in enumerate(memories)]
         validate_memories(memories, limits=self.config.limits)
         now = now_ms()
         texts = [indexed_text(m.content, dated=m.type == MemoryType.EPISODIC, created_at_ms=m.created_at_ms or now,
@@ -155,6 +157,7 @@ class Engine:
     async def search(self, principal: KeyScope, tenant_id: str, queries: Sequence[SearchQuery], *,
                      deadline_ns: int | None = None) -> list[QueryResult]:
         shard = await self._shard(principal, tenant_id)
+        queries = [dataclasses.replace(q, text=normalise_text(q.text)[0]) for q in queries]
         validate_queries(queries, limits=self.config.limits)
         now = now_ms()
         jobs = []

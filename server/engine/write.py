@@ -115,8 +115,9 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
             key=inp.key, status=MemoryStatus.ACTIVE if confident else MemoryStatus.PENDING,
             # A pending memory keeps the ids it names and supersedes them only once it is confirmed.
             supersedes=() if confident else inp.supersedes, superseded_by="", pinned=inp.pinned, expires_at_ms=inp.expires_at_ms,
-            metadata=dict(inp.metadata), source_refs=(inp.source_ref,) if inp.source_ref else (),
-            updated_at_ms=now_ms, context=inp.context)
+            metadata=dict(inp.metadata), source_refs=tuple(dict.fromkeys(((inp.source_ref,) if inp.source_ref else ())
+                                                                     + inp.source_refs)),
+            updated_at_ms=now_ms, context=inp.context, salience=inp.salience, normalized=inp.normalized)
         staging.put(memory, vector)
         superseded: tuple[str, ...] = ()
         if confident:

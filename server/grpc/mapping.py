@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.domain import (AuditEntry, AuditOp, Breakdown, Filter, ForgetMode, ForgetSpec, Hit, Memory, MemoryInput,
-                           MemoryStatus, MemoryType, QueryResult, Scoring, SearchQuery, Timings, WriteResult)
+from server.domain import (AuditEntry, AuditOp, Breakdown, ConsolidationReport, Filter, ForgetMode, ForgetSpec, Hit,
+                           Memory, MemoryInput, MemoryStatus, MemoryType, QueryResult, Scoring, SearchQuery, Timings,
+                           WriteOutcome, WriteResult)
 from server.errors import InvalidArgument
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
 from server.grpc.gen.engram.v1 import service_pb2 as spb
@@ -73,7 +74,7 @@ def query_from_pb(q: pb.SearchQuery, *, where: str = "query") -> SearchQuery:
         include_history=q.include_history, include_pending=q.include_pending, rerank_depth=q.rerank_depth,
         scoring=scoring_from_pb(q.scoring), candidates=q.candidates, context_block=q.context_block,
         context_items=q.context_items, lexical_only=q.lexical_only, dense_only=q.dense_only,
-        min_relevance=q.min_relevance if q.HasField("min_relevance") else None)
+        min_relevance=q.min_relevance if q.HasField("min_relevance") else None, gate=q.gate)
 
 
 def memory_to_pb(m: Memory) -> pb.Memory:
@@ -83,7 +84,8 @@ def memory_to_pb(m: Memory) -> pb.Memory:
         entities=list(m.entities), source_ref=m.source_ref, scope=m.scope, confidence=m.confidence, key=m.key,
         status=int(m.status), supersedes=list(m.supersedes), superseded_by=m.superseded_by, pinned=m.pinned,
         expires_at_ms=m.expires_at_ms, metadata=dict(m.metadata), source_refs=list(m.source_refs),
-        updated_at_ms=m.updated_at_ms, context=m.context)
+        updated_at_ms=m.updated_at_ms, context=m.context, salience=m.salience, normalized=m.normalized,
+        consolidated_into=m.consolidated_into, consolidates=list(m.consolidates))
 
 
 def breakdown_to_pb(b: Breakdown) -> pb.ScoreBreakdown:
@@ -108,12 +110,12 @@ def timings_to_pb(t: Timings) -> pb.Timings:
 
 def query_result_to_pb(r: QueryResult) -> pb.QueryResult:
     return pb.QueryResult(hits=[hit_to_pb(h) for h in r.hits], timings=timings_to_pb(r.timings),
-                          context_block=r.context_block)
+                          context_block=r.context_block, skipped=r.skipped)
 
 
 def write_result_to_pb(r: WriteResult) -> spb.WriteResult:
     return spb.WriteResult(memory_id=r.memory_id, outcome=int(r.outcome), merged_into=r.merged_into,
-                           superseded=list(r.superseded), status=int(r.status))
+                           superseded=list(r.superseded), status=int(r.status), salience=r.salience)
 
 
 def model_info_to_pb(d: dict[str, Any]) -> pb.ModelInfo:
@@ -170,6 +172,19 @@ def audit_entry_to_pb(e: AuditEntry) -> spb.AuditEntry:
     return spb.AuditEntry(entry_id=e.entry_id, at_ms=e.at_ms, op=int(e.op), query=e.query, key_id=e.key_id,
                           note=e.note, refs=[spb.AuditRef(memory_id=r.memory_id, source_refs=list(r.source_refs),
                                                           related_id=r.related_id) for r in e.refs])
+
+
+def write_response_to_pb(results: list[WriteResult]) -> spb.WriteResponse:
+    return spb.WriteResponse(results=[write_result_to_pb(r) for r in results],
+                             skipped=sum(r.outcome == WriteOutcome.SKIPPED for r in results))
+
+
+def consolidate_to_pb(report: ConsolidationReport) -> spb.ConsolidateResponse:
+    return spb.ConsolidateResponse(
+        clusters=len(report.clusters), consolidated=sum(len(c.members) for c in report.clusters),
+        restored=report.restored,
+        consolidations=[spb.Consolidation(memory_id=c.memory_id, consolidates=list(c.members), content=c.content)
+                        for c in report.clusters])
 
 
 def history_to_pb(versions: list[Memory], latest_id: str) -> spb.HistoryResponse:

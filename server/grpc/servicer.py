@@ -30,7 +30,7 @@ class MemoryServicer(sgrpc.MemoryServiceServicer):
         memories = [mapping.memory_input_from_pb(m, where=f"memories[{i}]") for i, m in enumerate(request.memories)]
         started = time.monotonic_ns()
         results = await self.engine.write(principal(), request.tenant_id, memories, deadline_ns=deadline_ns(context))
-        reply = spb.WriteResponse(results=[mapping.write_result_to_pb(r) for r in results])
+        reply = mapping.write_response_to_pb(results)
         reply.timings.total_ns = time.monotonic_ns() - started
         return reply
 

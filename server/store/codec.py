@@ -16,6 +16,9 @@ def memory_to_json(m: Memory) -> dict[str, Any]:
         "supersedes": list(m.supersedes), "superseded_by": m.superseded_by, "pinned": m.pinned,
         "expires": m.expires_at_ms, "metadata": dict(m.metadata), "source_refs": list(m.source_refs),
         "updated": m.updated_at_ms, **({"context": m.context} if m.context else {}),
+        **({"salience": m.salience} if m.salience else {}), **({"normalized": m.normalized} if m.normalized else {}),
+        **({"consolidated_into": m.consolidated_into} if m.consolidated_into else {}),
+        **({"consolidates": list(m.consolidates)} if m.consolidates else {}),
     }
 
 
@@ -29,5 +32,6 @@ def memory_from_json(d: dict[str, Any]) -> Memory:
         supersedes=tuple(d["supersedes"]), superseded_by=d["superseded_by"], pinned=bool(d["pinned"]),
         expires_at_ms=int(d["expires"]), metadata=dict(d["metadata"]),
         source_refs=tuple(d["source_refs"]), updated_at_ms=int(d["updated"]),
-        context=d.get("context", ""),
+        context=d.get("context", ""), salience=float(d.get("salience", 0.0)), normalized=d.get("normalized", ""),
+        consolidated_into=d.get("consolidated_into", ""), consolidates=tuple(d.get("consolidates", ())),
     )

@@ -22,6 +22,7 @@ class MemoryStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MEMORY_STATUS_SUPERSEDED: _ClassVar[MemoryStatus]
     MEMORY_STATUS_EXPIRED: _ClassVar[MemoryStatus]
     MEMORY_STATUS_ARCHIVED: _ClassVar[MemoryStatus]
+    MEMORY_STATUS_CONSOLIDATED: _ClassVar[MemoryStatus]
 MEMORY_TYPE_UNSPECIFIED: MemoryType
 MEMORY_TYPE_EPISODIC: MemoryType
 MEMORY_TYPE_SEMANTIC: MemoryType
@@ -32,9 +33,10 @@ MEMORY_STATUS_PENDING: MemoryStatus
 MEMORY_STATUS_SUPERSEDED: MemoryStatus
 MEMORY_STATUS_EXPIRED: MemoryStatus
 MEMORY_STATUS_ARCHIVED: MemoryStatus
+MEMORY_STATUS_CONSOLIDATED: MemoryStatus
 
 class Memory(_message.Message):
-    __slots__ = ("memory_id", "content", "type", "importance", "created_at_ms", "last_access_at_ms", "access_count", "entities", "source_ref", "scope", "confidence", "key", "status", "supersedes", "superseded_by", "pinned", "expires_at_ms", "metadata", "source_refs", "updated_at_ms", "context")
+    __slots__ = ("memory_id", "content", "type", "importance", "created_at_ms", "last_access_at_ms", "access_count", "entities", "source_ref", "scope", "confidence", "key", "status", "supersedes", "superseded_by", "pinned", "expires_at_ms", "metadata", "source_refs", "updated_at_ms", "context", "salience", "normalized", "consolidated_into", "consolidates")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -63,6 +65,10 @@ class Memory(_message.Message):
     SOURCE_REFS_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    SALIENCE_FIELD_NUMBER: _ClassVar[int]
+    NORMALIZED_FIELD_NUMBER: _ClassVar[int]
+    CONSOLIDATED_INTO_FIELD_NUMBER: _ClassVar[int]
+    CONSOLIDATES_FIELD_NUMBER: _ClassVar[int]
     memory_id: str
     content: str
     type: MemoryType
@@ -84,7 +90,11 @@ class Memory(_message.Message):
     source_refs: _containers.RepeatedScalarFieldContainer[str]
     updated_at_ms: int
     context: str
-    def __init__(self, memory_id: _Optional[str] = ..., content: _Optional[str] = ..., type: _Optional[_Union[MemoryType, str]] = ..., importance: _Optional[float] = ..., created_at_ms: _Optional[int] = ..., last_access_at_ms: _Optional[int] = ..., access_count: _Optional[int] = ..., entities: _Optional[_Iterable[str]] = ..., source_ref: _Optional[str] = ..., scope: _Optional[str] = ..., confidence: _Optional[float] = ..., key: _Optional[str] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., supersedes: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[str] = ..., pinned: _Optional[bool] = ..., expires_at_ms: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., source_refs: _Optional[_Iterable[str]] = ..., updated_at_ms: _Optional[int] = ..., context: _Optional[str] = ...) -> None: ...
+    salience: float
+    normalized: str
+    consolidated_into: str
+    consolidates: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, memory_id: _Optional[str] = ..., content: _Optional[str] = ..., type: _Optional[_Union[MemoryType, str]] = ..., importance: _Optional[float] = ..., created_at_ms: _Optional[int] = ..., last_access_at_ms: _Optional[int] = ..., access_count: _Optional[int] = ..., entities: _Optional[_Iterable[str]] = ..., source_ref: _Optional[str] = ..., scope: _Optional[str] = ..., confidence: _Optional[float] = ..., key: _Optional[str] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., supersedes: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[str] = ..., pinned: _Optional[bool] = ..., expires_at_ms: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., source_refs: _Optional[_Iterable[str]] = ..., updated_at_ms: _Optional[int] = ..., context: _Optional[str] = ..., salience: _Optional[float] = ..., normalized: _Optional[str] = ..., consolidated_into: _Optional[str] = ..., consolidates: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class MemoryInput(_message.Message):
     __slots__ = ("content", "type", "importance", "created_at_ms", "entities", "source_ref", "scope", "confidence", "key", "supersedes", "pinned", "expires_at_ms", "metadata", "last_access_at_ms", "context")
@@ -178,7 +188,7 @@ class Scoring(_message.Message):
     def __init__(self, disable_decay: _Optional[bool] = ..., disable_importance: _Optional[bool] = ..., episodic_half_life_s: _Optional[float] = ..., semantic_half_life_s: _Optional[float] = ..., procedural_half_life_s: _Optional[float] = ..., importance_weight: _Optional[float] = ..., now_ms: _Optional[int] = ..., decay_floor: _Optional[float] = ..., recency_weight: _Optional[float] = ..., disable_temporal: _Optional[bool] = ...) -> None: ...
 
 class SearchQuery(_message.Message):
-    __slots__ = ("text", "top_k", "filter", "include_history", "include_pending", "rerank_depth", "scoring", "candidates", "context_block", "context_items", "lexical_only", "dense_only", "min_relevance")
+    __slots__ = ("text", "top_k", "filter", "include_history", "include_pending", "rerank_depth", "scoring", "candidates", "context_block", "context_items", "lexical_only", "dense_only", "min_relevance", "gate")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
@@ -192,6 +202,7 @@ class SearchQuery(_message.Message):
     LEXICAL_ONLY_FIELD_NUMBER: _ClassVar[int]
     DENSE_ONLY_FIELD_NUMBER: _ClassVar[int]
     MIN_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
+    GATE_FIELD_NUMBER: _ClassVar[int]
     text: str
     top_k: int
     filter: Filter
@@ -205,7 +216,8 @@ class SearchQuery(_message.Message):
     lexical_only: bool
     dense_only: bool
     min_relevance: float
-    def __init__(self, text: _Optional[str] = ..., top_k: _Optional[int] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., include_history: _Optional[bool] = ..., include_pending: _Optional[bool] = ..., rerank_depth: _Optional[int] = ..., scoring: _Optional[_Union[Scoring, _Mapping]] = ..., candidates: _Optional[int] = ..., context_block: _Optional[bool] = ..., context_items: _Optional[int] = ..., lexical_only: _Optional[bool] = ..., dense_only: _Optional[bool] = ..., min_relevance: _Optional[float] = ...) -> None: ...
+    gate: bool
+    def __init__(self, text: _Optional[str] = ..., top_k: _Optional[int] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., include_history: _Optional[bool] = ..., include_pending: _Optional[bool] = ..., rerank_depth: _Optional[int] = ..., scoring: _Optional[_Union[Scoring, _Mapping]] = ..., candidates: _Optional[int] = ..., context_block: _Optional[bool] = ..., context_items: _Optional[int] = ..., lexical_only: _Optional[bool] = ..., dense_only: _Optional[bool] = ..., min_relevance: _Optional[float] = ..., gate: _Optional[bool] = ...) -> None: ...
 
 class Timings(_message.Message):
     __slots__ = ("queue_ns", "embed_ns", "ann_ns", "bm25_ns", "fusion_ns", "rerank_ns", "decay_ns", "total_ns", "batch_size")
@@ -266,14 +278,16 @@ class Hit(_message.Message):
     def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., breakdown: _Optional[_Union[ScoreBreakdown, _Mapping]] = ...) -> None: ...
 
 class QueryResult(_message.Message):
-    __slots__ = ("hits", "timings", "context_block")
+    __slots__ = ("hits", "timings", "context_block", "skipped")
     HITS_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_BLOCK_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
     hits: _containers.RepeatedCompositeFieldContainer[Hit]
     timings: Timings
     context_block: str
-    def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., context_block: _Optional[str] = ...) -> None: ...
+    skipped: str
+    def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., context_block: _Optional[str] = ..., skipped: _Optional[str] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
     __slots__ = ("name", "path", "device", "dtype", "provenance", "dim")

@@ -14,6 +14,7 @@ class WriteOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WRITE_OUTCOME_CREATED: _ClassVar[WriteOutcome]
     WRITE_OUTCOME_MERGED: _ClassVar[WriteOutcome]
     WRITE_OUTCOME_PENDING: _ClassVar[WriteOutcome]
+    WRITE_OUTCOME_SKIPPED: _ClassVar[WriteOutcome]
 
 class ForgetMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -33,10 +34,12 @@ class AuditOp(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     AUDIT_OP_ARCHIVE: _ClassVar[AuditOp]
     AUDIT_OP_EXPIRE: _ClassVar[AuditOp]
     AUDIT_OP_USE: _ClassVar[AuditOp]
+    AUDIT_OP_CONSOLIDATE: _ClassVar[AuditOp]
 WRITE_OUTCOME_UNSPECIFIED: WriteOutcome
 WRITE_OUTCOME_CREATED: WriteOutcome
 WRITE_OUTCOME_MERGED: WriteOutcome
 WRITE_OUTCOME_PENDING: WriteOutcome
+WRITE_OUTCOME_SKIPPED: WriteOutcome
 FORGET_MODE_UNSPECIFIED: ForgetMode
 FORGET_MODE_ARCHIVE: ForgetMode
 FORGET_MODE_DELETE: ForgetMode
@@ -50,6 +53,7 @@ AUDIT_OP_CONFIRM: AuditOp
 AUDIT_OP_ARCHIVE: AuditOp
 AUDIT_OP_EXPIRE: AuditOp
 AUDIT_OP_USE: AuditOp
+AUDIT_OP_CONSOLIDATE: AuditOp
 
 class WriteRequest(_message.Message):
     __slots__ = ("tenant_id", "memories")
@@ -60,26 +64,30 @@ class WriteRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., memories: _Optional[_Iterable[_Union[_messages_pb2.MemoryInput, _Mapping]]] = ...) -> None: ...
 
 class WriteResult(_message.Message):
-    __slots__ = ("memory_id", "outcome", "merged_into", "superseded", "status")
+    __slots__ = ("memory_id", "outcome", "merged_into", "superseded", "status", "salience")
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     MERGED_INTO_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    SALIENCE_FIELD_NUMBER: _ClassVar[int]
     memory_id: str
     outcome: WriteOutcome
     merged_into: str
     superseded: _containers.RepeatedScalarFieldContainer[str]
     status: _messages_pb2.MemoryStatus
-    def __init__(self, memory_id: _Optional[str] = ..., outcome: _Optional[_Union[WriteOutcome, str]] = ..., merged_into: _Optional[str] = ..., superseded: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[_messages_pb2.MemoryStatus, str]] = ...) -> None: ...
+    salience: float
+    def __init__(self, memory_id: _Optional[str] = ..., outcome: _Optional[_Union[WriteOutcome, str]] = ..., merged_into: _Optional[str] = ..., superseded: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[_messages_pb2.MemoryStatus, str]] = ..., salience: _Optional[float] = ...) -> None: ...
 
 class WriteResponse(_message.Message):
-    __slots__ = ("results", "timings")
+    __slots__ = ("results", "timings", "skipped")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[WriteResult]
     timings: _messages_pb2.Timings
-    def __init__(self, results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ..., timings: _Optional[_Union[_messages_pb2.Timings, _Mapping]] = ...) -> None: ...
+    skipped: int
+    def __init__(self, results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ..., timings: _Optional[_Union[_messages_pb2.Timings, _Mapping]] = ..., skipped: _Optional[int] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
     __slots__ = ("tenant_id", "queries")
@@ -441,3 +449,53 @@ class StatsResponse(_message.Message):
     evict_ms_total: float
     tenants: _containers.RepeatedCompositeFieldContainer[TenantStats]
     def __init__(self, total_tenants: _Optional[int] = ..., loaded_tenants: _Optional[int] = ..., memory_budget_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., loads: _Optional[int] = ..., evictions: _Optional[int] = ..., load_ms_total: _Optional[float] = ..., evict_ms_total: _Optional[float] = ..., tenants: _Optional[_Iterable[_Union[TenantStats, _Mapping]]] = ...) -> None: ...
+
+class ConsolidateRequest(_message.Message):
+    __slots__ = ("tenant_id", "dry_run")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    dry_run: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class Consolidation(_message.Message):
+    __slots__ = ("memory_id", "consolidates", "content")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    CONSOLIDATES_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    consolidates: _containers.RepeatedScalarFieldContainer[str]
+    content: str
+    def __init__(self, memory_id: _Optional[str] = ..., consolidates: _Optional[_Iterable[str]] = ..., content: _Optional[str] = ...) -> None: ...
+
+class ConsolidateResponse(_message.Message):
+    __slots__ = ("clusters", "consolidated", "consolidations", "restored")
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    CONSOLIDATED_FIELD_NUMBER: _ClassVar[int]
+    CONSOLIDATIONS_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_FIELD_NUMBER: _ClassVar[int]
+    clusters: int
+    consolidated: int
+    consolidations: _containers.RepeatedCompositeFieldContainer[Consolidation]
+    restored: int
+    def __init__(self, clusters: _Optional[int] = ..., consolidated: _Optional[int] = ..., consolidations: _Optional[_Iterable[_Union[Consolidation, _Mapping]]] = ..., restored: _Optional[int] = ...) -> None: ...
+
+class ExtractRequest(_message.Message):
+    __slots__ = ("tenant_id", "conversation", "turns")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    conversation: str
+    turns: int
+    def __init__(self, tenant_id: _Optional[str] = ..., conversation: _Optional[str] = ..., turns: _Optional[int] = ...) -> None: ...
+
+class ExtractResponse(_message.Message):
+    __slots__ = ("memory_ids", "facts", "pending")
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    facts: int
+    pending: int
+    def __init__(self, memory_ids: _Optional[_Iterable[str]] = ..., facts: _Optional[int] = ..., pending: _Optional[int] = ...) -> None: ...

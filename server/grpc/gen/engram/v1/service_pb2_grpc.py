@@ -90,6 +90,16 @@ class MemoryServiceStub:
                 request_serializer=engram_dot_v1_dot_service__pb2.TouchRequest.SerializeToString,
                 response_deserializer=engram_dot_v1_dot_service__pb2.TouchResponse.FromString,
                 _registered_method=True)
+        self.Consolidate = channel.unary_unary(
+                '/engram.v1.MemoryService/Consolidate',
+                request_serializer=engram_dot_v1_dot_service__pb2.ConsolidateRequest.SerializeToString,
+                response_deserializer=engram_dot_v1_dot_service__pb2.ConsolidateResponse.FromString,
+                _registered_method=True)
+        self.Extract = channel.unary_unary(
+                '/engram.v1.MemoryService/Extract',
+                request_serializer=engram_dot_v1_dot_service__pb2.ExtractRequest.SerializeToString,
+                response_deserializer=engram_dot_v1_dot_service__pb2.ExtractResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -167,6 +177,20 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Consolidate(self, request, context):
+        """episodic → semantic, now
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Extract(self, request, context):
+        """run the configured extractor on recent turns, now
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -224,6 +248,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Touch,
                     request_deserializer=engram_dot_v1_dot_service__pb2.TouchRequest.FromString,
                     response_serializer=engram_dot_v1_dot_service__pb2.TouchResponse.SerializeToString,
+            ),
+            'Consolidate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Consolidate,
+                    request_deserializer=engram_dot_v1_dot_service__pb2.ConsolidateRequest.FromString,
+                    response_serializer=engram_dot_v1_dot_service__pb2.ConsolidateResponse.SerializeToString,
+            ),
+            'Extract': grpc.unary_unary_rpc_method_handler(
+                    servicer.Extract,
+                    request_deserializer=engram_dot_v1_dot_service__pb2.ExtractRequest.FromString,
+                    response_serializer=engram_dot_v1_dot_service__pb2.ExtractResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -524,6 +558,60 @@ class MemoryService:
             '/engram.v1.MemoryService/Touch',
             engram_dot_v1_dot_service__pb2.TouchRequest.SerializeToString,
             engram_dot_v1_dot_service__pb2.TouchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Consolidate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.v1.MemoryService/Consolidate',
+            engram_dot_v1_dot_service__pb2.ConsolidateRequest.SerializeToString,
+            engram_dot_v1_dot_service__pb2.ConsolidateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Extract(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.v1.MemoryService/Extract',
+            engram_dot_v1_dot_service__pb2.ExtractRequest.SerializeToString,
+            engram_dot_v1_dot_service__pb2.ExtractResponse.FromString,
             options,
             channel_credentials,
             insecure,
