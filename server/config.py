@@ -114,6 +114,23 @@ class MemoryConfig:
     pending_below_confidence: float = 0.5
     dedupe_cosine: float = 0.0           # a write this similar merges into a memory; 0 = the embedder's own threshold
     capacity_per_tenant: int = 0          # 0: unlimited
+    # Memory hygiene (server/hygiene, README "Memory hygiene"). Salience (fitted on LoCoMo dev) moves the default
+    # importance of a write without one by up to +-span/2; writes below min_salience are skipped (0 = never)
+    min_salience: float = 0.0
+    salience_importance_span: float = 0.4
+    # Consolidation: every consolidate_interval_s a tenant with new writes has its repeated episodic memories
+    # (cosine >= consolidate_cosine, a shared name or number, from different sessions) folded into one semantic memory
+    consolidate_interval_s: float = 600.0
+    consolidate_cosine: float = 0.95
+    # The optional extractor: an OpenAI-compatible chat endpoint ("" = off) gets the last extract_window turns of
+    # a conversation after every extract_every_turns turns, asynchronously; its facts become semantic memories
+    extractor_url: str = ""
+    extractor_model: str = ""
+    extractor_key: str = ""
+    extract_every_turns: int = 8
+    extract_window: int = 10
+    extractor_timeout_s: float = 30.0
+    extractor_retries: int = 3
     # Each use (a hit among the first access_top_hits of a search, or a Touch) adds step to the importance the
     # ranking reads, fading with recency; never above access_importance_max. The stored importance is the writer's.
     access_importance_step: float = 0.02
@@ -216,6 +233,15 @@ class ServerConfig:
             (0.0 <= self.memory.access_importance_step <= 0.5, "memory.access_importance_step in [0, 0.5]"),
             (0.0 <= self.memory.access_importance_max <= 1.0, "memory.access_importance_max in [0, 1]"),
             (self.memory.capacity_per_tenant >= 0, "memory.capacity_per_tenant must be >= 0"),
+            (0.0 <= self.memory.min_salience <= 1.0, "memory.min_salience must be in [0, 1]"),
+            (0.0 <= self.memory.salience_importance_span <= 1.0, "memory.salience_importance_span must be in [0, 1]"),
+            (self.memory.consolidate_interval_s >= 0 and 0.5 <= self.memory.consolidate_cosine <= 1.0,
+             "memory.consolidate_interval_s >= 0 (0 = only the RPC) and memory.consolidate_cosine in [0.5, 1]"),
+            (self.memory.extract_every_turns >= 1 and self.memory.extract_window >= 1
+             and self.memory.extractor_timeout_s > 0 and self.memory.extractor_retries >= 0,
+             "memory.extract_every_turns, extract_window >= 1; extractor_timeout_s > 0; extractor_retries >= 0"),
+            (not self.memory.extractor_url or bool(self.memory.extractor_model),
+             "memory.extractor_url needs memory.extractor_model"),
             (0.0 <= self.scoring.decay_floor <= 1.0, "scoring.decay_floor must be in [0, 1]"),
             (0.0 <= self.scoring.recency_weight <= 1.0, "scoring.recency_weight must be in [0, 1]"),
             (0.0 <= self.scoring.temporal_boost <= 10.0, "scoring.temporal_boost must be in [0, 10]"),

@@ -53,7 +53,23 @@ MEANINGS = {
     "memory.access_importance_step": "importance the ranking adds per recorded use (fading with recency)",
     "memory.access_importance_max": "the access boost never lifts importance above this",
     "memory.access_top_hits": "a live search counts its first N hits as used (0: only Touch does)",
-    "memory.default_importance": "importance of a memory written without one",
+    "memory.default_importance": ("importance of a memory written without one, before salience moves it "
+                                  "(memory.salience_importance_span)"),
+    "memory.min_salience": ("writes whose salience is below this are not stored (outcome SKIPPED, counted in the "
+                            "reply) unless they carry an importance or are pinned; 0 = never (README Memory hygiene)"),
+    "memory.salience_importance_span": ("a write without an importance gets default_importance + span x (salience - "
+                                        "0.5); 0 = salience does not touch importance"),
+    "memory.consolidate_interval_s": ("how often the background job consolidates tenants written since its last run "
+                                      "(repeated episodic memories → one semantic memory); 0 = only the Consolidate RPC"),
+    "memory.consolidate_cosine": "episodic memories at least this similar (and sharing a name or number) form a cluster",
+    "memory.extractor_url": ("OpenAI-compatible chat completions URL of the optional fact extractor (e.g. "
+                             "http://127.0.0.1:8000/v1/chat/completions); empty = off"),
+    "memory.extractor_model": "the model name sent to the extractor endpoint",
+    "memory.extractor_key": "bearer key for the extractor endpoint (empty: none sent)",
+    "memory.extract_every_turns": "the extractor runs after every N episodic turns of a conversation",
+    "memory.extract_window": "how many recent turns one extraction sends",
+    "memory.extractor_timeout_s": "per-request timeout of the extractor endpoint",
+    "memory.extractor_retries": "retries (exponential backoff from 0.5 s) of a failed or malformed extraction",
     "memory.pending_below_confidence": "writes with confidence below this are stored PENDING",
     "memory.dedupe_cosine": ("a write this similar to a memory merges into it; 0 = the embedder's own threshold "
                              "(MiniLM 0.95, e5 0.985: the same share of merges)"),

@@ -33,6 +33,7 @@ from server.engine.write import commit_writes
 from server.errors import InvalidArgument, NotFound, PermissionDenied
 from server.fusion.calibration import BUNDLED_CALIBRATION, Calibration, load_calibration
 from server.hygiene.normalise import normalise_input, normalise_text
+from server.store.space import DiskSpace
 from server.tenants.catalog import validate_tenant_id
 from server.text import indexed_text
 from server.tenants.registry import TenantRegistry
@@ -60,8 +61,9 @@ class Page:
 class Engine:
     def __init__(self, *, config: ServerConfig, registry: TenantRegistry, embedder: Embedder,
                  reranker: Reranker | None, ranker: DecayRanker, device: str, device_pool: Executor,
-                 cpu_pool: Executor, write_pool: Executor) -> None:
+                 cpu_pool: Executor, write_pool: Executor, space: DiskSpace | None = None) -> None:
         self.config = config
+        self.space = space   # the free-space watermark: writes are turned away below it
         self.registry = registry
         self.embedder = embedder
         self.reranker = reranker
@@ -131,12 +133,19 @@ class Engine:
             entry.resolve(vectors[start:start + len(entry.payload)])
             start += len(entry.payload)
 
+    def check_space(self) -> None:
+        """Admission for writes that add data: below the free-space watermark, StorageFull (RESOURCE_EXHAUSTED)
+        before any work. Delete and Forget pass (they free space; ENOSPC still answers them "storage full")."""
+        if self.space is not None:
+            self.space.check_writable()
+
     # -- memory RPCs ------------------------------------------------------------------------------------
     async def write(self, principal: KeyScope, tenant_id: str, memories: Sequence[MemoryInput], *,
                     deadline_ns: int | None = None) -> list[WriteResult]:
         shard = await self._shard(principal, tenant_id)
         memories = [normalise_input(m, where=f"memories[{i}]") for i, m in enumerate(memories)]
         validate_memories(memories, limits=self.config.limits)
+        self.check_space()
         now = now_ms()
         texts = [indexed_text(m.content, dated=m.type == MemoryType.EPISODIC, created_at_ms=m.created_at_ms or now,
                               entities=m.entities, context=m.context) for m in memories]
@@ -221,6 +230,7 @@ class Engine:
                       memory_ids: Sequence[str]) -> list[tuple[Memory, tuple[str, ...]]]:
         shard = await self._shard(principal, tenant_id)
         validate_memory_ids(memory_ids, limit=self.config.limits.max_page_size)
+        self.check_space()
         return await asyncio.get_running_loop().run_in_executor(
             self.write_pool, lambda: self.lifecycle.confirm(shard, memory_ids, key_id=principal.key_id, now_ms=now_ms()))
 
@@ -261,6 +271,7 @@ class Engine:
                             initial: Sequence[MemoryInput] = (), template_tenant_id: str = "") -> int:
         self.require_admin(principal)
         validate_tenant_id(tenant_id, max_len=self.config.limits.max_tenant_id_len)
+        self.check_space()
         if initial:
             validate_memories(initial, limits=self.config.limits)
         copied: list[MemoryInput] = []
@@ -299,6 +310,7 @@ class Engine:
     def create_key(self, principal: KeyScope, *, name: str, tenant_ids: list[str], prefixes: list[str],
                    admin: bool) -> tuple[str, str]:
         self.require_admin(principal)
+        self.check_space()
         return self.registry.catalog.create_key(name=name, tenant_ids=tenant_ids, prefixes=prefixes, admin=admin)
 
     def revoke_key(self, principal: KeyScope, key_id: str) -> None:
@@ -331,11 +343,27 @@ class Engine:
         self.require_admin(principal)
         if tenant_id:
             validate_tenant_id(tenant_id, max_len=self.config.limits.max_tenant_id_len)
-        return self.registry.stats(tenant_id)
+        out = self.registry.stats(tenant_id)
+        out["storage"] = self.storage_stats()
+        return out
+
+    def storage_stats(self, *, top_n: int = 10) -> dict[str, Any]:
+        """Free space against the watermark, and log / audit bytes over every tenant (totals, the top
+        ``top_n`` by log bytes): read from the files, so unloaded tenants count too."""
+        usage = self.registry.disk_usage()
+        report = self.space.report() if self.space is not None else None
+        top = sorted(usage, key=lambda u: (-u["log_bytes"], u["tenant_id"]))[:top_n]
+        return {"free_bytes": report.free_bytes if report else 0, "total_bytes": report.total_bytes if report else 0,
+                "min_free_bytes": report.min_free_bytes if report else 0, "low": bool(report and report.low),
+                "writes_refused": report.writes_refused if report else 0,
+                "full_events": report.full_events if report else 0,
+                "log_bytes": sum(u["log_bytes"] for u in usage), "audit_bytes": sum(u["audit_bytes"] for u in usage),
+                "compactions": self.registry.compactions, "top_tenants": top}
 
     def flush(self) -> None:
         self.lifecycle.flush()
         self.registry.flush()
+        self.registry.maintain()
 
 
 def _as_input(m: Memory) -> MemoryInput:

@@ -115,7 +115,8 @@ def query_result_to_pb(r: QueryResult) -> pb.QueryResult:
 
 def write_result_to_pb(r: WriteResult) -> spb.WriteResult:
     return spb.WriteResult(memory_id=r.memory_id, outcome=int(r.outcome), merged_into=r.merged_into,
-                           superseded=list(r.superseded), status=int(r.status), salience=r.salience)
+                           superseded=list(r.superseded), salience=r.salience,
+                           status=int(r.status) if r.outcome != WriteOutcome.SKIPPED else 0)
 
 
 def model_info_to_pb(d: dict[str, Any]) -> pb.ModelInfo:
