@@ -25,6 +25,7 @@ from server.console.frontend import ConsoleFrontend
 from server.engine.engine import Engine
 from server.grpc.server import GrpcFrontend
 from server.metrics import Metrics
+from server.store.space import DiskSpace
 from server.tenants.catalog import Catalog
 from server.index.tiers import TierRules
 from server.tenants.registry import TenantRegistry
@@ -76,6 +77,9 @@ class App:
                 await loop.run_in_executor(self.engine.write_pool, self.engine.flush)
             except Exception:
                 log.exception("periodic flush failed")
+            space = self.engine.space
+            if space is not None:   # health "engram.v1.Storage": NOT_SERVING below the watermark (reads go on)
+                await self.frontend.set_storage_ok(not space.report().low)
 
     async def stop(self) -> None:
         """Health → NOT_SERVING, finish in-flight calls, drain batchers, flush indexes, close logs."""
@@ -159,7 +163,7 @@ def build_metrics(config: ServerConfig, engine: Engine) -> Metrics | None:
         return None
     metrics = Metrics()
     metrics.watch(batchers=[engine.search_batcher, engine.write_batcher],
-                  loaded_tenants=lambda: len(engine.registry.loaded()))
+                  loaded_tenants=lambda: len(engine.registry.loaded()), storage=engine.storage_stats)
     return metrics
 
 
@@ -209,16 +213,19 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
     guard_vector_space(config.data_dir, embedder)
     catalog = Catalog(config.data_dir / "system")
     new_admin_key = catalog.ensure_admin_key(config.admin_key)
+    space = DiskSpace(config.data_dir, min_free_bytes=config.storage.min_free_mb << 20)
     registry = TenantRegistry(data_dir=config.data_dir, catalog=catalog, dim=embedder.dim,
                               rules=TierRules(**dataclasses.asdict(config.index)),
                               memory_budget_bytes=config.tenants.memory_budget_mb << 20,
-                              evict_idle_s=config.tenants.evict_idle_s, build_threads=config.tenants.build_threads)
+                              evict_idle_s=config.tenants.evict_idle_s, build_threads=config.tenants.build_threads,
+                              space=space, compact_ratio=config.storage.compact_ratio,
+                              compact_min_bytes=int(config.storage.compact_min_mb * (1 << 20)))
     device_pool = ThreadPoolExecutor(1, thread_name_prefix="device")
     cpu_pool = ThreadPoolExecutor(4, thread_name_prefix="cpu")
     write_pool = ThreadPoolExecutor(2, thread_name_prefix="write")
     engine = Engine(config=config, registry=registry, embedder=embedder, reranker=reranker,
                     ranker=get_decay_ranker(device), device=device, device_pool=device_pool, cpu_pool=cpu_pool,
-                    write_pool=write_pool)
+                    write_pool=write_pool, space=space)
     metrics = build_metrics(config, engine)
     frontend = GrpcFrontend(engine, listen=config.listen, tls_cert=config.tls_cert, tls_key=config.tls_key,
                             tls_client_ca=config.tls_client_ca, metrics=metrics)

@@ -137,6 +137,11 @@ class MemoryConfig:
     access_importance_max: float = 0.9
     access_top_hits: int = 3              # a live search counts its first N hits as used; 0 = only Touch does
     audit_searches: bool = True           # append every search and its returned ids to the audit log
+    # Audit entries are kept this long (whole daily segments expire; 0 = forever) and within audit_max_mb per tenant
+    # (the oldest segments go first); README "Audit retention"
+    audit_retention_days: float = 90.0
+    audit_max_mb: int = 1024
+    audit_segment_mb: float = 64.0        # a segment rotates at this size or when the UTC day changes
 
 
 @dataclass(frozen=True)
@@ -173,6 +178,20 @@ class TenantsConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    """The disk: the free-space watermark and automatic log compaction (README "Disk use")."""
+
+    # Writes are refused (RESOURCE_EXHAUSTED "storage full") while the data dir's filesystem has less free; 0 = only
+    # ENOSPC stops them. The reserve a compaction (up to one live log) and Lucene commits need
+    min_free_mb: int = 256
+    # A tenant's log is compacted in the background once it is compact_ratio times its live data and at least
+    # compact_min_mb (benchmarks/durability: restart time follows the log size; ratio 2 rewrites each live byte at
+    # most once per garbage byte)
+    compact_ratio: float = 2.0
+    compact_min_mb: float = 4.0
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     listen: str = "127.0.0.1:50051"
     data_dir: Path = Path("data")
@@ -195,6 +214,7 @@ class ServerConfig:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
     tenants: TenantsConfig = field(default_factory=TenantsConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
 
     def validate(self) -> ServerConfig:
         checks: list[tuple[bool, str]] = [
@@ -247,6 +267,13 @@ class ServerConfig:
             (0.0 <= self.scoring.temporal_boost <= 10.0, "scoring.temporal_boost must be in [0, 10]"),
             (0.0 <= self.search.min_relevance <= 1.0, "search.min_relevance must be in [0, 1]"),
             (self.memory.access_top_hits >= 0, "memory.access_top_hits must be >= 0"),
+            (self.memory.audit_retention_days == 0 or self.memory.audit_retention_days >= 1,
+             "memory.audit_retention_days must be 0 (forever) or >= 1"),
+            (self.memory.audit_max_mb >= 0 and self.memory.audit_segment_mb >= 0.0625,
+             "memory.audit_max_mb must be >= 0 (0 = no cap) and memory.audit_segment_mb >= 0.0625"),
+            (self.storage.min_free_mb >= 0, "storage.min_free_mb must be >= 0"),
+            (self.storage.compact_ratio > 1.0, "storage.compact_ratio must be > 1"),
+            (self.storage.compact_min_mb >= 0, "storage.compact_min_mb must be >= 0"),
         ]
         for name in ("episodic_half_life_s", "semantic_half_life_s", "procedural_half_life_s"):
             value = getattr(self.scoring, name)
@@ -263,7 +290,7 @@ class ServerConfig:
         return out
 
 
-_SECTIONS = {"models", "batching", "search", "scoring", "memory", "limits", "index", "tenants"}
+_SECTIONS = {"models", "batching", "search", "scoring", "memory", "limits", "index", "tenants", "storage"}
 
 
 def _coerce(value: str, current: Any) -> Any:

@@ -83,6 +83,13 @@ MEANINGS = {
     "limits.max_entities": "entities per memory",
     "limits.max_metadata_entries": "metadata entries per memory",
     "limits.max_tenant_id_len": "characters in a tenant id",
+    "memory.audit_retention_days": ("audit entries older than this are removed, whole daily segments at a time "
+                                    "(0: kept forever; README \"Audit retention\")"),
+    "memory.audit_max_mb": "per tenant: beyond this the oldest audit segments are removed (0: no cap)",
+    "storage.min_free_mb": ("writes are refused (RESOURCE_EXHAUSTED \"storage full\") while the data dir's filesystem "
+                            "has less free; reads, Delete and Forget go on (0: only a full disk stops writes)"),
+    "storage.compact_ratio": "a tenant's log is compacted in the background once it holds this many times its live data",
+    "storage.compact_min_mb": "... and is at least this big",
     "index.nprobe": "IVF lists probed per query",
     "index.ef_construction": "HNSW build depth of the coarse quantizer",
 }

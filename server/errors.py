@@ -7,6 +7,8 @@ written for clients; anything else that escapes becomes INTERNAL with a generic 
 
 from __future__ import annotations
 
+import errno
+
 
 class EngramError(Exception):
     """Base of errors whose message is safe to show to a client."""
@@ -38,6 +40,13 @@ class Overloaded(EngramError):
     code = "RESOURCE_EXHAUSTED"
 
 
+class StorageFull(Overloaded):
+    """The data directory's filesystem is full (ENOSPC / EDQUOT) or below the free-space watermark: the
+    write was not applied; it can be retried once space returns (no restart needed)."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+
 class NotReady(EngramError):
     code = "UNAVAILABLE"
 
@@ -62,7 +71,7 @@ class ConfigError(Exception):
 STATUS_CODE_BY_ERROR: dict[type[EngramError], str] = {
     cls: cls.code
     for cls in (InvalidArgument, NotFound, AlreadyExists, PermissionDenied, Unauthenticated,
-                Overloaded, NotReady, DeadlineExceeded, Cancelled, FailedPrecondition)
+                Overloaded, StorageFull, NotReady, DeadlineExceeded, Cancelled, FailedPrecondition)
 }
 
 
@@ -71,3 +80,35 @@ def status_code_name(exc: BaseException) -> str:
         if cls in STATUS_CODE_BY_ERROR:
             return STATUS_CODE_BY_ERROR[cls]  # type: ignore[index]
     return "INTERNAL"
+
+
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_FULL_TEXTS = ("No space left on device", "Disk quota exceeded")
+
+
+def is_storage_full(exc: BaseException) -> bool:
+    """A full filesystem, whichever layer raised it: an ``OSError`` with ENOSPC / EDQUOT, or a wrapped one
+    (a Java ``IOException`` from Lucene carries the OS message), anywhere in its cause chain."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, StorageFull):
+            return True
+        if isinstance(seen, OSError) and seen.errno in _FULL_ERRNOS:
+            return True
+        if not isinstance(seen, OSError) and any(text in str(seen) for text in _FULL_TEXTS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def as_client_error(exc: BaseException) -> EngramError | None:
+    """The client-safe error an unexpected exception stands for, if any: a full disk is an answer
+    (RESOURCE_EXHAUSTED "storage full"), not an internal error."""
+    if isinstance(exc, EngramError):
+        return exc
+    if is_storage_full(exc):
+        return StorageFull("storage full: the data directory has no space left; the write was not applied "
+                           "(retry once space is freed)")
+    return None

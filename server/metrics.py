@@ -36,6 +36,15 @@ BATCH_ITEMS = "engram_batch_items_total"
 BATCH_DROPPED = "engram_batch_dropped_total"
 BATCH_REJECTED = "engram_batch_rejected_total"
 TENANTS_LOADED = "engram_tenants_loaded"
+STORAGE_FREE = "engram_storage_free_bytes"
+STORAGE_MIN_FREE = "engram_storage_min_free_bytes"
+STORAGE_LOW = "engram_storage_low"                       # 1 while writes are refused (below the watermark)
+STORAGE_REFUSED = "engram_storage_writes_refused"        # counter → _total
+STORAGE_FULL_EVENTS = "engram_storage_full_events"       # counter → _total: ENOSPC / EDQUOT met
+LOG_BYTES = "engram_storage_log_bytes"                   # every tenant's memory log (no tenant label)
+LOG_BYTES_MAX = "engram_storage_log_bytes_max"           # the largest single tenant's log
+AUDIT_BYTES = "engram_storage_audit_bytes"
+COMPACTIONS = "engram_compactions"                       # counter → _total
 
 STAGES = ("queue", "embed", "ann", "bm25", "fusion", "rerank", "decay", "total")
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -104,8 +113,11 @@ class Metrics:
         self.recent.append((int(time.time() * 1000), dict(stages_ns), batch_size))
 
     # -- state read at scrape time -----------------------------------------------------------------------
-    def watch(self, *, batchers: Sequence[BatcherView], loaded_tenants: Callable[[], int]) -> None:
+    def watch(self, *, batchers: Sequence[BatcherView], loaded_tenants: Callable[[], int],
+              storage: Callable[[], Mapping[str, Any]] | None = None) -> None:
         self.registry.register(_StateCollector(batchers, loaded_tenants))
+        if storage is not None:
+            self.registry.register(_StorageCollector(storage))
 
     # -- the endpoint ------------------------------------------------------------------------------------
     def serve(self, listen: str) -> int:
@@ -151,3 +163,27 @@ class _StateCollector(Collector):
             rejected.add_metric([b.name], stats.rejected)
         yield from (depth, capacity, batches, items, dropped, rejected)
         yield GaugeMetricFamily(TENANTS_LOADED, "Tenant shards loaded in memory.", value=self._loaded_tenants())
+
+
+class _StorageCollector(Collector):
+    """Disk state at scrape time (``Engine.storage_stats``): totals and the largest tenant, never per tenant."""
+
+    def __init__(self, storage: Callable[[], Mapping[str, Any]]) -> None:
+        self._storage = storage
+
+    def collect(self) -> Iterator[Metric]:
+        d = self._storage()
+        top = d.get("top_tenants") or []
+        yield GaugeMetricFamily(STORAGE_FREE, "Free bytes on the data directory's filesystem.", value=d["free_bytes"])
+        yield GaugeMetricFamily(STORAGE_MIN_FREE, "The free-space watermark (storage.min_free_mb) in bytes.",
+                                value=d["min_free_bytes"])
+        yield GaugeMetricFamily(STORAGE_LOW, "1 while free space is below the watermark: writes are refused.",
+                                value=1 if d["low"] else 0)
+        yield CounterMetricFamily(STORAGE_REFUSED, "Writes answered RESOURCE_EXHAUSTED storage full.",
+                                  value=d["writes_refused"])
+        yield CounterMetricFamily(STORAGE_FULL_EVENTS, "ENOSPC / EDQUOT met on a write path.", value=d["full_events"])
+        yield GaugeMetricFamily(LOG_BYTES, "Bytes of every tenant's memory log.", value=d["log_bytes"])
+        yield GaugeMetricFamily(LOG_BYTES_MAX, "Bytes of the largest tenant memory log.",
+                                value=top[0]["log_bytes"] if top else 0)
+        yield GaugeMetricFamily(AUDIT_BYTES, "Bytes of every tenant's audit segments.", value=d["audit_bytes"])
+        yield CounterMetricFamily(COMPACTIONS, "Automatic log compactions.", value=d["compactions"])

@@ -24,8 +24,9 @@ import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from server.config import ServerConfig
+from server.config import DAY_S, ServerConfig
 from server.domain import (AuditOp, AuditRef, Filter, ForgetMode, ForgetSpec, KeyScope, Memory, MemoryInput,
                            MemoryStatus, MemoryType, QueryResult, SearchQuery, WriteOutcome, WriteResult,
                            effective_status, is_expired)
@@ -34,7 +35,8 @@ from server.engine.validation import validate_filter
 from server.engine.write import Staging, activate
 from server.errors import FailedPrecondition, InvalidArgument, NotFound
 from server.store.access import TouchBuffer
-from server.store.audit import AuditLog, refs_of
+from server.errors import is_storage_full
+from server.store.audit import AuditLog, expire_segments, refs_of
 from server.tenants.registry import TenantRegistry
 from server.tenants.shard import TenantShard
 
@@ -42,6 +44,7 @@ log = logging.getLogger(__name__)
 
 _LIVE = frozenset({MemoryStatus.ACTIVE, MemoryStatus.PENDING})
 MAX_LISTED_IDS = 1000
+AUDIT_SWEEP_EVERY_S = 3600.0   # how often retention also visits the tenants that are not loaded
 
 
 @dataclass(eq=False)
@@ -59,6 +62,7 @@ class Lifecycle:
         self.memory = config.memory
         self.registry = registry
         self._states: weakref.WeakKeyDictionary[TenantShard, ShardState] = weakref.WeakKeyDictionary()
+        self._swept_at_s = 0.0
         registry.sweep_orphans()
         registry.can_evict = self._can_evict
         registry.before_evict.append(self._before_evict)
@@ -79,8 +83,13 @@ class Lifecycle:
     def state(self, shard: TenantShard) -> ShardState:
         st = self._states.get(shard)
         if st is None:
-            st = self._states.setdefault(shard, ShardState(touches=TouchBuffer(), audit=AuditLog(shard.directory)))
+            st = self._states.setdefault(shard, ShardState(touches=TouchBuffer(), audit=self._audit_log(shard.directory)))
         return st
+
+    def _audit_log(self, directory: Path) -> AuditLog:
+        m = self.memory
+        return AuditLog(directory, retention_s=m.audit_retention_days * DAY_S, max_bytes=m.audit_max_mb << 20,
+                        segment_bytes=int(m.audit_segment_mb * (1 << 20)))
 
     def check_live(self, shard: TenantShard) -> None:
         if self.state(shard).dropped:
@@ -334,13 +343,33 @@ class Lifecycle:
     def flush(self) -> None:
         """Commits pending touches and found expiries of every loaded shard, one log group each, and
         fsyncs the audit logs. Runs every flush interval and at shutdown."""
-        for shard in self.registry.loaded():
+        loaded = self.registry.loaded()
+        for shard in loaded:
             st = self._states.get(shard)
             if st is None:
                 continue
-            if len(st.touches):
-                self.flush_touches(shard, st)
+            try:
+                if len(st.touches):
+                    self.flush_touches(shard, st)
+            except Exception as exc:
+                if not is_storage_full(exc):
+                    raise
+                # access counts are a ranking signal: this interval's are dropped, nothing else is lost
+                log.warning("tenant %s: no space to flush access counts", shard.tenant_id)
             st.audit.sync()
+            st.audit.maintain()   # retention: a listdir and a stat per segment
+        now_s = time.time()
+        if now_s - self._swept_at_s >= AUDIT_SWEEP_EVERY_S:
+            self._swept_at_s = now_s
+            self._expire_unloaded_audit({s.directory for s in loaded}, now_s=now_s)
+
+    def _expire_unloaded_audit(self, loaded_dirs: set[Path], *, now_s: float) -> None:
+        """Audit retention also reaches tenants that stay unloaded (their newest segment is kept)."""
+        m = self.memory
+        for directory in self.registry.root.iterdir():
+            if directory not in loaded_dirs and directory.is_dir():
+                expire_segments(directory, now_s=now_s, retention_s=m.audit_retention_days * DAY_S,
+                                max_bytes=m.audit_max_mb << 20)
 
     def flush_touches(self, shard: TenantShard, st: ShardState) -> int:
         with shard.write_lock:

@@ -20,7 +20,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from server.domain import KeyScope
-from server.errors import EngramError, InvalidArgument, Unauthenticated, status_code_name
+from server.errors import EngramError, InvalidArgument, Unauthenticated, as_client_error, status_code_name
 
 log = logging.getLogger(__name__)
 
@@ -135,10 +135,16 @@ class EdgeInterceptor(PerMethodInterceptor):
             except asyncio.CancelledError:
                 done("CANCELLED")
                 raise
-            except Exception:
-                log.exception("request %s %s failed", rid, method)
-                done("INTERNAL")
-                await context.abort(grpc.StatusCode.INTERNAL, f"internal error (request id {rid})")
+            except Exception as exc:
+                known = as_client_error(exc)   # a full disk (ENOSPC from any layer) is an answer, not a bug
+                if known is None:
+                    log.exception("request %s %s failed", rid, method)
+                    done("INTERNAL")
+                    await context.abort(grpc.StatusCode.INTERNAL, f"internal error (request id {rid})")
+                code = status_code_name(known)
+                log.warning("request %s %s -> %s (%s)", rid, method, code, exc)
+                done(code)
+                await context.abort(getattr(grpc.StatusCode, code), str(known))
             finally:
                 REQUEST_ID.reset(rid_token)
 

@@ -147,11 +147,23 @@ def stats_to_pb(d: dict[str, Any]) -> spb.StatsResponse:
     tenants = [spb.TenantStats(tenant_id=t["tenant_id"], state=t["state"], memories=t.get("memories", 0),
                                dense_tier=t.get("dense_tier", ""), dense_index=t.get("dense_index", ""),
                                ram_bytes=t.get("ram_bytes", 0), idle_s=t.get("idle_s", 0.0),
-                               load_ms=t.get("load_ms", 0.0)) for t in d["tenants"]]
+                               load_ms=t.get("load_ms", 0.0), log_bytes=t.get("log_bytes", 0),
+                               live_bytes=t.get("live_bytes", 0), compactions=t.get("compactions", 0),
+                               lexical_stale=t.get("lexical_stale", False)) for t in d["tenants"]]
     return spb.StatsResponse(total_tenants=d["total_tenants"], loaded_tenants=d["loaded_tenants"],
                              memory_budget_bytes=d["memory_budget_bytes"], used_bytes=d["used_bytes"],
                              loads=d["loads"], evictions=d["evictions"], load_ms_total=d["load_ms_total"],
-                             evict_ms_total=d["evict_ms_total"], tenants=tenants)
+                             evict_ms_total=d["evict_ms_total"], tenants=tenants,
+                             storage=storage_to_pb(d["storage"]) if "storage" in d else None)
+
+
+def storage_to_pb(d: dict[str, Any]) -> spb.StorageStats:
+    top = [spb.TenantDiskUsage(tenant_id=u["tenant_id"], log_bytes=u["log_bytes"], audit_bytes=u["audit_bytes"])
+           for u in d["top_tenants"]]
+    return spb.StorageStats(free_bytes=d["free_bytes"], total_bytes=d["total_bytes"], min_free_bytes=d["min_free_bytes"],
+                            low=d["low"], writes_refused=d["writes_refused"], full_events=d["full_events"],
+                            log_bytes=d["log_bytes"], audit_bytes=d["audit_bytes"], compactions=d["compactions"],
+                            top_tenants=top)
 
 
 def forget_from_pb(r: spb.ForgetRequest) -> ForgetSpec:

@@ -18,6 +18,9 @@ from server.grpc.servicer import AdminServicer, MemoryServicer
 from server.metrics import Metrics
 
 SERVICE_NAMES = ("engram.v1.MemoryService", "engram.v1.AdminService")
+# Health of writes: NOT_SERVING while the data dir is below its free-space watermark (writes are refused with
+# RESOURCE_EXHAUSTED "storage full"; reads go on, so the services above stay SERVING).
+STORAGE_HEALTH = "engram.v1.Storage"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,14 @@ class GrpcFrontend:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         for name in ("", *SERVICE_NAMES):
             await _maybe_await(self.health.set(name, status))
+        if serving and self.engine.space is not None:
+            await self.set_storage_ok(not self.engine.space.report().low)
+        elif not serving:
+            await self.set_storage_ok(False)
+
+    async def set_storage_ok(self, ok: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
+        await _maybe_await(self.health.set(STORAGE_HEALTH, status))
 
     async def start(self) -> None:
         await self.set_serving(False)

@@ -25,7 +25,13 @@ log = logging.getLogger(__name__)
 _HEADER = struct.Struct("<III")
 _GROUP_KEY = "_g"  # in each appended record: how many records of its group follow it
 
+_COPY_CHUNK = 8 << 20
+
 Record = tuple[dict[str, Any], bytes]
+
+
+def _tmp_of(path: Path) -> Path:
+    return path.with_suffix(".tmp")
 
 
 def fsync_dir(path: Path) -> None:
@@ -81,22 +87,28 @@ def _read_groups(data: bytes) -> Iterator[tuple[int, list[Record]]]:
             expected = remaining - 1
 
 
-def read_records(path: Path) -> list[Record]:
-    """Every record of the complete groups of the log at ``path``, read-only (a compaction reads vectors
-    back with it)."""
-    return [record for _, group in _read_groups(path.read_bytes()) for record in group]
+def read_records(path: Path, *, upto: int | None = None) -> list[Record]:
+    """Every record of the complete groups of the log at ``path`` (its first ``upto`` bytes when given),
+    read-only (a compaction reads vectors back with it)."""
+    with open(path, "rb") as f:
+        data = f.read() if upto is None else f.read(upto)
+    return [record for _, group in _read_groups(data) for record in group]
 
 
 class WriteAheadLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._file = open(path, "ab")  # noqa: SIM115 - held open for the log's lifetime
+        # An unbuffered descriptor: after a failed write (ENOSPC) no buffer keeps the rest of the group to
+        # flush in front of the next one; the size is ours, not a buffered position.
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
 
     @classmethod
     def open(cls, path: Path) -> tuple[WriteAheadLog, list[Record]]:
         """Opens (creating) the log and returns it with every intact record, cutting a torn tail."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        _tmp_of(path).unlink(missing_ok=True)   # a compaction cut short by a crash: the log itself is intact
         records: list[Record] = []
         good_end = 0
         if path.exists():
@@ -123,38 +135,75 @@ class WriteAheadLog:
         payload = b"".join(encode_record({**meta, _GROUP_KEY: last - i}, blob)
                            for i, (meta, blob) in enumerate(records))
         with self._lock:
-            start = self._file.tell()
+            start = self._size
             try:
-                self._file.write(payload)
-                self._file.flush()
-                os.fsync(self._file.fileno())
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(self._fd, view):]
+                os.fsync(self._fd)
             except BaseException:
                 # Leave no partial group behind for later groups to follow (e.g. ENOSPC mid-write).
                 with contextlib.suppress(OSError):
-                    os.ftruncate(self._file.fileno(), start)
+                    os.ftruncate(self._fd, start)
                 raise
+            self._size = start + len(payload)
 
     def size_bytes(self) -> int:
         with self._lock:
-            return self._file.tell()
+            return self._size
 
     def rewrite(self, records: Sequence[Record]) -> None:
         """Replaces the whole log with ``records`` atomically (temp file, fsync, os.replace)."""
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
-            for meta, blob in records:
-                f.write(encode_record(meta, blob))
-            f.flush()
-            os.fsync(f.fileno())
+        self.publish(self.write_replacement(records), tail_from=None)
+
+    def write_replacement(self, records: Sequence[Record]) -> Path:
+        """Writes ``records`` to the log's temp file and fsyncs it; the live log is untouched (appends may
+        go on meanwhile). On any failure (ENOSPC) the temp file is removed and the error raised."""
+        tmp = _tmp_of(self.path)
+        try:
+            with open(tmp, "wb") as f:
+                for meta, blob in records:
+                    f.write(encode_record(meta, blob))
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return tmp
+
+    def publish(self, tmp: Path, *, tail_from: int | None) -> int:
+        """Appends the live log's bytes from ``tail_from`` (what was appended since the replacement's
+        snapshot; None: nothing) to ``tmp``, fsyncs, and swaps it in with ``os.replace``: a crash at any
+        point leaves the old log or the new one, both complete. Returns the new log's size. The caller
+        keeps appends out (holds the store's lock) for the copy and the swap."""
         with self._lock:
-            self._file.close()
-            os.replace(tmp, self.path)
-            fsync_dir(self.path.parent)
-            self._file = open(self.path, "ab")  # noqa: SIM115
+            try:
+                with open(tmp, "ab") as out:
+                    if tail_from is not None:
+                        with open(self.path, "rb") as src:
+                            src.seek(tail_from)
+                            while chunk := src.read(_COPY_CHUNK):
+                                out.write(chunk)
+                    out.flush()
+                    os.fsync(out.fileno())
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            os.close(self._fd)
+            self._fd = -1
+            try:
+                os.replace(tmp, self.path)
+                fsync_dir(self.path.parent)
+            finally:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+                self._size = os.fstat(self._fd).st_size
+            return self._size
 
     def close(self) -> None:
         with self._lock:
-            if not self._file.closed:
-                self._file.flush()
-                os.fsync(self._file.fileno())
-                self._file.close()
+            if self._fd >= 0:
+                try:
+                    os.fsync(self._fd)
+                finally:
+                    os.close(self._fd)
+                    self._fd = -1

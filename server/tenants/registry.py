@@ -3,6 +3,11 @@ least recently used ones are evicted (flushed, snapshotted, closed) to stay unde
 
 A shard used within the last ``evict_idle_s`` is never evicted (a request may still hold it), so the
 budget is soft by at most the tenants used in that window; the shard just loaded is never evicted.
+
+``maintain`` (the periodic flush calls it) starts the background work of the loaded shards: a log
+compaction where the log holds ``compact_ratio`` times its live data and at least ``compact_min_bytes``
+(one compaction thread; never while the disk lacks room for the new log above the watermark), and the
+rebuild of a lexical index that a full disk left stale.
 """
 
 from __future__ import annotations
@@ -15,16 +20,18 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from server.errors import NotFound
+from server.errors import NotFound, is_storage_full
 from server.index.dense import FlatDenseIndex
 from server.index.tiered import VectorIndex
 from server.index.tiers import TierRules
+from server.store.audit import audit_bytes
+from server.store.space import DiskSpace
 from server.tenants.catalog import Catalog
-from server.tenants.shard import TenantShard
+from server.tenants.shard import WAL_NAME, TenantShard
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +43,8 @@ def tenant_dirname(tenant_id: str) -> str:
 class TenantRegistry:
     def __init__(self, *, data_dir: Path, catalog: Catalog, dim: int, rules: TierRules | None = None,
                  memory_budget_bytes: int = 0, evict_idle_s: float = 2.0, build_threads: int = 1,
-                 flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex) -> None:
+                 flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex, space: DiskSpace | None = None,
+                 compact_ratio: float = 2.0, compact_min_bytes: int = 4 << 20) -> None:
         self.root = data_dir / "tenants"
         self.root.mkdir(parents=True, exist_ok=True)
         self.catalog = catalog
@@ -50,6 +58,12 @@ class TenantRegistry:
         self.can_evict: Callable[[TenantShard], bool] = lambda shard: True
         self.before_evict: list[Callable[[TenantShard], None]] = []
         self._builder = ThreadPoolExecutor(max(1, build_threads), thread_name_prefix="index-build")
+        self.space = space
+        self.compact_ratio = compact_ratio
+        self.compact_min_bytes = compact_min_bytes
+        self._compactor = ThreadPoolExecutor(1, thread_name_prefix="compact")
+        self._compacting: set[str] = set()
+        self.compactions = 0
         self._shards: OrderedDict[str, TenantShard] = OrderedDict()   # least recently used first
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}
@@ -130,7 +144,7 @@ class TenantRegistry:
                 now = time.monotonic()
                 victim = next((t for t, s in self._shards.items()
                                if t != keep and now - s.last_used_s >= self.evict_idle_s and not s.dense.building
-                               and self.can_evict(s)), None)
+                               and not s.compacting and self.can_evict(s)), None)
             if victim is None:
                 return evicted
             if self.evict(victim):
@@ -179,6 +193,18 @@ class TenantRegistry:
                 log.warning("removed the directory of dropped tenant %s", tenant_id)
         return removed
 
+    def disk_usage(self) -> list[dict[str, Any]]:
+        """Per tenant (loaded or not): the bytes of its memory log and of its audit segments."""
+        out = []
+        for tenant_id in self.catalog.tenants():
+            directory = self.directory(tenant_id)
+            try:
+                log_bytes = (directory / WAL_NAME).stat().st_size
+            except FileNotFoundError:
+                log_bytes = 0
+            out.append({"tenant_id": tenant_id, "log_bytes": log_bytes, "audit_bytes": audit_bytes(directory)})
+        return out
+
     def loaded(self) -> list[TenantShard]:
         with self._lock:
             return list(self._shards.values())
@@ -201,9 +227,58 @@ class TenantRegistry:
 
     def flush(self) -> None:
         for shard in self.loaded():
-            shard.flush()
+            try:
+                shard.flush()
+            except Exception as exc:
+                if not is_storage_full(exc):
+                    raise
+                self._note_full()
+
+    def _note_full(self) -> None:
+        if self.space is not None:
+            self.space.note_full()
+
+    def _has_room(self, extra_bytes: int) -> bool:
+        return self.space is None or self.space.has_room(extra_bytes)
+
+    def maintain(self) -> list[Future[int | None]]:
+        """Repairs stale lexical indexes and starts the compactions that are due; returns their futures."""
+        started: list[Future[int | None]] = []
+        for shard in self.loaded():
+            if shard.lexical_stale and self._has_room(0):
+                shard.repair_lexical()
+            store = shard.store
+            with self._lock:
+                if shard.tenant_id in self._compacting or shard.closed:
+                    continue
+                if not store.compaction_due(ratio=self.compact_ratio, min_bytes=self.compact_min_bytes):
+                    continue
+                if not self._has_room(store.live_bytes_estimate):
+                    continue
+                self._compacting.add(shard.tenant_id)
+            started.append(self._compactor.submit(self._compact, shard))
+        return started
+
+    def _compact(self, shard: TenantShard) -> int | None:
+        try:
+            size = shard.compact()
+            if size is not None:
+                with self._lock:
+                    self.compactions += 1
+            return size
+        except Exception as exc:
+            if not is_storage_full(exc):
+                log.exception("tenant %s: compaction failed; the log is unchanged", shard.tenant_id)
+                return None
+            self._note_full()
+            log.warning("tenant %s: compaction met a full disk; the log is unchanged", shard.tenant_id)
+            return None
+        finally:
+            with self._lock:
+                self._compacting.discard(shard.tenant_id)
 
     def close(self) -> None:
+        self._compactor.shutdown(wait=True, cancel_futures=True)   # a compaction in flight finishes
         with self._lock:
             shards = list(self._shards.values())
             self._shards.clear()

@@ -4,6 +4,12 @@ A shard only sees its own tenant's directory; there is no object that spans tena
 is tiered (flat → IVF-HNSW, see ``server/index/tiered.py``); an IVF index is snapshotted to
 ``dense.snap`` after each promotion and when the shard closes, so a restart or a reload after eviction
 does not re-train. A missing, corrupt or stale snapshot is rebuilt from the vectors in the store.
+
+A full disk: a commit that cannot reach the log changes nothing (the store raises before applying). Lucene
+closes its IndexWriter when a flush meets ENOSPC, so a lexical failure after a durable commit marks the
+lexical index stale (searches keep the last reader; the write stays acknowledged: it is in the log, the
+store and the dense index) and :meth:`TenantShard.repair_lexical` rebuilds it from the store once space
+returns. A dense snapshot that cannot be written is skipped (it is an optimisation of the next load).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from server.domain import Memory
+from server.errors import is_storage_full
 from server.index.ivf import ivf_from_payload, ivf_payload
 from server.index.dense import FlatDenseIndex
 from server.index.tiered import TieredDenseIndex, VectorIndex
@@ -54,6 +61,8 @@ class TenantShard:
         self.last_used_s = time.monotonic()
         self.load_s = load_s
         self.closed = False
+        self.lexical_stale = False           # a lexical write met a full disk: rebuild once space returns
+        self.compacting = False
 
     @classmethod
     def load(cls, tenant_id: str, directory: Path, *, dim: int, rules: TierRules | None = None,
@@ -96,16 +105,66 @@ class TenantShard:
         seq = self.store.commit(puts=puts, updates=updates, deletes=deletes, accesses=accesses)
         if puts:
             self.dense.add([m.doc_id for m, _ in puts], np.stack([v for _, v in puts]))
-            self.lexical.upsert([(m.doc_id, memory_text(m)) for m, _ in puts])
             self._store_bytes += sum(len(m.content) + MEMORY_BYTES for m, _ in puts)
         if doomed:
             self.dense.remove(doomed)
-            self.lexical.delete(doomed)
             self._store_bytes -= len(doomed) * MEMORY_BYTES
         if puts or doomed:
             self._dense_changes += 1
-            self.lexical.refresh()
+            self._lexical_write(puts, doomed)
         return seq
+
+    def _lexical_write(self, puts: Sequence[tuple[Memory, np.ndarray]], doomed: Sequence[int]) -> None:
+        if self.lexical_stale:
+            return   # the rebuild reads the store: nothing is lost by skipping
+        try:
+            if puts:
+                self.lexical.upsert([(m.doc_id, memory_text(m)) for m, _ in puts], refresh=False)
+            if doomed:
+                self.lexical.delete(doomed, refresh=False)
+            self.lexical.refresh()
+        except Exception as exc:
+            if not is_storage_full(exc):
+                raise
+            self._lexical_lost(exc)
+
+    def _lexical_lost(self, exc: BaseException) -> None:
+        self.lexical_stale = True
+        log.warning("tenant %s: the lexical index met a full disk (%s); it is rebuilt from the store once space "
+                    "returns (searches use its last state meanwhile)", self.tenant_id, str(exc).splitlines()[0][:200])
+
+    def repair_lexical(self) -> bool:
+        """Rebuilds a stale lexical index from the store (the writer Lucene closed on ENOSPC released its
+        lock): a fresh index is built beside searches on the old reader, swapped in, then the old closed.
+        On another full disk it stays stale (the next maintenance retries). Returns True when repaired."""
+        with self.write_lock:
+            if not self.lexical_stale or self.closed:
+                return False
+            try:
+                fresh = LuceneIndex.open(self.directory / "lucene")
+            except Exception as exc:
+                if not is_storage_full(exc):
+                    raise
+                return False
+            try:
+                fresh.delete_all(refresh=False)
+                fresh.upsert([(m.doc_id, memory_text(m)) for m in self.store.all()], refresh=False)
+                fresh.refresh()
+                fresh.commit(self.store.seq)
+            except Exception as exc:
+                fresh.close()
+                if not is_storage_full(exc):
+                    raise
+                return False
+            old, self.lexical = self.lexical, fresh
+            self._lexical_seq = self.store.seq
+            self.lexical_stale = False
+        try:
+            old.close()   # waits for the searches that still hold its reader
+        except Exception:  # noqa: BLE001 - its writer is already closed; nothing of it is needed
+            log.info("tenant %s: closing the stale lexical index failed", self.tenant_id, exc_info=True)
+        log.warning("tenant %s: lexical index rebuilt from the store (%d memories)", self.tenant_id, len(self.store))
+        return True
 
     def logged_vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """Exact vectors of the live memories, read back from the log (a rebuild of an SQ8/PQ index must
@@ -125,9 +184,44 @@ class TenantShard:
     def flush(self) -> None:
         """Commits the Lucene index up to the store's sequence number (cheap when nothing changed)."""
         with self.write_lock:
-            if not self.closed and self._lexical_seq != self.store.seq:
+            self._commit_lexical_locked()
+
+    def _commit_lexical_locked(self) -> bool:
+        """Commits Lucene at the store's seq; False when it could not (stale, or the disk is full)."""
+        if self.closed or self.lexical_stale:
+            return False
+        if self._lexical_seq != self.store.seq:
+            try:
                 self.lexical.commit(self.store.seq)
-                self._lexical_seq = self.store.seq
+            except Exception as exc:
+                if not is_storage_full(exc):
+                    raise
+                self._lexical_lost(exc)
+                return False
+            self._lexical_seq = self.store.seq
+        return True
+
+    def compact(self) -> int | None:
+        """Compacts the store's log in the background (a compaction thread): Lucene is committed at the
+        store's seq and the state taken under the write lock, for an instant; the new log is written
+        while writes and searches go on. The Lucene commit first means no restart ever needs a record
+        the compacted log dropped. Returns the new size, or None when it did not run."""
+        with self.write_lock:
+            if not self._commit_lexical_locked():
+                return None
+            plan = self.store.begin_compaction()
+            if plan is None:
+                return None
+            self.compacting = True
+        try:
+            before = plan.upto
+            started = time.perf_counter()
+            size = self.store.run_compaction(plan)
+        finally:
+            self.compacting = False
+        log.info("tenant %s: log compacted %d -> %d bytes (%d memories) in %.2fs", self.tenant_id, before, size,
+                 len(plan.live), time.perf_counter() - started)
+        return size
 
     def save_dense_snapshot(self) -> bool:
         """Writes ``dense.snap`` when the dense index is IVF and its vectors changed since the last snapshot
@@ -145,7 +239,14 @@ class TenantShard:
                 header = {"seq": seq, "dim": self.dense.dim, "n": len(active), "built_n": self.dense.built_n,
                           "description": active.description}
             started = time.perf_counter()
-            size = write_snapshot(self.directory / DENSE_SNAPSHOT, header, payload)
+            try:
+                size = write_snapshot(self.directory / DENSE_SNAPSHOT, header, payload)
+            except OSError as exc:
+                if not is_storage_full(exc):
+                    raise
+                (self.directory / (DENSE_SNAPSHOT + ".tmp")).unlink(missing_ok=True)
+                log.warning("tenant %s: no space for the dense snapshot; the next load rebuilds it", self.tenant_id)
+                return False
             self._dense_snapshot_seq = seq
             self._dense_snapshot_changes = changes
         log.info("tenant %s: dense snapshot at seq %d (%d vectors, %d bytes) in %.2fs", self.tenant_id, seq,
@@ -159,7 +260,11 @@ class TenantShard:
         self.save_dense_snapshot()
         with self.write_lock:
             self.closed = True
-        self.lexical.close()
+        try:
+            self.lexical.close()
+        except Exception:
+            if not self.lexical_stale:
+                raise
         self.store.close()
 
     def ram_bytes(self) -> int:
@@ -169,7 +274,9 @@ class TenantShard:
         return {"tenant_id": self.tenant_id, "state": "BUILDING" if self.dense.building else "LOADED",
                 "memories": len(self.store), "dense_tier": self.dense.tier, "dense_index": self.dense.description,
                 "ram_bytes": self.ram_bytes(), "idle_s": time.monotonic() - self.last_used_s,
-                "load_ms": self.load_s * 1000.0, "seq": self.store.seq}
+                "load_ms": self.load_s * 1000.0, "seq": self.store.seq, "log_bytes": self.store.log_bytes,
+                "live_bytes": self.store.live_bytes_estimate, "compactions": self.store.compactions,
+                "lexical_stale": self.lexical_stale}
 
 
 def _load_dense(directory: Path, store: TenantStore, replayed: Replayed, *, dim: int, rules: TierRules,

@@ -409,7 +409,7 @@ class StatsRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ...) -> None: ...
 
 class TenantStats(_message.Message):
-    __slots__ = ("tenant_id", "state", "memories", "dense_tier", "dense_index", "ram_bytes", "idle_s", "load_ms")
+    __slots__ = ("tenant_id", "state", "memories", "dense_tier", "dense_index", "ram_bytes", "idle_s", "load_ms", "log_bytes", "live_bytes", "compactions", "lexical_stale")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
@@ -418,6 +418,10 @@ class TenantStats(_message.Message):
     RAM_BYTES_FIELD_NUMBER: _ClassVar[int]
     IDLE_S_FIELD_NUMBER: _ClassVar[int]
     LOAD_MS_FIELD_NUMBER: _ClassVar[int]
+    LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LIVE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    COMPACTIONS_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_STALE_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     state: str
     memories: int
@@ -426,10 +430,48 @@ class TenantStats(_message.Message):
     ram_bytes: int
     idle_s: float
     load_ms: float
-    def __init__(self, tenant_id: _Optional[str] = ..., state: _Optional[str] = ..., memories: _Optional[int] = ..., dense_tier: _Optional[str] = ..., dense_index: _Optional[str] = ..., ram_bytes: _Optional[int] = ..., idle_s: _Optional[float] = ..., load_ms: _Optional[float] = ...) -> None: ...
+    log_bytes: int
+    live_bytes: int
+    compactions: int
+    lexical_stale: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., state: _Optional[str] = ..., memories: _Optional[int] = ..., dense_tier: _Optional[str] = ..., dense_index: _Optional[str] = ..., ram_bytes: _Optional[int] = ..., idle_s: _Optional[float] = ..., load_ms: _Optional[float] = ..., log_bytes: _Optional[int] = ..., live_bytes: _Optional[int] = ..., compactions: _Optional[int] = ..., lexical_stale: _Optional[bool] = ...) -> None: ...
+
+class TenantDiskUsage(_message.Message):
+    __slots__ = ("tenant_id", "log_bytes", "audit_bytes")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    log_bytes: int
+    audit_bytes: int
+    def __init__(self, tenant_id: _Optional[str] = ..., log_bytes: _Optional[int] = ..., audit_bytes: _Optional[int] = ...) -> None: ...
+
+class StorageStats(_message.Message):
+    __slots__ = ("free_bytes", "total_bytes", "min_free_bytes", "low", "writes_refused", "full_events", "log_bytes", "audit_bytes", "compactions", "top_tenants")
+    FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MIN_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    WRITES_REFUSED_FIELD_NUMBER: _ClassVar[int]
+    FULL_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    COMPACTIONS_FIELD_NUMBER: _ClassVar[int]
+    TOP_TENANTS_FIELD_NUMBER: _ClassVar[int]
+    free_bytes: int
+    total_bytes: int
+    min_free_bytes: int
+    low: bool
+    writes_refused: int
+    full_events: int
+    log_bytes: int
+    audit_bytes: int
+    compactions: int
+    top_tenants: _containers.RepeatedCompositeFieldContainer[TenantDiskUsage]
+    def __init__(self, free_bytes: _Optional[int] = ..., total_bytes: _Optional[int] = ..., min_free_bytes: _Optional[int] = ..., low: _Optional[bool] = ..., writes_refused: _Optional[int] = ..., full_events: _Optional[int] = ..., log_bytes: _Optional[int] = ..., audit_bytes: _Optional[int] = ..., compactions: _Optional[int] = ..., top_tenants: _Optional[_Iterable[_Union[TenantDiskUsage, _Mapping]]] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("total_tenants", "loaded_tenants", "memory_budget_bytes", "used_bytes", "loads", "evictions", "load_ms_total", "evict_ms_total", "tenants")
+    __slots__ = ("total_tenants", "loaded_tenants", "memory_budget_bytes", "used_bytes", "loads", "evictions", "load_ms_total", "evict_ms_total", "tenants", "storage")
     TOTAL_TENANTS_FIELD_NUMBER: _ClassVar[int]
     LOADED_TENANTS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -439,6 +481,7 @@ class StatsResponse(_message.Message):
     LOAD_MS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     EVICT_MS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     TENANTS_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_FIELD_NUMBER: _ClassVar[int]
     total_tenants: int
     loaded_tenants: int
     memory_budget_bytes: int
@@ -448,7 +491,8 @@ class StatsResponse(_message.Message):
     load_ms_total: float
     evict_ms_total: float
     tenants: _containers.RepeatedCompositeFieldContainer[TenantStats]
-    def __init__(self, total_tenants: _Optional[int] = ..., loaded_tenants: _Optional[int] = ..., memory_budget_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., loads: _Optional[int] = ..., evictions: _Optional[int] = ..., load_ms_total: _Optional[float] = ..., evict_ms_total: _Optional[float] = ..., tenants: _Optional[_Iterable[_Union[TenantStats, _Mapping]]] = ...) -> None: ...
+    storage: StorageStats
+    def __init__(self, total_tenants: _Optional[int] = ..., loaded_tenants: _Optional[int] = ..., memory_budget_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., loads: _Optional[int] = ..., evictions: _Optional[int] = ..., load_ms_total: _Optional[float] = ..., evict_ms_total: _Optional[float] = ..., tenants: _Optional[_Iterable[_Union[TenantStats, _Mapping]]] = ..., storage: _Optional[_Union[StorageStats, _Mapping]] = ...) -> None: ...
 
 class ConsolidateRequest(_message.Message):
     __slots__ = ("tenant_id", "dry_run")
