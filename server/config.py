@@ -114,6 +114,9 @@ class MemoryConfig:
     pending_below_confidence: float = 0.5
     dedupe_cosine: float = 0.0           # a write this similar merges into a memory; 0 = the embedder's own threshold
     capacity_per_tenant: int = 0          # 0: unlimited
+    # An EPISODIC memory written without a context is indexed with the previous turn of its conversation (the episodic
+    # memory of its scope written last, at most this long before it) as one; 0 = off (README "Ranking")
+    thread_window_s: float = 1800.0
     # Memory hygiene (server/hygiene, README "Memory hygiene"). Salience (fitted on LoCoMo dev) moves the default
     # importance of a write without one by up to +-span/2; writes below min_salience are skipped (0 = never)
     min_salience: float = 0.0
@@ -253,6 +256,7 @@ class ServerConfig:
             (0.0 <= self.memory.access_importance_step <= 0.5, "memory.access_importance_step in [0, 0.5]"),
             (0.0 <= self.memory.access_importance_max <= 1.0, "memory.access_importance_max in [0, 1]"),
             (self.memory.capacity_per_tenant >= 0, "memory.capacity_per_tenant must be >= 0"),
+            (self.memory.thread_window_s >= 0, "memory.thread_window_s must be >= 0 (0 = off)"),
             (0.0 <= self.memory.min_salience <= 1.0, "memory.min_salience must be in [0, 1]"),
             (0.0 <= self.memory.salience_importance_span <= 1.0, "memory.salience_importance_span must be in [0, 1]"),
             (self.memory.consolidate_interval_s >= 0 and 0.5 <= self.memory.consolidate_cosine <= 1.0,
