@@ -24,15 +24,19 @@ from models.base import Embedder, Reranker
 from server.batching.batcher import Batcher, Entry, device_slots
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ServerConfig
-from server.domain import (AuditEntry, AuditOp, Filter, ForgetSpec, KeyScope, Memory, MemoryInput, MemoryStatus,
-                           MemoryType, QueryResult, SearchQuery, WriteResult, is_expired)
+from server.domain import (AuditEntry, AuditOp, ConsolidationReport, Filter, ForgetSpec, KeyScope, Memory, MemoryInput,
+                           MemoryStatus, MemoryType, QueryResult, SearchQuery, WriteResult, is_expired)
 from server.engine.lifecycle import Lifecycle
 from server.engine.search import SearchItem, SearchPipeline
 from server.engine.validation import validate_memories, validate_memory_ids, validate_queries
 from server.engine.write import commit_writes
 from server.errors import InvalidArgument, NotFound, PermissionDenied
 from server.fusion.calibration import BUNDLED_CALIBRATION, Calibration, load_calibration
+from server.hygiene.consolidator import Consolidator
+from server.hygiene.gate import RecallGate
 from server.hygiene.normalise import normalise_input, normalise_text
+from server.hygiene.salience import load_salience
+from server.hygiene.writes import SaliencePolicy
 from server.store.space import DiskSpace
 from server.tenants.catalog import validate_tenant_id
 from server.text import indexed_text
@@ -76,6 +80,10 @@ class Engine:
             config = dataclasses.replace(config, memory=dataclasses.replace(config.memory, dedupe_cosine=threshold))
             self.config = config
         self.lifecycle = Lifecycle(config=config, registry=registry)
+        self.salience = SaliencePolicy(cfg=config.memory, model=load_salience())
+        self.recall_gate = RecallGate(pool=cpu_pool)
+        self.consolidator = Consolidator(cfg=config.memory, lifecycle=self.lifecycle, registry=registry,
+                                         embed=self._embed_texts, cpu_pool=cpu_pool, write_pool=write_pool)
         b = config.batching
         self.query_cache = QueryEmbeddingCache(ttl_ms=b.query_cache_ttl_ms, max_entries=b.query_cache_entries)
         self.search_pipeline = SearchPipeline(embedder=embedder, reranker=reranker, ranker=ranker,
@@ -100,8 +108,10 @@ class Engine:
     async def start(self) -> None:
         self.search_batcher.start()
         self.write_batcher.start()
+        self.consolidator.start()
 
     async def close(self) -> None:
+        await self.consolidator.close()
         await self.search_batcher.close()
         await self.write_batcher.close()
         await asyncio.get_running_loop().run_in_executor(self.write_pool, self.lifecycle.flush)
@@ -122,6 +132,10 @@ class Engine:
 
     def _tokens(self, texts: Sequence[str]) -> int:
         return sum(min(self.config.models.embed_max_length, len(t) // 3 + 2) for t in texts)
+
+    async def _embed_texts(self, tenant_id: str, texts: list[str]) -> np.ndarray:
+        return await self.write_batcher.submit(tenant_id=tenant_id, tokens=self._tokens(texts), payload=texts,
+                                               deadline_ns=None)
 
     async def _embed_batch(self, batch: list[Entry[list[str]]], device_done: Callable[[], None]) -> None:
         """All of it is the device stage: the batch leaves its device slot when it returns."""
@@ -145,14 +159,23 @@ class Engine:
         shard = await self._shard(principal, tenant_id)
         memories = [normalise_input(m, where=f"memories[{i}]") for i, m in enumerate(memories)]
         validate_memories(memories, limits=self.config.limits)
+        prepared = self.salience.prepare(memories)   # salience; below memory.min_salience: skipped
+        if len(prepared.inputs) < len(memories):
+            stored = await self.write(principal, tenant_id, prepared.inputs, deadline_ns=deadline_ns) \
+                if prepared.inputs else []
+            return self.salience.assemble(prepared, stored)
+        memories = prepared.inputs
         self.check_space()
         now = now_ms()
+        # A chat turn written alone is indexed with the turn before it (server/engine/conversation.py).
+                                   now_ms=now)
         texts = [indexed_text(m.content, dated=m.type == MemoryType.EPISODIC, created_at_ms=m.created_at_ms or now,
                               entities=m.entities, context=m.context) for m in memories]
         vectors: np.ndarray = await self.write_batcher.submit(
             tenant_id=tenant_id, tokens=self._tokens(texts), payload=texts, deadline_ns=deadline_ns)
-        return await asyncio.get_running_loop().run_in_executor(self.write_pool, self._commit, shard, memories,
-                                                                vectors, principal.key_id)
+        results = await asyncio.get_running_loop().run_in_executor(self.write_pool, self._commit, shard, memories,
+                                                                   vectors, principal.key_id)
+        return self.salience.assemble(prepared, results)
 
     def _commit(self, shard: TenantShard, memories: Sequence[MemoryInput], vectors: np.ndarray,
                 key_id: str = "") -> list[WriteResult]:
@@ -168,6 +191,11 @@ class Engine:
         shard = await self._shard(principal, tenant_id)
         queries = [dataclasses.replace(q, text=normalise_text(q.text)[0]) for q in queries]
         validate_queries(queries, limits=self.config.limits)
+        gated = await self.recall_gate.skips(shard, queries)   # small talk: answered at once, nothing searched
+        if gated:
+            rest = [dataclasses.replace(q, gate=False) for i, q in enumerate(queries) if i not in gated]
+            found = iter(await self.search(principal, tenant_id, rest, deadline_ns=deadline_ns) if rest else [])
+            return [gated[i] if i in gated else next(found) for i in range(len(queries))]
         now = now_ms()
         jobs = []
         for q in queries:
@@ -199,9 +227,18 @@ class Engine:
     async def delete(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str]) -> tuple[int, list[str]]:
         shard = await self._shard(principal, tenant_id)
         validate_memory_ids(memory_ids, limit=self.config.limits.max_page_size)
-
-        return await asyncio.get_running_loop().run_in_executor(
+        loop = asyncio.get_running_loop()
+        undo = any((m := shard.store.get(i)) is not None and m.consolidates for i in memory_ids)
+        deleted = await loop.run_in_executor(
             self.write_pool, lambda: self.lifecycle.delete(shard, memory_ids, key_id=principal.key_id, now_ms=now_ms()))
+        if undo:   # deleting a consolidation's semantic memory undoes it: its episodic members are ACTIVE again
+            await loop.run_in_executor(self.write_pool, self.consolidator.restore, shard, principal.key_id)
+        return deleted
+
+    async def consolidate(self, principal: KeyScope, tenant_id: str, *, dry_run: bool = False) -> ConsolidationReport:
+        """Runs the consolidation job for one tenant now (README "Memory hygiene")."""
+        shard = await self._shard(principal, tenant_id)
+        return await self.consolidator.run(shard, dry_run=dry_run, key_id=principal.key_id)
 
     async def list_memories(self, principal: KeyScope, tenant_id: str, *, flt: Filter, page_size: int,
                             page_token: str) -> Page:

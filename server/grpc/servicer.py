@@ -65,6 +65,11 @@ class MemoryServicer(sgrpc.MemoryServiceServicer):
         touched, missing = await self.engine.touch(principal(), request.tenant_id, list(request.memory_ids))
         return spb.TouchResponse(touched=touched, missing=missing)
 
+    async def Consolidate(self, request: spb.ConsolidateRequest,
+                          context: grpc.aio.ServicerContext) -> spb.ConsolidateResponse:
+        report = await self.engine.consolidate(principal(), request.tenant_id, dry_run=request.dry_run)
+        return mapping.consolidate_to_pb(report)
+
     async def Forget(self, request: spb.ForgetRequest, context: grpc.aio.ServicerContext) -> spb.ForgetResponse:
         count, ids = await self.engine.forget(principal(), request.tenant_id, mapping.forget_from_pb(request))
         return spb.ForgetResponse(count=count, memory_ids=ids)

@@ -1,0 +1,112 @@
+"""Episodic → semantic consolidation. Episodic memories that say the same thing over time — cosine at least
+``memory.consolidate_cosine``, a shared name or number, written in different sessions (an hour or more
+apart) — form a cluster; one SEMANTIC memory stands for it: content and context of the best representative
+(highest salience, then the most central, then the newest; no model writes anything), ``source_refs`` and
+``consolidates`` = the members, importance lifted by repetition, entities their union. The members stay
+(they are history) with status CONSOLIDATED and ``consolidated_into``, so a search returns the one semantic
+memory instead of four copies.
+
+Idempotent (members are no longer ACTIVE episodic, so a second run finds nothing new), audited (one
+CONSOLIDATE line per member naming the semantic memory) and undoable: delete the semantic memory and
+:func:`restore_locked` (run after every Delete and at the start of every consolidation) makes its members
+ACTIVE again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from server.domain import Memory, MemoryStatus, MemoryType
+
+SESSION_GAP_MS = 3600 * 1000          # "over time": members at least this far apart
+NEIGHBOURS = 16
+IMPORTANCE_PER_REPEAT = 0.1
+_KEY = re.compile(r"\b[A-Z][a-z]{2,}\b|\d+")
+
+
+def keys_of(m: Memory) -> frozenset[str]:
+    """Names and numbers a memory mentions (past the speaker of a "<speaker>: text" turn) and its entities."""
+    head, sep, rest = m.content.partition(": ")
+    said = rest if sep and len(head) <= 40 else m.content
+    return frozenset(k.lower() for k in _KEY.findall(said[1:])) | frozenset(e.lower() for e in m.entities)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    members: tuple[Memory, ...]       # oldest first
+    representative: Memory
+
+
+def candidates(memories: Sequence[Memory]) -> list[Memory]:
+    return [m for m in memories if m.type == MemoryType.EPISODIC and m.status == MemoryStatus.ACTIVE
+            and not m.consolidated_into and not m.pinned]
+
+
+def find_clusters(memories: Sequence[Memory], vectors: np.ndarray, *, cosine: float) -> list[Cluster]:
+    """Pure: the clusters among ``memories`` (row i of ``vectors`` is memory i's unit vector)."""
+    n = len(memories)
+    if n < 2:
+        return []
+    sims = vectors @ vectors.T if n <= 4096 else None
+    parent = list(range(n))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    keys = [keys_of(m) for m in memories]
+    for i in range(n):
+        row = sims[i] if sims is not None else vectors @ vectors[i]
+        near = np.argsort(-row)[:NEIGHBOURS + 1]
+        for j in near.tolist():
+            if j <= i or row[j] < cosine:
+                continue
+            if abs(memories[i].created_at_ms - memories[j].created_at_ms) < SESSION_GAP_MS or not keys[i] & keys[j]:
+                continue
+            parent[root(j)] = root(i)
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(root(i), []).append(i)
+    out = []
+    for idx in groups.values():
+        if len(idx) < 2:
+            continue
+        sub = vectors[idx] @ vectors[idx].T
+        centrality = sub.sum(axis=1)
+        best = max(range(len(idx)), key=lambda k: (memories[idx[k]].salience, round(float(centrality[k]), 4),
+                                                    memories[idx[k]].created_at_ms, memories[idx[k]].memory_id))
+        members = tuple(sorted((memories[i] for i in idx), key=lambda m: (m.created_at_ms, m.memory_id)))
+        out.append(Cluster(members=members, representative=memories[idx[best]]))
+    return sorted(out, key=lambda c: c.members[0].created_at_ms)
+
+
+def semantic_for(cluster: Cluster, *, memory_id: str, doc_id: int, now_ms: int) -> Memory:
+    rep, members = cluster.representative, cluster.members
+    entities = tuple(dict.fromkeys(e for m in members for e in m.entities))
+    importance = min(1.0, max(m.importance for m in members) + IMPORTANCE_PER_REPEAT * (len(members) - 1))
+    ids = tuple(m.memory_id for m in members)
+    return Memory(
+        memory_id=memory_id, doc_id=doc_id, content=rep.content, type=MemoryType.SEMANTIC, importance=importance,
+        created_at_ms=max(m.created_at_ms for m in members), last_access_at_ms=max(m.last_access_at_ms for m in members),
+        access_count=sum(m.access_count for m in members), entities=entities, source_ref=rep.source_ref,
+        scope=rep.scope, confidence=1.0, key="", status=MemoryStatus.ACTIVE, supersedes=(), superseded_by="",
+        pinned=False, expires_at_ms=0, metadata={"consolidated": str(len(members))}, source_refs=ids,
+        updated_at_ms=now_ms, context=rep.context, salience=max(m.salience for m in members), consolidates=ids)
+
+
+def mark_members(cluster: Cluster, semantic_id: str, *, now_ms: int) -> list[Memory]:
+    return [dataclasses.replace(m, status=MemoryStatus.CONSOLIDATED, consolidated_into=semantic_id,
+                                updated_at_ms=now_ms) for m in cluster.members]
+
+
+def orphans(memories: Sequence[Memory], exists: set[str]) -> list[Memory]:
+    """CONSOLIDATED memories whose semantic memory is gone, made ACTIVE again."""
+    return [dataclasses.replace(m, status=MemoryStatus.ACTIVE, consolidated_into="")
+            for m in memories if m.status == MemoryStatus.CONSOLIDATED and m.consolidated_into not in exists]

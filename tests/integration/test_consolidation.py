@@ -1,0 +1,58 @@
+"""Consolidation through the real server: the RPC, search returning one semantic memory for the cluster,
+idempotence, the audit trail and the undo (deleting the semantic memory)."""
+
+from __future__ import annotations
+
+from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from server.grpc.gen.engram.v1 import service_pb2 as spb
+
+DAY_MS = 86_400_000
+T0 = 1_700_000_000_000
+REPEATS = ["Caroline: Max and I walked on Carcavelos beach today",     # e5 cosine ~0.955 to each other: not
+           "Caroline: Took my dog Max to Carcavelos beach again, he loved it",   # near-duplicates (0.985), but
+           "Caroline: Max loves running on Carcavelos beach"]                    # one thing said three times
+OTHER = ["Melanie: I painted a sunset over the lake last weekend", "Melanie: My kids started swimming lessons",
+         "Caroline: I am reading a book about adoption agencies"]
+
+
+def _write(c, tenant: str) -> list[str]:  # type: ignore[no-untyped-def]
+    items = [pb.MemoryInput(content=t, type=pb.MEMORY_TYPE_EPISODIC, created_at_ms=T0 + i * 3 * DAY_MS, source_ref=f"D{i}:1")
+             for i, t in enumerate(REPEATS)]
+    items += [pb.MemoryInput(content=t, type=pb.MEMORY_TYPE_EPISODIC, created_at_ms=T0 + i * DAY_MS) for i, t in enumerate(OTHER)]
+    reply = c.memory.Write(spb.WriteRequest(tenant_id=tenant, memories=items), metadata=c.metadata)
+    return [r.memory_id for r in reply.results]
+
+
+def _consolidate(c, tenant: str, **kw) -> spb.ConsolidateResponse:  # type: ignore[no-untyped-def]
+    return c.memory.Consolidate(spb.ConsolidateRequest(tenant_id=tenant, **kw), metadata=c.metadata)
+
+
+def test_consolidate_rpc_search_audit_and_undo(server) -> None:  # type: ignore[no-untyped-def]
+    c = server.client()
+    c.create_tenant("c")
+    ids = _write(c, "c")
+    dry = _consolidate(c, "c", dry_run=True)
+    assert dry.clusters == 1 and sorted(dry.consolidations[0].consolidates) == sorted(ids[:3])
+    assert dry.consolidations[0].memory_id == ""
+    reply = _consolidate(c, "c")
+    assert reply.clusters == 1 and reply.consolidated == 3
+    sem_id = reply.consolidations[0].memory_id
+    assert _consolidate(c, "c").clusters == 0                              # idempotent
+    [sem] = c.memory.Get(spb.GetRequest(tenant_id="c", memory_ids=[sem_id]), metadata=c.metadata).memories
+    assert sem.type == pb.MEMORY_TYPE_SEMANTIC and sorted(sem.consolidates) == sorted(ids[:3])
+    assert sorted(sem.source_refs) == sorted(ids[:3]) and sem.content in REPEATS and sem.importance > 0.6
+    members = c.memory.Get(spb.GetRequest(tenant_id="c", memory_ids=ids[:3]), metadata=c.metadata).memories
+    assert {(m.status, m.consolidated_into) for m in members} == {(pb.MEMORY_STATUS_CONSOLIDATED, sem_id)}
+    hits = c.search("c", "Where does Max like to go?", top_k=4).hits
+    contents = [h.memory.content for h in hits]
+    assert hits[0].memory.memory_id == sem_id and sum(t in REPEATS for t in contents) == 1   # one, not three copies
+    history = c.search("c", "Where does Max like to go?", top_k=6,
+                       filter=pb.Filter(statuses=[pb.MEMORY_STATUS_CONSOLIDATED])).hits
+    assert sorted(h.memory.memory_id for h in history) == sorted(ids[:3])   # the episodes are kept, as history
+    audit = c.memory.Audit(spb.AuditRequest(tenant_id="c", ops=[spb.AUDIT_OP_CONSOLIDATE]), metadata=c.metadata)
+    assert sorted((r.memory_id, r.related_id) for e in audit.entries for r in e.refs) == sorted(
+        (i, sem_id) for i in ids[:3])
+    c.memory.Delete(spb.DeleteRequest(tenant_id="c", memory_ids=[sem_id]), metadata=c.metadata)   # the undo
+    members = c.memory.Get(spb.GetRequest(tenant_id="c", memory_ids=ids[:3]), metadata=c.metadata).memories
+    assert {(m.status, m.consolidated_into) for m in members} == {(pb.MEMORY_STATUS_ACTIVE, "")}
+    assert sum(h.memory.content in REPEATS for h in c.search("c", "Where does Max like to go?", top_k=4).hits) == 3
