@@ -26,6 +26,7 @@ from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ServerConfig
 from server.domain import (AuditEntry, AuditOp, ConsolidationReport, Filter, ForgetSpec, KeyScope, Memory, MemoryInput,
                            MemoryStatus, MemoryType, QueryResult, SearchQuery, WriteResult, is_expired)
+from server.engine.conversation import thread_contexts
 from server.engine.lifecycle import Lifecycle
 from server.engine.search import SearchItem, SearchPipeline
 from server.engine.validation import validate_memories, validate_memory_ids, validate_queries
@@ -168,6 +169,7 @@ class Engine:
         self.check_space()
         now = now_ms()
         # A chat turn written alone is indexed with the turn before it (server/engine/conversation.py).
+        memories = thread_contexts(shard.store, memories, window_ms=int(self.config.memory.thread_window_s * 1000),
                                    now_ms=now)
         texts = [indexed_text(m.content, dated=m.type == MemoryType.EPISODIC, created_at_ms=m.created_at_ms or now,
                               entities=m.entities, context=m.context) for m in memories]
