@@ -87,6 +87,12 @@ class SearchConfig:
     # The context block leaves out hits whose calibrated relevance is below this (0 = keep every hit); chosen on the
     # dev sets: the highest floor that keeps >= 95% of the answers among the top 5 (README "Ranking")
     min_relevance: float = 0.02
+    # A second retrieval round for a weak query (its best fused relevance below feedback_below): a dense Rocchio step
+    # toward its top feedback_docs fused candidates (by feedback_weight) and one more dense list in the fusion
+    # (server/engine/feedback.py); 0 = off. Off: on the LoCoMo dev conversations it lowered recall@10 (README "Ranking")
+    feedback_docs: int = 0
+    feedback_weight: float = 0.3
+    feedback_below: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -257,6 +263,8 @@ class ServerConfig:
             (0.0 <= self.memory.access_importance_max <= 1.0, "memory.access_importance_max in [0, 1]"),
             (self.memory.capacity_per_tenant >= 0, "memory.capacity_per_tenant must be >= 0"),
             (self.memory.thread_window_s >= 0, "memory.thread_window_s must be >= 0 (0 = off)"),
+            (self.search.feedback_docs >= 0 and self.search.feedback_weight >= 0 and 0 <= self.search.feedback_below <= 1,
+             "search.feedback_docs >= 0, search.feedback_weight >= 0, search.feedback_below in [0, 1]"),
             (0.0 <= self.memory.min_salience <= 1.0, "memory.min_salience must be in [0, 1]"),
             (0.0 <= self.memory.salience_importance_span <= 1.0, "memory.salience_importance_span must be in [0, 1]"),
             (self.memory.consolidate_interval_s >= 0 and 0.5 <= self.memory.consolidate_cosine <= 1.0,

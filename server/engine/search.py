@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from server.batching.batcher import Entry
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ScoringConfig, SearchConfig
 from server.domain import Breakdown, Hit, MemoryType, QueryResult, SearchQuery, Timings
+from server.engine.feedback import is_weak, rocchio
 from server.fusion.calibration import Calibration, fused_features
 from server.fusion.rrf import rrf_filtered, rrf_max
 from server.store.access import access_boost_inputs
@@ -58,6 +59,7 @@ class _Candidates:
     dense_scores: np.ndarray = field(default_factory=lambda: _NO_SCORES)
     lexical_ids: np.ndarray = field(default_factory=lambda: _NO_IDS)
     lexical_scores: np.ndarray = field(default_factory=lambda: _NO_SCORES)
+    feedback_ids: np.ndarray | None = None   # the second round's dense list, when it ran
 
 
 TEMPORAL_AFTER = 1.0   # window_weight's fall-off after a window's end, in window lengths
@@ -173,6 +175,11 @@ class SearchPipeline:
         t0 = time.monotonic_ns()
         cands = await loop.run_in_executor(self.cpu_pool, self._fuse_all, items, dense, lexical_results)
         timings.fusion_ns = time.monotonic_ns() - t0
+        if self.cfg.feedback_docs > 0 and any(is_weak(c.relevance, below=self.cfg.feedback_below) for c in cands):
+            t0 = time.monotonic_ns()
+            cands = await loop.run_in_executor(self.cpu_pool, self._feedback_stage, items, cands, dense,
+                                               lexical_results)
+            timings.ann_ns += time.monotonic_ns() - t0   # the second dense round (and its fusion)
         pairs, owners = self._rerank_pairs(items, cands)
         if pairs:
             assert self.reranker is not None
@@ -238,14 +245,20 @@ class SearchPipeline:
         return dense_w, self.cfg.lexical_weight
 
     def _fuse(self, it: SearchItem, dense: tuple[np.ndarray, np.ndarray] | None,
-              lexical: tuple[np.ndarray, np.ndarray] | None) -> _Candidates:
+              lexical: tuple[np.ndarray, np.ndarray] | None,
+              feedback: tuple[np.ndarray, np.ndarray] | None = None) -> _Candidates:
         cand = _Candidates()
         if dense is not None:
             cand.dense_ids, cand.dense_scores = _filtered(it.shard, it.query, *dense, it.now_ms)
         if lexical is not None:
             cand.lexical_ids, cand.lexical_scores = _filtered(it.shard, it.query, *lexical, it.now_ms)
         weights = self._weights(it)
-        scores, ids = rrf_filtered([cand.dense_ids, cand.lexical_ids], k=self.cfg.rrf_k, weights=weights)
+        lists = [cand.dense_ids, cand.lexical_ids]
+        if feedback is not None:   # the second round's dense list (server/engine/feedback.py)
+            cand.feedback_ids = _filtered(it.shard, it.query, *feedback, it.now_ms)[0]
+            lists.append(cand.feedback_ids)
+            weights = (*weights, weights[0])
+        scores, ids = rrf_filtered(lists, k=self.cfg.rrf_k, weights=weights)
         cand.ids, cand.rrf = ids, scores
         cand.rrf_norm = scores / rrf_max(k=self.cfg.rrf_k, weights=weights)
         cand.features = fused_features(ids, cand.rrf_norm, cand.dense_ids, cand.dense_scores, cand.lexical_ids,
@@ -256,6 +269,27 @@ class SearchPipeline:
 
     def _fuse_all(self, items: Sequence[SearchItem], dense: list, lexical: list) -> list[_Candidates]:
         return [self._fuse(it, d, lx) for it, d, lx in zip(items, dense, lexical, strict=True)]
+
+    def _feedback_stage(self, items: Sequence[SearchItem], cands: list[_Candidates], dense: list,
+                        lexical: list) -> list[_Candidates]:
+        """The second round for each weak query with a vector: a Rocchio step toward its top fused candidates,
+        one more dense search per tenant group, and a fusion of the three lists."""
+        moved: dict[int, SearchItem] = {}
+        for i, (it, cand) in enumerate(zip(items, cands, strict=True)):
+            if it.vector is None or it.query.lexical_only or not is_weak(cand.relevance, below=self.cfg.feedback_below):
+                continue
+            try:
+                top = it.shard.dense.reconstruct_batch(cand.ids[: self.cfg.feedback_docs])
+            except (KeyError, RuntimeError):   # a candidate deleted since fusion: keep the first round
+                continue
+            moved[i] = replace(it, vector=rocchio(it.vector, top, weight=self.cfg.feedback_weight))
+        if not moved:
+            return cands
+        second = self._dense_stage(list(moved.values()))
+        out = list(cands)
+        for i, found in zip(moved, second, strict=True):
+            out[i] = self._fuse(items[i], dense[i], lexical[i], feedback=found)
+        return out
 
     def _rerank_pairs(self, items: Sequence[SearchItem], cands: list[_Candidates],
                       ) -> tuple[list[tuple[str, str]], list[tuple[int, int]]]:

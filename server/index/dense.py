@@ -38,6 +38,14 @@ class FaissIdIndex:
         with self._lock:
             return int(self._index.remove_ids(np.asarray(ids, dtype=np.int64)))
 
+    def reconstruct_batch(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The stored vectors of ``ids`` (decoded for SQ8/PQ codes), (len(ids), dim); an id not held raises."""
+        keys = np.asarray(ids, dtype=np.int64)
+        if len(keys) == 0:
+            return np.empty((0, self.dim), dtype=np.float32)
+        with self._lock:
+            return np.asarray(self._index.reconstruct_batch(keys), dtype=np.float32).reshape(len(keys), self.dim)
+
 
 class FlatDenseIndex(FaissIdIndex):
     """``IndexIDMap2(IndexFlatIP)``: exact cosine search with tenant-local int64 ids."""
@@ -75,8 +83,7 @@ class FlatDenseIndex(FaissIdIndex):
         return ids, vectors
 
     def reconstruct(self, doc_id: int) -> np.ndarray:
-        with self._lock:
-            return np.asarray(self._index.reconstruct(int(doc_id)), dtype=np.float32)
+        return self.reconstruct_batch([doc_id])[0]
 
     def ram_bytes(self) -> int:
         return len(self) * (self.dim * 4 + 8 + 16)   # vector, id, id-map reverse entry

@@ -36,6 +36,7 @@ class VectorIndex(Protocol):
     def remove(self, ids: Sequence[int] | np.ndarray) -> int: ...
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
     def export(self) -> tuple[np.ndarray, np.ndarray]: ...
+    def reconstruct_batch(self, ids: Sequence[int] | np.ndarray) -> np.ndarray: ...
     def ram_bytes(self) -> int: ...
 
 
@@ -111,6 +112,10 @@ class TieredDenseIndex:
     def export(self) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
             return self._active.export()
+
+    def reconstruct_batch(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        with self._lock:
+            return self._active.reconstruct_batch(ids)
 
     def ram_bytes(self) -> int:
         return self._active.ram_bytes()

@@ -103,8 +103,15 @@ class TorchFlatIndex:
             return self._ids[: self._n].copy(), self._vectors[: self._n].float().cpu().numpy()
 
     def reconstruct(self, doc_id: int) -> np.ndarray:
+        return self.reconstruct_batch([doc_id])[0]
+
+    def reconstruct_batch(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The stored vectors of ``ids``, (len(ids), dim); an id not held raises KeyError."""
         with self._lock:
-            return self._vectors[self._row[int(doc_id)]].float().cpu().numpy()
+            rows = [self._row[int(d)] for d in np.asarray(ids, dtype=np.int64).tolist()]
+            if not rows:
+                return np.empty((0, self.dim), dtype=np.float32)
+            return self._vectors[rows].float().cpu().numpy()
 
     def ram_bytes(self) -> int:
         return self._n * (self.dim * self._vectors.element_size() + 8 + 16)

@@ -1,0 +1,56 @@
+"""The second retrieval round (search.feedback_docs) through the real server: a weak query's Rocchio step
+reaches a memory that neither first-round list held; off (the default), the same search cannot."""
+
+from __future__ import annotations
+
+import pytest
+from support import start_server
+
+from server.grpc.gen.engram.v1 import messages_pb2 as pb
+
+T = "fb"
+TOP = "Caroline adopted a rescue greyhound called Biscuit from the shelter on Elm Street"
+NEIGHBOUR = "Biscuit the greyhound sleeps on the sofa all day and hates the rain"
+OTHERS = ["Caroline's favourite dish is a spicy lentil soup", "Caroline is taking a pottery class on Tuesdays",
+          "Caroline painted her kitchen yellow last spring", "Caroline wants to visit Japan next year",
+          "The shelter on Elm Street needs volunteers on weekends"]
+QUERY = "which dog did Caroline adopt?"
+
+
+def _server(tmp_path_factory, embedder, name: str, **search):  # type: ignore[no-untyped-def]
+    running = start_server(tmp_path_factory.mktemp(name) / "data", embedder=embedder,
+                           search={"candidates": 2, **search})
+    client = running.client()
+    client.create_tenant(T)
+    client.write(T, *[pb.MemoryInput(content=c) for c in [TOP, NEIGHBOUR, *OTHERS]])
+    return running, client
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory, jvm, embedder):  # type: ignore[no-untyped-def]
+    off = _server(tmp_path_factory, embedder, "off")
+    on = _server(tmp_path_factory, embedder, "on", feedback_docs=1, feedback_weight=1.0, feedback_below=1.0)
+    yield off[1], on[1]
+    off[0].stop()
+    on[0].stop()
+
+
+def test_the_second_round_reaches_the_top_hits_neighbour(servers) -> None:  # type: ignore[no-untyped-def]
+    off, on = servers
+    first = off.search(T, QUERY, top_k=10).hits
+    assert first[0].memory.content == TOP
+    assert NEIGHBOUR not in {h.memory.content for h in first}   # two candidates per list: out of reach
+    second = on.search(T, QUERY, top_k=10).hits
+    found = {h.memory.content: h.breakdown for h in second}
+    assert second[0].memory.content == TOP
+    assert NEIGHBOUR in found
+    assert found[NEIGHBOUR].dense_rank == 0 and found[NEIGHBOUR].bm25_rank == 0   # only the second round had it
+
+
+def test_a_confident_first_round_skips_the_second(tmp_path_factory, jvm, embedder) -> None:  # type: ignore[no-untyped-def]
+    running, client = _server(tmp_path_factory, embedder, "never", feedback_docs=1, feedback_weight=1.0,
+                              feedback_below=0.0)
+    try:
+        assert NEIGHBOUR not in {h.memory.content for h in client.search(T, QUERY, top_k=10).hits}
+    finally:
+        running.stop()
