@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install serve test test-slow proto bench-quality bench-serving bench-index reranker lint clean
+.PHONY: install serve test test-slow proto bench-quality bench-serving bench-index bench-durability reranker lint clean
 
 install: $(STAMP)
 
@@ -42,6 +42,9 @@ bench-serving: $(STAMP)
 
 bench-index: $(STAMP)
 	$(PY) -m benchmarks.index.run
+
+bench-durability: $(STAMP)
+	$(PY) -m benchmarks.durability.run
 
 # Trains engram's own cross-encoder into models/weights/engram-reranker-v1 (see models/training).
 reranker: $(STAMP)

@@ -259,6 +259,10 @@ class TenantRegistry:
             started.append(self._compactor.submit(self._compact, shard))
         return started
 
+    def compactions_running(self) -> int:
+        with self._lock:
+            return len(self._compacting)
+
     def _compact(self, shard: TenantShard) -> int | None:
         try:
             size = shard.compact()

@@ -134,35 +134,29 @@ class TenantShard:
                     "returns (searches use its last state meanwhile)", self.tenant_id, str(exc).splitlines()[0][:200])
 
     def repair_lexical(self) -> bool:
-        """Rebuilds a stale lexical index from the store (the writer Lucene closed on ENOSPC released its
-        lock): a fresh index is built beside searches on the old reader, swapped in, then the old closed.
-        On another full disk it stays stale (the next maintenance retries). Returns True when repaired."""
+        """Rebuilds a stale lexical index from the store. The IndexWriter Lucene closed on ENOSPC keeps the
+        directory's write lock, so the old index closes first (waiting for the searches that hold its
+        reader) and the fresh one, opened at the last commit, is swapped in at once (searches read that
+        commit meanwhile), then rebuilt. On another full disk it stays stale: the next maintenance retries."""
         with self.write_lock:
             if not self.lexical_stale or self.closed:
                 return False
             try:
-                fresh = LuceneIndex.open(self.directory / "lucene")
-            except Exception as exc:
-                if not is_storage_full(exc):
-                    raise
-                return False
+                self.lexical.close()
+            except Exception:  # noqa: BLE001 - its writer is already closed; nothing of it is needed
+                log.info("tenant %s: closing the stale lexical index failed", self.tenant_id, exc_info=True)
             try:
-                fresh.delete_all(refresh=False)
-                fresh.upsert([(m.doc_id, memory_text(m)) for m in self.store.all()], refresh=False)
-                fresh.refresh()
-                fresh.commit(self.store.seq)
+                self.lexical = LuceneIndex.open(self.directory / "lucene")
+                self.lexical.delete_all(refresh=False)
+                self.lexical.upsert([(m.doc_id, memory_text(m)) for m in self.store.all()], refresh=False)
+                self.lexical.refresh()
+                self.lexical.commit(self.store.seq)
             except Exception as exc:
-                fresh.close()
                 if not is_storage_full(exc):
                     raise
                 return False
-            old, self.lexical = self.lexical, fresh
             self._lexical_seq = self.store.seq
             self.lexical_stale = False
-        try:
-            old.close()   # waits for the searches that still hold its reader
-        except Exception:  # noqa: BLE001 - its writer is already closed; nothing of it is needed
-            log.info("tenant %s: closing the stale lexical index failed", self.tenant_id, exc_info=True)
         log.warning("tenant %s: lexical index rebuilt from the store (%d memories)", self.tenant_id, len(self.store))
         return True
 
