@@ -262,6 +262,15 @@ class ConsolidationReport:
     restored: int = 0           # CONSOLIDATED memories whose semantic memory was gone: ACTIVE again
 
 
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """What one extractor run wrote: the semantic memories (some PENDING) from the facts the model returned."""
+
+    memory_ids: tuple[str, ...] = ()
+    facts: int = 0
+    pending: int = 0
+
+
 class ForgetMode(enum.IntEnum):
     ARCHIVE = 1
     DELETE = 2

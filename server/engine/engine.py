@@ -24,7 +24,7 @@ from models.base import Embedder, Reranker
 from server.batching.batcher import Batcher, Entry, device_slots
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ServerConfig
-from server.domain import (AuditEntry, AuditOp, ConsolidationReport, Filter, ForgetSpec, KeyScope, Memory, MemoryInput,
+from server.domain import (AuditEntry, AuditOp, ConsolidationReport, Extraction, Filter, ForgetSpec, KeyScope, Memory, MemoryInput,
                            MemoryStatus, MemoryType, QueryResult, SearchQuery, WriteResult, is_expired)
 from server.engine.conversation import thread_contexts
 from server.engine.lifecycle import Lifecycle
@@ -34,6 +34,7 @@ from server.engine.write import commit_writes
 from server.errors import InvalidArgument, NotFound, PermissionDenied
 from server.fusion.calibration import BUNDLED_CALIBRATION, Calibration, load_calibration
 from server.hygiene.consolidator import Consolidator
+from server.hygiene.extractor import Extractor
 from server.hygiene.gate import RecallGate
 from server.hygiene.normalise import normalise_input, normalise_text
 from server.hygiene.salience import load_salience
@@ -85,6 +86,8 @@ class Engine:
         self.recall_gate = RecallGate(pool=cpu_pool)
         self.consolidator = Consolidator(cfg=config.memory, lifecycle=self.lifecycle, registry=registry,
                                          embed=self._embed_texts, cpu_pool=cpu_pool, write_pool=write_pool)
+        self.extractor = Extractor(cfg=config.memory, write=self._write_facts, embed=self._embed_texts,
+                                   max_context_bytes=config.limits.max_content_bytes, write_pool=write_pool)
         b = config.batching
         self.query_cache = QueryEmbeddingCache(ttl_ms=b.query_cache_ttl_ms, max_entries=b.query_cache_entries)
         self.search_pipeline = SearchPipeline(embedder=embedder, reranker=reranker, ranker=ranker,
@@ -113,6 +116,7 @@ class Engine:
 
     async def close(self) -> None:
         await self.consolidator.close()
+        await self.extractor.close()
         await self.search_batcher.close()
         await self.write_batcher.close()
         await asyncio.get_running_loop().run_in_executor(self.write_pool, self.lifecycle.flush)
@@ -177,7 +181,20 @@ class Engine:
             tenant_id=tenant_id, tokens=self._tokens(texts), payload=texts, deadline_ns=deadline_ns)
         results = await asyncio.get_running_loop().run_in_executor(self.write_pool, self._commit, shard, memories,
                                                                    vectors, principal.key_id)
+        self.extractor.note_write(shard, memories, results)   # counts turns; an extraction runs in the background
         return self.salience.assemble(prepared, results)
+
+    async def _write_facts(self, tenant_id: str, memories: list[MemoryInput]) -> list[WriteResult]:
+        extractor = KeyScope(key_id="engram-extractor", name="extractor", tenant_ids=frozenset({tenant_id}),
+                             tenant_prefixes=(), admin=False)
+        return await self.write(extractor, tenant_id, memories)
+
+    async def extract(self, principal: KeyScope, tenant_id: str, *, conversation: str, turns: int = 0) -> Extraction:
+        """Runs the configured extractor on a conversation's recent turns now (README "Memory hygiene")."""
+        shard = await self._shard(principal, tenant_id)
+        if not 0 <= turns <= 200:
+            raise InvalidArgument("turns must be in [0, 200]")
+        return await self.extractor.extract(shard, conversation=conversation, turns=turns)
 
     def _commit(self, shard: TenantShard, memories: Sequence[MemoryInput], vectors: np.ndarray,
                 key_id: str = "") -> list[WriteResult]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.domain import (AuditEntry, AuditOp, Breakdown, ConsolidationReport, Filter, ForgetMode, ForgetSpec, Hit,
-                           Memory, MemoryInput, MemoryStatus, MemoryType, QueryResult, Scoring, SearchQuery, Timings,
-                           WriteOutcome, WriteResult)
+from server.domain import (AuditEntry, AuditOp, Breakdown, ConsolidationReport, Extraction, Filter, ForgetMode,
+                           ForgetSpec, Hit, Memory, MemoryInput, MemoryStatus, MemoryType, QueryResult, Scoring,
+                           SearchQuery, Timings, WriteOutcome, WriteResult)
 from server.errors import InvalidArgument
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
 from server.grpc.gen.engram.v1 import service_pb2 as spb
@@ -198,6 +198,10 @@ def consolidate_to_pb(report: ConsolidationReport) -> spb.ConsolidateResponse:
         restored=report.restored,
         consolidations=[spb.Consolidation(memory_id=c.memory_id, consolidates=list(c.members), content=c.content)
                         for c in report.clusters])
+
+
+def extraction_to_pb(e: Extraction) -> spb.ExtractResponse:
+    return spb.ExtractResponse(memory_ids=list(e.memory_ids), facts=e.facts, pending=e.pending)
 
 
 def history_to_pb(versions: list[Memory], latest_id: str) -> spb.HistoryResponse:

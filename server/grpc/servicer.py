@@ -70,6 +70,11 @@ class MemoryServicer(sgrpc.MemoryServiceServicer):
         report = await self.engine.consolidate(principal(), request.tenant_id, dry_run=request.dry_run)
         return mapping.consolidate_to_pb(report)
 
+    async def Extract(self, request: spb.ExtractRequest, context: grpc.aio.ServicerContext) -> spb.ExtractResponse:
+        done = await self.engine.extract(principal(), request.tenant_id, conversation=request.conversation,
+                                         turns=request.turns)
+        return mapping.extraction_to_pb(done)
+
     async def Forget(self, request: spb.ForgetRequest, context: grpc.aio.ServicerContext) -> spb.ForgetResponse:
         count, ids = await self.engine.forget(principal(), request.tenant_id, mapping.forget_from_pb(request))
         return spb.ForgetResponse(count=count, memory_ids=ids)
