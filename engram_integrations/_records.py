@@ -36,6 +36,8 @@ def memory_view(m: pb.Memory, *, at_ms: int) -> dict[str, Any]:
         "key": m.key, "scope": m.scope, "pinned": m.pinned, "expires_at": iso(m.expires_at_ms),
         "supersedes": list(m.supersedes), "superseded_by": m.superseded_by,
         "access_count": m.access_count, "metadata": dict(m.metadata),
+        "salience": round(float(m.salience), 4), "consolidated_into": m.consolidated_into,
+        "consolidates": list(m.consolidates), "normalized": m.normalized,
     }
     if m.confidence < 1.0:
         optional["confidence"] = round(float(m.confidence), 4)
@@ -72,6 +74,8 @@ def write_view(result: spb.WriteResult) -> dict[str, Any]:
                            "status": enum_name(pb.MemoryStatus, result.status, "MEMORY_STATUS_")}
     if result.merged_into:
         out["merged_into"] = result.merged_into
+    if result.salience:
+        out["salience"] = round(float(result.salience), 4)
     if result.superseded:
         out["superseded"] = list(result.superseded)
     return out

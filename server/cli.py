@@ -91,6 +91,7 @@ def _client_command(run: Callable[[argparse.Namespace, Any], int]) -> Callable[[
 
 def _add_client_commands(sub: Any) -> None:
     from server import cli_client as c
+    from server.cli_hygiene import consolidate, extract
     from server.cli_import import import_file
 
     common = argparse.ArgumentParser(add_help=False)  # the connection flags, also after the command
@@ -141,6 +142,16 @@ def _add_client_commands(sub: Any) -> None:
     p.add_argument("--include-pending", action="store_true")
     p.add_argument("--context", action="store_true", help="also print the prompt-ready context block")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--gate", action="store_true", help="the recall gate: no search when the text is small talk")
+
+    p = add("consolidate", consolidate, "fold repeated episodic memories into semantic ones now")
+    p.add_argument("tenant")
+    p.add_argument("--dry-run", action="store_true", help="list the clusters, change nothing")
+
+    p = add("extract", extract, "run the server's configured extractor on a conversation's recent turns now")
+    p.add_argument("tenant")
+    p.add_argument("--conversation", default="", help="the turns' source_ref before '#' (else their scope)")
+    p.add_argument("--turns", type=int, default=0, help="recent turns to send (default memory.extract_window)")
 
     p = add("import", import_file, "import memories from JSONL or CSV (batched writes, progress bar)")
     p.add_argument("tenant")

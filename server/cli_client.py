@@ -98,7 +98,8 @@ def write(args: argparse.Namespace, client: EngramClient) -> int:
     result = client.write(args.tenant, [{k: v for k, v in fields.items() if v not in ("", None)}]).results[0]
     outcome = _short(spb.WriteOutcome, result.outcome, "WRITE_OUTCOME_")
     merged = f" into {result.merged_into}" if result.merged_into else ""
-    _out(f"{outcome}{merged}: {result.memory_id}")
+    _out(f"{outcome}{merged}: {result.memory_id or '(not stored: salience below memory.min_salience)'}"
+         f" (salience {result.salience:.2f})")
     return 0
 
 
@@ -107,7 +108,12 @@ def search(args: argparse.Namespace, client: EngramClient) -> int:
                                "include_pending": args.include_pending}
     if args.rerank_depth is not None:
         options["rerank_depth"] = args.rerank_depth
+    if args.gate:
+        options["gate"] = True
     result = client.search(args.tenant, args.query, filter=_filter(args) or None, **options)
+    if result.skipped:
+        _out(f"(no search: {result.skipped})")
+        return 0
     if args.json:
         _out(_json(result))
         return 0
@@ -117,10 +123,11 @@ def search(args: argparse.Namespace, client: EngramClient) -> int:
         b, m = hit.breakdown, hit.memory
         rows.append([n, f"{b.final:.3f}", f"{b.relevance:.3f}", _rank(b.dense_rank, b.dense_score),
                      _rank(b.bm25_rank, b.bm25_score), f"{b.rerank:.2f}" if b.HasField("rerank") else "-",
-                     f"{b.recency:.3f}", f"{b.importance_weight:.2f}", f"{b.temporal:.2f}",
+                     f"{b.recency:.3f}", f"{b.importance_weight:.2f}", f"{b.temporal:.2f}", f"{m.salience:.2f}",
                      _short(pb.MemoryType, m.type, "MEMORY_TYPE_"), age(m.created_at_ms, now_ms=now), m.content])
     # final = relev × recency × imp.w × time (README "Ranking")
-    _out(table(["#", "final", "relev", "dense", "bm25", "rerank", "recency", "imp.w", "time", "type", "age", "content"],
+    _out(table(["#", "final", "relev", "dense", "bm25", "rerank", "recency", "imp.w", "time", "sal.", "type", "age",
+                "content"],
                rows)
          if rows else "(no memories matched)")
     t = result.timings

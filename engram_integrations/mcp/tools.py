@@ -36,6 +36,8 @@ class RecallArgs(Args):
     entities_any: list[str] | None = Field(None, description="Only memories tagged with at least one of these "
                                                              "entities (e.g. people, projects).")
     include_pending: bool = Field(False, description="Also return pending (unconfirmed, low-confidence) memories.")
+    gate: bool = Field(True, description="Return at once with no memories when the message is plain small talk "
+                                         "(greetings, thanks); set false to search anyway.")
 
 
 class RememberArgs(Args):
@@ -100,10 +102,13 @@ def _filter(args: Args, *names: str) -> dict[str, Any]:
 
 async def recall(client: AsyncEngramClient, tenant_id: str, args: RecallArgs) -> dict[str, Any]:
     recalled = await client.recall(tenant_id, args.query, top_k=args.top_k, include_pending=args.include_pending,
-                                   filter=_filter(args, "types", "entities_any") or None)
+                                   filter=_filter(args, "types", "entities_any") or None, gate=args.gate)
     at = now_ms()
-    return {"context": recalled.context, "hits": [hit_view(h, at_ms=at) for h in recalled.hits],
-            "took_ms": round(recalled.timings.total_ns / 1e6, 3)}
+    out = {"context": recalled.context, "hits": [hit_view(h, at_ms=at) for h in recalled.hits],
+           "took_ms": round(recalled.timings.total_ns / 1e6, 3)}
+    if recalled.skipped:
+        out["skipped"] = recalled.skipped   # the recall gate: no memory needed for this message
+    return out
 
 
 async def remember(client: AsyncEngramClient, tenant_id: str, args: RememberArgs) -> dict[str, Any]:

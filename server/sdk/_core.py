@@ -214,6 +214,7 @@ class Recall:
     hits: list[pb.Hit]
     context: str
     timings: pb.Timings
+    skipped: str = ""     # the recall gate found the text needs no memory (e.g. "small talk"); no search ran
 
     @property
     def memories(self) -> list[pb.Memory]:
@@ -226,7 +227,8 @@ class Recall:
 def recall_from(result: pb.QueryResult, *, min_score: float) -> Recall:
     hits = [h for h in result.hits if h.breakdown.final >= min_score]
     context = result.context_block if len(hits) == len(result.hits) else ""
-    return Recall(hits=hits, context=context or context_from_hits(hits), timings=result.timings)
+    return Recall(hits=hits, context=context or context_from_hits(hits), timings=result.timings,
+                  skipped=result.skipped)
 
 
 def context_from_hits(hits: Sequence[pb.Hit]) -> str:
@@ -243,9 +245,10 @@ def context_from_hits(hits: Sequence[pb.Hit]) -> str:
 
 
 def recall_query(text: str, *, top_k: int, context_items: int, filter: FilterLike,  # noqa: A002
-                 include_pending: bool, options: Mapping[str, Any]) -> pb.SearchQuery:
+                 include_pending: bool, options: Mapping[str, Any], gate: bool = True) -> pb.SearchQuery:
+    """A recall is gated by default: small talk comes back at once with no hits (``Recall.skipped``)."""
     return search_query(text, top_k=top_k, context_block=True, context_items=context_items or top_k,
-                        filter=filter, include_pending=include_pending, **dict(options))
+                        filter=filter, include_pending=include_pending, gate=gate, **dict(options))
 
 
 class Attempts:

@@ -121,10 +121,10 @@ class EngramClient:
     # -- agent helpers ---------------------------------------------------------------------------------
     def recall(self, tenant_id: str, text: str, *, top_k: int = 5, context_items: int = 0,
                filter: FilterLike = None, include_pending: bool = False,  # noqa: A002
-               min_score: float = 0.0, **options: Any) -> Recall:
+               min_score: float = 0.0, gate: bool = True, **options: Any) -> Recall:
         """Before answering: the memories that matter for ``text`` and a prompt-ready context block."""
         query = _core.recall_query(text, top_k=top_k, context_items=context_items, filter=filter,
-                                   include_pending=include_pending, options=options)
+                                   include_pending=include_pending, options=options, gate=gate)
         return _core.recall_from(self.search_many(tenant_id, [query])[0], min_score=min_score)
 
     def write_conversation(self, tenant_id: str, turns: Iterable[Any], *, conversation_id: str = "",
@@ -185,6 +185,18 @@ class EngramClient:
         """Marks memories as used (e.g. the ones put into a prompt): one access each, what recency reads."""
         return self.call("Touch", spb.TouchRequest(tenant_id=tenant_id, memory_ids=list(memory_ids)),  # type: ignore[no-any-return]
                          timeout_s=timeout_s)
+
+    def consolidate(self, tenant_id: str, *, dry_run: bool = False,
+                  timeout_s: float | None = None) -> spb.ConsolidateResponse:
+        """Folds repeated episodic memories into semantic ones now (README "Memory hygiene")."""
+        return self.call("Consolidate", spb.ConsolidateRequest(tenant_id=tenant_id, dry_run=dry_run),  # type: ignore[no-any-return]
+                         timeout_s=timeout_s)
+
+    def extract(self, tenant_id: str, *, conversation: str = "", turns: int = 0,
+              timeout_s: float | None = None) -> spb.ExtractResponse:
+        """Runs the server's configured extractor on a conversation's recent turns now."""
+        request = spb.ExtractRequest(tenant_id=tenant_id, conversation=conversation, turns=turns)
+        return self.call("Extract", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
 
     def forget(self, tenant_id: str, *, filter: FilterLike = None, older_than_ms: int = 0,  # noqa: A002
                delete: bool = False, include_pinned: bool = False, all: bool = False,  # noqa: A002

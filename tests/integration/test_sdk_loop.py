@@ -72,7 +72,8 @@ def test_end_turn_writes_what_it_is_given_and_marks_only_the_used(engram: Engram
     assert [i for i in before if after[i] != before[i]] == chosen
 
     uses = len(list(engram.iter_audit("loop/a", ops=["use"])))
-    nothing = turn(engram, "loop/a", "hello", "hi!", remember=[], used=[])
+    assert turn(engram, "loop/a", "hello", "hi!", remember=[]).recall.skipped == "small talk"   # the recall gate
+    nothing = turn(engram, "loop/a", "hello", "hi!", remember=[], used=[], gate=False)
     assert nothing.written == [] and nothing.used == [] and nothing.recall.hits
     assert set(counts(engram, "loop/a")) == set(after)  # nothing written
     assert len(list(engram.iter_audit("loop/a", ops=["use"]))) == uses  # nothing marked as used

@@ -1,0 +1,26 @@
+"""``engram consolidate`` and ``engram extract``: the memory-hygiene RPCs from the command line."""
+
+from __future__ import annotations
+
+import argparse
+
+from server.cli_client import _out
+from server.sdk import EngramClient
+
+
+def consolidate(args: argparse.Namespace, client: EngramClient) -> int:
+    reply = client.consolidate(args.tenant, dry_run=args.dry_run)
+    verb = "would consolidate" if args.dry_run else "consolidated"
+    _out(f"{reply.clusters} clusters: {verb} {reply.consolidated} episodic memories"
+         + (f"; {reply.restored} restored (their semantic memory was deleted)" if reply.restored else ""))
+    for c in reply.consolidations:
+        _out(f"  {c.memory_id or '(dry run)'} <- {', '.join(c.consolidates)}: {c.content[:100]}")
+    return 0
+
+
+def extract(args: argparse.Namespace, client: EngramClient) -> int:
+    reply = client.extract(args.tenant, conversation=args.conversation, turns=args.turns)
+    _out(f"{reply.facts} facts extracted: {len(reply.memory_ids)} memories written ({reply.pending} pending)")
+    for memory_id in reply.memory_ids:
+        _out(f"  {memory_id}")
+    return 0

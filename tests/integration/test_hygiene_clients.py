@@ -1,0 +1,43 @@
+"""The hygiene features as the SDK and the CLI show them: recall gated by default, salience in the memory
+and the search table, consolidate from the SDK and the CLI."""
+
+from __future__ import annotations
+
+import pytest
+from support import ADMIN_KEY
+
+from server.cli import main
+from server.sdk import EngramClient
+
+DAY_MS = 86_400_000
+REPEATS = ["Caroline: Max and I walked on Carcavelos beach today",
+           "Caroline: Took my dog Max to Carcavelos beach again, he loved it",
+           "Caroline: Max loves running on Carcavelos beach"]
+
+
+def run(capsys: pytest.CaptureFixture[str], server, *argv: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+    capsys.readouterr()
+    code = main([*argv, "--address", server.address, "--key", ADMIN_KEY])
+    return code, capsys.readouterr().out
+
+
+def test_sdk_and_cli(server, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    with EngramClient(server.address, key=ADMIN_KEY) as engram:
+        engram.create_tenant("h")
+        engram.write("h", [{"content": t, "type": "episodic", "created_at_ms": 1_700_000_000_000 + i * 3 * DAY_MS}
+                           for i, t in enumerate(REPEATS)])
+        small = engram.recall("h", "thanks, bye!")
+        assert small.skipped == "small talk" and not small and small.context == ""
+        assert engram.recall("h", "thanks, bye!", gate=False).hits          # asked to search anyway
+        recalled = engram.recall("h", "where does Max go?")
+        assert recalled.skipped == "" and recalled.hits[0].memory.salience > 0
+        dry = engram.consolidate("h", dry_run=True)
+        assert dry.clusters == 1 and dry.consolidated == 3
+    code, out = run(capsys, server, "search", "h", "thanks, bye!", "--gate")
+    assert code == 0 and out.strip() == "(no search: small talk)"
+    code, out = run(capsys, server, "consolidate", "h")
+    assert code == 0 and out.startswith("1 clusters: consolidated 3 episodic memories")
+    code, out = run(capsys, server, "search", "h", "where does Max go?", "-k", "2")
+    assert code == 0 and " sal. " in out.splitlines()[0] and "semantic" in out.splitlines()[2]
+    code, out = run(capsys, server, "write", "h", "I moved to Lisbon in March 2023")
+    assert code == 0 and out.startswith("created: m_") and "(salience 0." in out
