@@ -2,8 +2,10 @@
 the mapping of domain errors to HTTP statuses (the console's counterpart of ``server/grpc/interceptors``).
 
 Keys are checked by the same ``Catalog.authenticate`` the gRPC edge uses, on every request; the tenant is
-authorized by the engine method each route calls. Unknown exceptions become 500 with a generic message
-and the request id; the traceback goes to the log, never to the page.
+authorized by the engine method each route calls. A full disk (the watermark, or ENOSPC / EDQUOT from any
+layer) is 507 Insufficient Storage with "storage full", as gRPC answers RESOURCE_EXHAUSTED; unknown
+exceptions become 500 with a generic message and the request id; the traceback goes to the log, never to
+the page.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from server.console.http import HttpServer, Request, Response
 from server.console.sessions import Session, Sessions
 from server.domain import KeyScope
 from server.engine.engine import Engine
-from server.errors import ConfigError, EngramError, InvalidArgument, PermissionDenied, status_code_name
+from server.errors import (ConfigError, InvalidArgument, PermissionDenied, StorageFull, as_client_error,
+                           status_code_name)
 from server.grpc.interceptors import REQUEST_ID
 from server.metrics import Metrics
 
@@ -65,8 +68,11 @@ def json_response(status: int, payload: Any, headers: list[tuple[str, str]] | No
     return Response(status, json.dumps(payload, ensure_ascii=False, allow_nan=False).encode(), headers=headers or [])
 
 
-def error_response(code: str, message: str) -> Response:
-    return json_response(HTTP_STATUS.get(code, 500), {"error": {"code": code, "message": message}})
+STORAGE_FULL_STATUS = 507   # Insufficient Storage: not 429, a retry soon does not help until space is freed
+
+
+def error_response(code: str, message: str, *, status: int = 0) -> Response:
+    return json_response(status or HTTP_STATUS.get(code, 500), {"error": {"code": code, "message": message}})
 
 
 class ConsoleFrontend:
@@ -138,13 +144,14 @@ class ConsoleFrontend:
             if route is None:
                 return error_response("NOT_FOUND", f"no route {request.method} {request.path}")
             return json_response(200, await route(principal, request, body))
-        except EngramError as exc:
-            code = status_code_name(exc)
+        except Exception as exc:
+            known = as_client_error(exc)   # EngramError as is; a full disk from any layer -> StorageFull
+            if known is None:
+                log.exception("console %s %s failed", request.method, request.path)
+                return error_response("INTERNAL", f"internal error (request id {rid})")
+            code = status_code_name(known)
             log.info("console %s %s -> %s", request.method, request.path, code)
-            return error_response(code, str(exc))
-        except Exception:
-            log.exception("console %s %s failed", request.method, request.path)
-            return error_response("INTERNAL", f"internal error (request id {rid})")
+            return error_response(code, str(known), status=STORAGE_FULL_STATUS if isinstance(known, StorageFull) else 0)
 
     def _check_origin(self, request: Request) -> None:
         """Same origin only: a browser's cross-site fetch is refused, and every POST must carry our Origin."""

@@ -5,6 +5,7 @@ same answers and the same audit."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import time
 from pathlib import Path
 
@@ -275,3 +276,25 @@ def test_console_stops_with_the_server(tmp_path: Path, jvm: None, embedder) -> N
     server.stop()
     with pytest.raises(OSError):
         ConsoleHttp(port).get("/")
+
+
+def test_a_full_disk_is_507_storage_full_not_a_500(alice: ConsoleHttp, running: RunningServer, seeded: Seeded,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    t = "acme/alice"
+    space = running.app.engine.space
+    assert space is not None
+    monkeypatch.setattr(space, "min_free_bytes", 1 << 60)          # below the watermark: writes are refused
+    refused = alice.post("/api/confirm", {"tenant": t, "ids": [seeded.pending_id]})
+    assert refused.status == 507, refused.body
+    assert refused.json()["error"]["code"] == "RESOURCE_EXHAUSTED"
+    assert "storage full" in refused.json()["error"]["message"]
+    search = {"tenant": t, "text": "peanuts", "as_of_ms": int(time.time() * 1000)}   # records no access
+    assert alice.post("/api/search", search).status == 200                         # reads go on
+    monkeypatch.setattr(space, "min_free_bytes", 0)
+
+    def enospc(*args: object, **kwargs: object) -> None:   # the disk itself is full (ENOSPC from the log)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(running.app.engine.lifecycle, "delete", enospc)
+    full = alice.post("/api/delete", {"tenant": t, "ids": [seeded.pending_id]})
+    assert full.status == 507 and "storage full" in full.json()["error"]["message"], full.body
