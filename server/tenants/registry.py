@@ -7,7 +7,8 @@ budget is soft by at most the tenants used in that window; the shard just loaded
 ``maintain`` (the periodic flush calls it) starts the background work of the loaded shards: a log
 compaction where the log holds ``compact_ratio`` times its live data and at least ``compact_min_bytes``
 (one compaction thread; never while the disk lacks room for the new log above the watermark), and the
-rebuild of a lexical index that a full disk left stale.
+rebuild of a lexical index that a full disk left stale (only with room for it above the watermark, and not
+during the backoff after a rebuild that met a full disk again).
 """
 
 from __future__ import annotations
@@ -245,7 +246,7 @@ class TenantRegistry:
         """Repairs stale lexical indexes and starts the compactions that are due; returns their futures."""
         started: list[Future[int | None]] = []
         for shard in self.loaded():
-            if shard.lexical_stale and self._has_room(0):
+            if shard.repair_due() and self._has_room(shard.lexical_rebuild_bytes()):
                 shard.repair_lexical()
             store = shard.store
             with self._lock:

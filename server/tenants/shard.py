@@ -9,7 +9,11 @@ A full disk: a commit that cannot reach the log changes nothing (the store raise
 closes its IndexWriter when a flush meets ENOSPC, so a lexical failure after a durable commit marks the
 lexical index stale (searches keep the last reader; the write stays acknowledged: it is in the log, the
 store and the dense index) and :meth:`TenantShard.repair_lexical` rebuilds it from the store once space
-returns. A dense snapshot that cannot be written is skipped (it is an optimisation of the next load).
+returns: the registry tries only when the disk has room for the rebuilt index (``lexical_rebuild_bytes``),
+and after a rebuild that met a full disk again, not before a backoff (1 s doubling to a minute). A rebuild
+holds the write lock; retried every flush interval on a disk that stayed full, it starved writes (found by
+the tmpfs test: ten failed rebuilds in five seconds). A dense snapshot that cannot be written is skipped (it
+is an optimisation of the next load).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ DENSE_SNAPSHOT = "dense.snap"
 WAL_NAME = "memories.wal"           # the store's log (TenantStore.open)
 SHARD_FIXED_BYTES = 512 * 1024      # measured: an open Lucene index ~50 KiB heap, ~300 KiB RSS, 1 fd (+1 WAL fd)
 MEMORY_BYTES = 700                  # a Memory object, its ids and its map entries, beside its content
+LEXICAL_BYTES_PER_MEMORY = 400      # a rebuilt Lucene index on disk (benchmarks/durability/thresholds.py)
+REPAIR_BACKOFF_S = (1.0, 60.0)      # after a rebuild that met a full disk: first wait, longest wait
 
 
 class TenantShard:
@@ -62,6 +68,8 @@ class TenantShard:
         self.load_s = load_s
         self.closed = False
         self.lexical_stale = False           # a lexical write met a full disk: rebuild once space returns
+        self._repair_failures = 0
+        self._repair_after_s = 0.0           # monotonic: no rebuild before (a backoff after a failed one)
         self.compacting = False
 
     @classmethod
@@ -133,18 +141,27 @@ class TenantShard:
         log.warning("tenant %s: the lexical index met a full disk (%s); it is rebuilt from the store once space "
                     "returns (searches use its last state meanwhile)", self.tenant_id, str(exc).splitlines()[0][:200])
 
+    def lexical_rebuild_bytes(self) -> int:
+        """About the disk a rebuild of the lexical index writes (its new segments, beside the last commit's)."""
+        return (1 << 20) + LEXICAL_BYTES_PER_MEMORY * len(self.store)
+
+    def repair_due(self) -> bool:
+        return self.lexical_stale and not self.closed and time.monotonic() >= self._repair_after_s
+
     def repair_lexical(self) -> bool:
         """Rebuilds a stale lexical index from the store. The IndexWriter Lucene closed on ENOSPC keeps the
         directory's write lock, so the old index closes first (waiting for the searches that hold its
         reader) and the fresh one, opened at the last commit, is swapped in at once (searches read that
-        commit meanwhile), then rebuilt. On another full disk it stays stale: the next maintenance retries."""
+        commit meanwhile), then rebuilt. On another full disk it stays stale and the next try waits a
+        backoff (see the module docstring)."""
         with self.write_lock:
             if not self.lexical_stale or self.closed:
                 return False
             try:
                 self.lexical.close()
-            except Exception:  # noqa: BLE001 - its writer is already closed; nothing of it is needed
-                log.info("tenant %s: closing the stale lexical index failed", self.tenant_id, exc_info=True)
+            except Exception as exc:  # noqa: BLE001 - its writer is already closed; nothing of it is needed
+                log.info("tenant %s: closing the stale lexical index failed (%s)", self.tenant_id,
+                         str(exc).splitlines()[0][:200])
             try:
                 self.lexical = LuceneIndex.open(self.directory / "lucene")
                 self.lexical.delete_all(refresh=False)
@@ -154,9 +171,15 @@ class TenantShard:
             except Exception as exc:
                 if not is_storage_full(exc):
                     raise
+                wait_s = min(REPAIR_BACKOFF_S[1], REPAIR_BACKOFF_S[0] * 2 ** self._repair_failures)
+                self._repair_failures += 1
+                self._repair_after_s = time.monotonic() + wait_s
+                log.warning("tenant %s: the lexical rebuild met a full disk again; next try in %.0fs",
+                            self.tenant_id, wait_s)
                 return False
             self._lexical_seq = self.store.seq
             self.lexical_stale = False
+            self._repair_failures, self._repair_after_s = 0, 0.0
         log.warning("tenant %s: lexical index rebuilt from the store (%d memories)", self.tenant_id, len(self.store))
         return True
 

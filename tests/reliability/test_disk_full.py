@@ -1,12 +1,14 @@
 """A full disk, for real: an ``engram serve`` subprocess on a 24 MB tmpfs with no watermark (so writes meet
 ENOSPC itself) is written to by four clients until the disk fills. Every answer is OK or RESOURCE_EXHAUSTED
-"storage full" (never INTERNAL); searches keep working; freeing space lets writes resume without a restart;
+"storage full" (never INTERNAL); searches keep working; freeing space lets writes resume without a restart
+(and the lexical index that Lucene gave up on is rebuilt);
 the disk fills again and the server is SIGKILLed at that moment; after a restart with space, every
 acknowledged write is there and searchable. The counts are printed for the README ("Guarantees")."""
 
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from collections import Counter
@@ -16,21 +18,30 @@ import grpc
 import pytest
 from small_fs import fill, small_filesystem
 
-from reliability.crash import token
+from reliability.crash import WORDS, token
 from reliability.proc import ServerProcess, free_port
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
 from server.grpc.gen.engram.v1 import service_pb2 as spb
 
 TENANT = "disk/full"
+GROUP = 16          # memories per Write
+PHASE_S = 300.0     # a phase that has not met enough refusals by then fails (it never hangs the run)
+# Durability, not ranking: the packaged MiniLM embeds faster than e5 on a CPU; Lucene commits every 0.5 s.
+ENV = {"ENGRAM_STORAGE__MIN_FREE_MB": "0", "ENGRAM_LUCENE_COMMIT_INTERVAL_S": "0.5", "ENGRAM_MODELS__EMBEDDER": "minilm"}
 
 
 def write_until(client, *, worker: int, start: int, acked: dict[str, str], statuses: Counter[str],
                 lock: threading.Lock, stop: threading.Event, refusals: int) -> None:
+    """Writes groups of distinct memories (no two alike: none merges into another) until ``refusals``
+    RESOURCE_EXHAUSTED answers, ``stop``, the phase's deadline, or any other error (recorded: the test fails
+    on it rather than retrying forever)."""
     n, refused = start, 0
-    while not stop.is_set() and refused < refusals:
-        tokens = [token(worker, n + i) for i in range(8)]
-        n += 8
-        memories = [pb.MemoryInput(content=f"{t} " + "filler words about the disk " * 6) for t in tokens]
+    rng = random.Random(start + worker)
+    deadline = time.monotonic() + PHASE_S
+    while not stop.is_set() and refused < refusals and time.monotonic() < deadline:
+        tokens = [token(worker, n + i) for i in range(GROUP)]
+        n += GROUP
+        memories = [pb.MemoryInput(content=" ".join([t, *rng.sample(WORDS, 9)])) for t in tokens]
         try:
             reply = client.memory.Write(spb.WriteRequest(tenant_id=TENANT, memories=memories),
                                         metadata=client.metadata, timeout=60)
@@ -39,12 +50,15 @@ def write_until(client, *, worker: int, start: int, acked: dict[str, str], statu
                 statuses[exc.code().name] += 1
                 if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                     assert "storage full" in (exc.details() or ""), exc.details()
-            refused += exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                return
+            refused += 1
             time.sleep(0.05)
             continue
         with lock:
             statuses["OK"] += 1
             for t, r in zip(tokens, reply.results, strict=True):
+                assert r.outcome == spb.WRITE_OUTCOME_CREATED, r
                 acked[t] = r.memory_id
 
 
@@ -65,16 +79,15 @@ def run_writers(server: ServerProcess, *, first: int, acked: dict[str, str], sta
 @pytest.mark.slow
 def test_a_full_disk_is_answered_and_every_acknowledged_write_survives(tmp_path: Path) -> None:
     with small_filesystem(tmp_path / "fs", size_mb=24) as fs:
-        server = ServerProcess(data_dir=fs / "data", log_path=tmp_path / "server.log",
-                               env={"ENGRAM_STORAGE__MIN_FREE_MB": "0", "ENGRAM_LUCENE_COMMIT_INTERVAL_S": "0.5"}).start()
+        server = ServerProcess(data_dir=fs / "data", log_path=tmp_path / "server.log", env=ENV).start()
         acked: dict[str, str] = {}
         statuses: Counter[str] = Counter()
         try:
             admin = server.client()
             admin.create_tenant(TENANT)
             spare = fs / "spare.bin"
-            spare.write_bytes(b"\0" * (3 << 20))       # freed later: "space returns"
-            filler = fill(fs, leave_bytes=3 << 20)
+            spare.write_bytes(b"\0" * (3 << 20))       # freed later: "space returns" (room for the Lucene rebuild)
+            filler = fill(fs, leave_bytes=2 << 20)
             run_writers(server, first=0, acked=acked, statuses=statuses, refusals=5)
             full_first = dict(statuses)
             assert statuses["RESOURCE_EXHAUSTED"] >= 20 and statuses["OK"] > 0, statuses
@@ -84,6 +97,7 @@ def test_a_full_disk_is_answered_and_every_acknowledged_write_survives(tmp_path:
             resumed = Counter()
             run_writers(server, first=100_000, acked=acked, statuses=resumed, refusals=3)
             assert resumed["OK"] > 0, resumed
+            assert "lexical index rebuilt from the store" in server.log_text(), "the stale lexical index is repaired"
             statuses.update(resumed)
             # full again: SIGKILL while four writers are still meeting ENOSPC
             stop = threading.Event()
