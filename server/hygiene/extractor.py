@@ -95,14 +95,15 @@ class Extractor:
         texts = [m.content for m in window]
         facts = await self._ask(texts)
         key = (shard.tenant_id, conversation)
-        self._counts[key] = 0
         if not facts:
+            self._counts[key] = 0
             return Extraction()
         inputs = [MemoryInput(content=f.content, type=MemoryType.SEMANTIC, confidence=f.confidence,
                               source_ref=window[f.turns[0] - 1].source_ref, scope=window[f.turns[0] - 1].scope,
                               source_refs=tuple(window[n - 1].memory_id for n in f.turns),
                               metadata={"extracted": f.kind, "extractor": self.cfg.extractor_model}) for f in facts]
         results = await self.write(shard.tenant_id, inputs)
+        self._counts[key] = 0   # only a written extraction resets the count: a failed one is tried again
         await self._augment(shard, window, facts)
         ids = tuple(r.memory_id for r in results if r.memory_id)
         pending = sum(r.status == MemoryStatus.PENDING for r in results)
