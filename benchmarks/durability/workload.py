@@ -21,8 +21,8 @@ TOPICS = ("walnut harbor", "cobalt river", "saffron meadow", "quartz lantern", "
 class Cycle:
     writes: int = 10            # memories written per cycle (one Write)
     searches: int = 20          # live searches (their first hits count as uses: access records)
-    touches: int = 40           # Touch RPCs, each naming `touch_ids` memories
-    touch_ids: int = 10
+    touches: int = 10           # Touch RPCs, each naming `touch_ids` memories
+    touch_ids: int = 40
     live: int = 60              # the oldest beyond this are deleted every cycle
     lexical_searches: bool = True   # compress time: no embedding per search (the access and audit paths are the same)
 

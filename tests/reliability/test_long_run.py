@@ -26,6 +26,7 @@ def test_log_audit_rss_and_restart_stay_flat_over_many_operations(tmp_path: Path
             cycle(client, run, Cycle())
             if i % 50 == 0:
                 points.append(running.call(_measured(running, run), timeout=300))
+                print(points[-1], flush=True)
         assert run.operations >= 250_000, run.operations
         warm, late = points[:3], points[3:]
         log_cap = 2.0 * max(p["log_bytes"] for p in warm)
