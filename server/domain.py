@@ -164,6 +164,7 @@ class SearchQuery:
     dense_only: bool = False
     min_relevance: float | None = None
     gate: bool = False            # the recall gate: no search when the message clearly needs no memory
+    feedback: bool | None = None  # the second retrieval round: None = the server's rule, True = always, False = never
 
     def effective_statuses(self) -> frozenset[MemoryStatus]:
         if self.filter.statuses:

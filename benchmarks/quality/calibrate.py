@@ -75,11 +75,14 @@ def _rows(server: EvalServer, tenant: Ingested, hits: Mapping[str, Sequence[pb.H
                               np.array([s for _, _, s in dense]), np.array([i for _, i, _ in lexical], dtype=np.int64),
                               np.array([s for _, _, s in lexical]))
         labels = [float(any(qrels[qid].get(d, 0) > 0 for d in tenant.docs_of.get(h.memory.memory_id, ()))) for h in hs]
+        logits = [h.breakdown.rerank for h in hs if h.breakdown.HasField("rerank")]
+        cols["logit_gap"] = np.array([h.breakdown.rerank - max(logits) if h.breakdown.HasField("rerank") else 0.0
+                                      for h in hs])
         for i, h in enumerate(hs):
             fused_x.append([cols[f][i] for f in FUSED_FEATURES])
             fused_y.append(labels[i])
             if h.breakdown.HasField("rerank"):
-                rerank_x.append([h.breakdown.rerank, rrf_norm[i], cols["dense"][i]])
+                rerank_x.append([h.breakdown.rerank if f == "logit" else float(cols[f][i]) for f in RERANK_FEATURES])
                 rerank_y.append(labels[i])
     return fused_x, fused_y, rerank_x, rerank_y
 

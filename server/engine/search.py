@@ -62,6 +62,7 @@ class _Candidates:
     feedback_ids: np.ndarray | None = None   # the second round's dense list, when it ran
 
 
+FEEDBACK_DOCS = 3      # feedback docs of a query that asks for the second round while search.feedback_docs is 0
 TEMPORAL_AFTER = 1.0   # window_weight's fall-off after a window's end, in window lengths
 _NO_IDS = np.zeros(0, dtype=np.int64)
 _NO_SCORES = np.zeros(0, dtype=np.float64)
@@ -175,7 +176,7 @@ class SearchPipeline:
         t0 = time.monotonic_ns()
         cands = await loop.run_in_executor(self.cpu_pool, self._fuse_all, items, dense, lexical_results)
         timings.fusion_ns = time.monotonic_ns() - t0
-        if self.cfg.feedback_docs > 0 and any(is_weak(c.relevance, below=self.cfg.feedback_below) for c in cands):
+        if any(self._wants_feedback(it, c) for it, c in zip(items, cands, strict=True)):
             t0 = time.monotonic_ns()
             cands = await loop.run_in_executor(self.cpu_pool, self._feedback_stage, items, cands, dense,
                                                lexical_results)
@@ -270,16 +271,25 @@ class SearchPipeline:
     def _fuse_all(self, items: Sequence[SearchItem], dense: list, lexical: list) -> list[_Candidates]:
         return [self._fuse(it, d, lx) for it, d, lx in zip(items, dense, lexical, strict=True)]
 
+    def _wants_feedback(self, it: SearchItem, cand: _Candidates) -> bool:
+        """The second round runs for a query with a vector and candidates when it asks for it
+        (``SearchQuery.feedback``), or by the server's rule: feedback on and a weak first round."""
+        if it.vector is None or it.query.lexical_only or it.query.dense_only or len(cand.ids) == 0:
+            return False
+        if it.query.feedback is not None:
+            return it.query.feedback
+        return self.cfg.feedback_docs > 0 and is_weak(cand.relevance, below=self.cfg.feedback_below)
+
     def _feedback_stage(self, items: Sequence[SearchItem], cands: list[_Candidates], dense: list,
                         lexical: list) -> list[_Candidates]:
         """The second round for each weak query with a vector: a Rocchio step toward its top fused candidates,
         one more dense search per tenant group, and a fusion of the three lists."""
         moved: dict[int, SearchItem] = {}
         for i, (it, cand) in enumerate(zip(items, cands, strict=True)):
-            if it.vector is None or it.query.lexical_only or not is_weak(cand.relevance, below=self.cfg.feedback_below):
+            if not self._wants_feedback(it, cand):
                 continue
             try:
-                top = it.shard.dense.reconstruct_batch(cand.ids[: self.cfg.feedback_docs])
+                top = it.shard.dense.reconstruct_batch(cand.ids[: self.cfg.feedback_docs or FEEDBACK_DOCS])
             except (KeyError, RuntimeError):   # a candidate deleted since fusion: keep the first round
                 continue
             moved[i] = replace(it, vector=rocchio(it.vector, top, weight=self.cfg.feedback_weight))
@@ -317,7 +327,8 @@ class SearchPipeline:
                 continue
             scored = ~np.isnan(cand.rerank[:depth])   # a doc purged since fusion keeps its fused relevance
             head = cand.relevance[:depth].copy()
-            head[scored] = self.calibration.rerank({"logit": cand.rerank[:depth][scored],
+            logits = cand.rerank[:depth][scored]
+            head[scored] = self.calibration.rerank({"logit": logits, "logit_gap": logits - logits.max(initial=-np.inf),
                                                     **{f: v[:depth][scored] for f, v in cand.features.items()}})
             # Candidates past the rerank depth were not read by the cross-encoder: never above the head.
             tail = np.minimum(cand.relevance[depth:], head.min())

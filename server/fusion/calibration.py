@@ -6,9 +6,12 @@ Two models, each ``p = sigmoid(intercept + coef · features)``, fitted on labell
 
 * ``fused``: every candidate of the hybrid list, from ``dense`` (the query–memory cosine; a candidate
   the dense list did not return gets that list's lowest cosine, a bound), ``bm25`` (its BM25 score over
-  the query's best; 0 where BM25 did not return it) and ``rrf`` (its fused score over the highest possible).
-* ``rerank``: the reranked head, from the cross-encoder's ``logit`` with ``rrf`` and ``dense`` as above (the
-  hybrid evidence a cross-encoder trained on little data lacks: README "Ranking"); the JSON names which.
+  the query's best; 0 where BM25 did not return it), ``rrf`` (its fused score over the highest possible) and
+  ``dense_gap`` (its cosine minus the query's best: e5's cosines crowd into a narrow band, so how far a
+  memory lies behind the query's nearest one says more than the cosine itself).
+* ``rerank``: the reranked head, from the cross-encoder's ``logit`` and ``logit_gap`` (the logit minus the
+  head's best) with ``rrf``, ``dense`` and ``dense_gap`` as above (the hybrid evidence a cross-encoder trained
+  on little data lacks: README "Ranking"); the JSON names which.
 
 The probabilities are comparable across queries, so a threshold (the context block's ``min_relevance``)
 means the same for every query. Pure arrays in, arrays out.
@@ -25,8 +28,8 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-FUSED_FEATURES = ("dense", "bm25", "rrf")
-RERANK_FEATURES = ("logit", "rrf", "dense")   # what the rerank model may read; its JSON names which
+FUSED_FEATURES = ("dense", "bm25", "rrf", "dense_gap")    # what each model may read; its JSON names which
+RERANK_FEATURES = ("logit", "rrf", "dense", "dense_gap", "logit_gap")
 BUNDLED_CALIBRATION = Path(__file__).with_name("calibration.json")
 
 
@@ -91,4 +94,6 @@ def fused_features(cand_ids: np.ndarray, rrf_norm: np.ndarray, dense_ids: np.nda
         pos = np.minimum(pos, len(ids) - 1)
         found = ids[order][pos] == cand_ids
         out[found] = scores[order][pos[found]] / scale
-    return {"dense": dense, "bm25": bm25, "rrf": np.asarray(rrf_norm, dtype=np.float64)}
+    best = float(dense_scores[0]) if len(dense_scores) else 0.0
+    return {"dense": dense, "bm25": bm25, "rrf": np.asarray(rrf_norm, dtype=np.float64),
+            "dense_gap": dense - best if len(dense_scores) else np.zeros(n)}

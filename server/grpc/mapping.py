@@ -74,7 +74,8 @@ def query_from_pb(q: pb.SearchQuery, *, where: str = "query") -> SearchQuery:
         include_history=q.include_history, include_pending=q.include_pending, rerank_depth=q.rerank_depth,
         scoring=scoring_from_pb(q.scoring), candidates=q.candidates, context_block=q.context_block,
         context_items=q.context_items, lexical_only=q.lexical_only, dense_only=q.dense_only,
-        min_relevance=q.min_relevance if q.HasField("min_relevance") else None, gate=q.gate)
+        min_relevance=q.min_relevance if q.HasField("min_relevance") else None, gate=q.gate,
+        feedback=q.feedback if q.HasField("feedback") else None)
 
 
 def memory_to_pb(m: Memory) -> pb.Memory:

@@ -1,5 +1,6 @@
 """The second retrieval round (search.feedback_docs) through the real server: a weak query's Rocchio step
-reaches a memory that neither first-round list held; off (the default), the same search cannot."""
+reaches a memory that neither first-round list held; without it, the same search cannot. A query may also ask
+for the round or refuse it (``SearchQuery.feedback``)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def _server(tmp_path_factory, embedder, name: str, **search):  # type: ignore[no
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory, jvm, embedder):  # type: ignore[no-untyped-def]
-    off = _server(tmp_path_factory, embedder, "off")
+    # "off": the rule never fires (no first round is below 0), so only a query asking for the round runs it
+    off = _server(tmp_path_factory, embedder, "off", feedback_docs=1, feedback_weight=1.0, feedback_below=0.0)
     on = _server(tmp_path_factory, embedder, "on", feedback_docs=1, feedback_weight=1.0, feedback_below=1.0)
     yield off[1], on[1]
     off[0].stop()
@@ -47,10 +49,17 @@ def test_the_second_round_reaches_the_top_hits_neighbour(servers) -> None:  # ty
     assert found[NEIGHBOUR].dense_rank == 0 and found[NEIGHBOUR].bm25_rank == 0   # only the second round had it
 
 
-def test_a_confident_first_round_skips_the_second(tmp_path_factory, jvm, embedder) -> None:  # type: ignore[no-untyped-def]
-    running, client = _server(tmp_path_factory, embedder, "never", feedback_docs=1, feedback_weight=1.0,
-                              feedback_below=0.0)
+def test_off_by_default(tmp_path_factory, jvm, embedder) -> None:  # type: ignore[no-untyped-def]
+    running, client = _server(tmp_path_factory, embedder, "default")
     try:
         assert NEIGHBOUR not in {h.memory.content for h in client.search(T, QUERY, top_k=10).hits}
     finally:
         running.stop()
+
+
+def test_a_query_can_ask_for_the_second_round_or_refuse_it(servers) -> None:  # type: ignore[no-untyped-def]
+    off, on = servers
+    asked = {h.memory.content for h in off.search(T, QUERY, top_k=10, feedback=True).hits}
+    assert NEIGHBOUR in asked                      # the server's rule is off; the query asks for it
+    refused = {h.memory.content for h in on.search(T, QUERY, top_k=10, feedback=False).hits}
+    assert NEIGHBOUR not in refused                # the server's rule would run it; the query says no

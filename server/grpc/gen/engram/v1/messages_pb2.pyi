@@ -188,7 +188,7 @@ class Scoring(_message.Message):
     def __init__(self, disable_decay: _Optional[bool] = ..., disable_importance: _Optional[bool] = ..., episodic_half_life_s: _Optional[float] = ..., semantic_half_life_s: _Optional[float] = ..., procedural_half_life_s: _Optional[float] = ..., importance_weight: _Optional[float] = ..., now_ms: _Optional[int] = ..., decay_floor: _Optional[float] = ..., recency_weight: _Optional[float] = ..., disable_temporal: _Optional[bool] = ...) -> None: ...
 
 class SearchQuery(_message.Message):
-    __slots__ = ("text", "top_k", "filter", "include_history", "include_pending", "rerank_depth", "scoring", "candidates", "context_block", "context_items", "lexical_only", "dense_only", "min_relevance", "gate")
+    __slots__ = ("text", "top_k", "filter", "include_history", "include_pending", "rerank_depth", "scoring", "candidates", "context_block", "context_items", "lexical_only", "dense_only", "min_relevance", "gate", "feedback")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
@@ -203,6 +203,7 @@ class SearchQuery(_message.Message):
     DENSE_ONLY_FIELD_NUMBER: _ClassVar[int]
     MIN_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     GATE_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_FIELD_NUMBER: _ClassVar[int]
     text: str
     top_k: int
     filter: Filter
@@ -217,7 +218,8 @@ class SearchQuery(_message.Message):
     dense_only: bool
     min_relevance: float
     gate: bool
-    def __init__(self, text: _Optional[str] = ..., top_k: _Optional[int] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., include_history: _Optional[bool] = ..., include_pending: _Optional[bool] = ..., rerank_depth: _Optional[int] = ..., scoring: _Optional[_Union[Scoring, _Mapping]] = ..., candidates: _Optional[int] = ..., context_block: _Optional[bool] = ..., context_items: _Optional[int] = ..., lexical_only: _Optional[bool] = ..., dense_only: _Optional[bool] = ..., min_relevance: _Optional[float] = ..., gate: _Optional[bool] = ...) -> None: ...
+    feedback: bool
+    def __init__(self, text: _Optional[str] = ..., top_k: _Optional[int] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., include_history: _Optional[bool] = ..., include_pending: _Optional[bool] = ..., rerank_depth: _Optional[int] = ..., scoring: _Optional[_Union[Scoring, _Mapping]] = ..., candidates: _Optional[int] = ..., context_block: _Optional[bool] = ..., context_items: _Optional[int] = ..., lexical_only: _Optional[bool] = ..., dense_only: _Optional[bool] = ..., min_relevance: _Optional[float] = ..., gate: _Optional[bool] = ..., feedback: _Optional[bool] = ...) -> None: ...
 
 class Timings(_message.Message):
     __slots__ = ("queue_ns", "embed_ns", "ann_ns", "bm25_ns", "fusion_ns", "rerank_ns", "decay_ns", "total_ns", "batch_size")
