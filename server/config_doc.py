@@ -32,6 +32,12 @@ MEANINGS = {
     "search.rerank_cjk": ("rerank queries in CJK scripts at the default depth (the bundled cross-encoder reads "
                           "English only; an explicit per-request depth is always honoured)"),
     "search.min_relevance": "the context block leaves out hits whose calibrated relevance is below this (0: none)",
+    "search.feedback_docs": ("the second retrieval round (dense Rocchio) for weak queries: fused candidates fed back; "
+                             "0 = off (the default: it lowered LoCoMo dev recall@10); SearchQuery.feedback asks per query"),
+    "search.feedback_weight": "the second round's step toward the fed-back candidates' mean vector",
+    "search.feedback_below": "a first round is weak when its best calibrated fused relevance is below this",
+    "memory.thread_window_s": ("an EPISODIC memory written without a context is indexed with its conversation's previous "
+                               "turn (same scope, written last, at most this long before it); 0 = off"),
     "batching.enabled": "group concurrent queries into device batches",
     "batching.max_batch_requests": "queries per batch at most",
     "batching.max_batch_tokens": "padded tokens per batch at most (longest × count)",

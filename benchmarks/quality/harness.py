@@ -61,6 +61,7 @@ class Stage:
     live: bool = False  # with defaults: no "as of" either, so accesses are recorded as a user's would be
     recency_weight: float | None = None  # recency weight override (None: the server's)
     importance_weight: float | None = None  # importance weight override (None: the server's)
+    feedback: bool | None = None  # the second retrieval round for every query (True), never (False), or the server's rule
 
 
 BM25 = Stage("bm25", lexical_only=True)
@@ -70,6 +71,7 @@ RERANK = Stage("hybrid+rerank", rerank=True)
 DECAY = Stage("hybrid+decay", decay=True)
 DEFAULTS = Stage("defaults", defaults=True)
 LIVE = Stage("defaults (live)", defaults=True, live=True)
+SECOND_ROUND = Stage("defaults + second round", defaults=True, feedback=True)
 
 
 @dataclass
@@ -197,7 +199,8 @@ class EvalServer:
             chunk = queries[i:i + chunk_size]
             request = spb.SearchRequest(tenant_id=tenant.tenant, queries=[
                 pb.SearchQuery(text=clean(q.text), top_k=top_k, candidates=candidates, lexical_only=stage.lexical_only,
-                               dense_only=stage.dense_only, rerank_depth=rerank_depth, scoring=scoring)
+                               dense_only=stage.dense_only, rerank_depth=rerank_depth, scoring=scoring,
+                               feedback=stage.feedback)
                 for q in chunk])
             reply = self._memory.Search(request, metadata=self._metadata, timeout=600)
             for q, result in zip(chunk, reply.results, strict=True):

@@ -25,7 +25,8 @@ from benchmarks.quality.datasets import (
     load_scifact,
 )
 from benchmarks.quality.fusion import Setting, fuse, grid, settings_grid
-from benchmarks.quality.harness import BM25, DEFAULTS, DENSE, HYBRID, LIVE, RERANK, EvalServer, Ingested, Stage
+from benchmarks.quality.harness import (BM25, DEFAULTS, DENSE, HYBRID, LIVE, RERANK, SECOND_ROUND, EvalServer, Ingested,
+                                        Stage)
 from server.config import DAY_S, SearchConfig
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
 from server.text import has_cjk, has_code
@@ -46,7 +47,7 @@ def _scores(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, i
 
 
 def _stages(server: EvalServer, *extra: Stage) -> list[Stage]:
-    return [BM25, DENSE, HYBRID] + ([RERANK] if server.has_reranker else []) + list(extra)
+    return [BM25, DENSE, HYBRID] + ([RERANK] if server.has_reranker else []) + [SECOND_ROUND, *extra]
 
 
 def _server_setting(cfg: SearchConfig) -> Setting:

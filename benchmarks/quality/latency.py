@@ -1,0 +1,109 @@
+"""Search latency of each quality row's stage, at the server's defaults, on the cached 10k-memory tenant.
+
+``python -m benchmarks.quality.latency [--queries 60]``: one real server at its defaults (the shipped
+embedder, cross-encoder and calibration) over a copy of ``make bench-serving``'s 10k-memory tenant (built
+there once: SciFact-derived memories); one query per Search, sequential (one client), distinct query texts
+(no embedding-cache hits; SciFact train claims). Every stage runs each query in turn, interleaved, so load
+from other processes falls on all of them alike. The stages are the quality table's rows, sent the same
+way the quality harness sends them: ``bm25`` (``lexical_only``), ``dense`` (``dense_only``), ``hybrid``
+(``rerank_depth = -1``), ``defaults`` (no override). A second server with the second retrieval round on
+(``search.feedback_docs`` 3, weak threshold 1: every query takes it) gives the ``+ second round`` row.
+Writes ``benchmarks/results/quality/latency.json``; ``benchmarks.quality.report`` puts the p50/p95 beside
+each row of the README's quality table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+
+from benchmarks.quality.datasets import load_scifact, repo_root
+from benchmarks.serving.build import ADMIN_KEY, dataset_dir, tenant_name
+from server.app import build_app
+from server.config import load_config
+from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from server.grpc.gen.engram.v1 import service_pb2 as spb
+from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
+
+OUT = repo_root() / "benchmarks" / "results" / "quality" / "latency.json"
+STAGES: dict[str, dict[str, Any]] = {
+    "bm25": {"lexical_only": True}, "dense": {"dense_only": True}, "hybrid": {"rerank_depth": -1}, "defaults": {},
+}
+SERVERS: dict[str, dict[str, Any]] = {
+    "defaults": {}, "second round": {"search": {"feedback_docs": 3, "feedback_below": 1.0}},
+}
+
+
+def measure(*, queries: int) -> dict:
+    source = dataset_dir(tenants=1, per_tenant=10_000)
+    if not (source / "complete.json").is_file():
+        raise SystemExit(f"{source} missing: run `make bench-serving` once to build the 10k-memory tenant")
+    texts = [q.text for q in load_scifact(split="train").queries][:queries + 3]
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    meta = (("authorization", f"Bearer {ADMIN_KEY}"),)
+    runs: list[tuple[str, sgrpc.MemoryServiceStub, dict[str, Any]]] = []
+    with tempfile.TemporaryDirectory(prefix="engram-stage-latency-") as tmp:
+        apps, channels = [], []
+        for name, overrides in SERVERS.items():
+            data = Path(tmp) / name.replace(" ", "-")
+            shutil.copytree(source, data)
+            config = load_config(env={}, overrides={"listen": "127.0.0.1:0", "data_dir": data, "admin_key": ADMIN_KEY,
+                                                    "memory": {"audit_searches": False}, **overrides})
+
+            async def start(config=config):  # type: ignore[no-untyped-def]
+                app = build_app(config)
+                await app.start()
+                return app
+
+            apps.append(asyncio.run_coroutine_threadsafe(start(), loop).result(600))
+            channels.append(grpc.insecure_channel(f"127.0.0.1:{apps[-1].port}"))
+            stub = sgrpc.MemoryServiceStub(channels[-1])
+            if name == "defaults":
+                runs += [(stage, stub, fields) for stage, fields in STAGES.items()]
+            else:
+                runs.append((f"defaults + {name}", stub, {}))
+        samples: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+        for i, text in enumerate(texts):
+            for name, stub, fields in runs:
+                query = pb.SearchQuery(text=f"{text} [{name}]", top_k=10, **fields)
+                t0 = time.perf_counter()
+                stub.Search(spb.SearchRequest(tenant_id=tenant_name(0), queries=[query]), metadata=meta, timeout=60)
+                if i >= 3:   # warm-up
+                    samples[name].append((time.perf_counter() - t0) * 1000)
+        for channel in channels:
+            channel.close()
+        for app in apps:
+            asyncio.run_coroutine_threadsafe(app.stop(), loop).result(120)
+    loop.call_soon_threadsafe(loop.stop)
+    return {"memories": 10_000, "queries": queries, "clients": 1,
+            "stages": {name: {"p50_ms": round(float(np.percentile(s, 50)), 1),
+                              "p95_ms": round(float(np.percentile(s, 95)), 1), "n": len(s)}
+                       for name, s in samples.items()}}
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--queries", type=int, default=60)
+    args = p.parse_args()
+    result = measure(queries=args.queries)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
