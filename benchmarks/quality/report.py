@@ -32,9 +32,20 @@ def _get(table: dict, stage: str, *path: str) -> float | None:
     return node
 
 
-def markdown_table(results: dict[str, Any]) -> str:
+# The latency row (benchmarks/quality/latency.py) that times each quality stage: the same request shape.
+LATENCY_OF = {"defaults": "defaults", "defaults (live)": "defaults", "hybrid+rerank": "defaults", "bm25": "bm25",
+              "dense": "dense", "hybrid": "hybrid", "defaults + second round": "defaults + second round"}
+
+
+def _latency(latency: dict[str, Any] | None, stage: str) -> str:
+    row = (latency or {}).get("stages", {}).get(LATENCY_OF.get(stage, ""))
+    return f"{row['p50_ms']:.0f} / {row['p95_ms']:.0f}" if row else "—"
+
+
+def markdown_table(results: dict[str, Any], latency: dict[str, Any] | None = None) -> str:
     """One row per stage, the server's defaults first; columns: SciFact, LoCoMo ("<speaker>: <text>" turns and
-    the same written with write_conversation), the zh/en set, the recency set."""
+    the same written with write_conversation), the zh/en set, the recency set, and the stage's search latency
+    (p50 / p95 ms, 10k memories, one client: ``latency``, from benchmarks/quality/latency.py)."""
     sci = results.get("scifact", {}).get("stages", {})
     loc = results.get("locomo", {}).get("variants", {})
     zh = results.get("zh", {}).get("stages", {})
@@ -43,16 +54,16 @@ def markdown_table(results: dict[str, Any]) -> str:
     conv = loc.get("conversation", {}).get("stages", {})
     stages = list(dict.fromkeys([*sci, *said, *conv, *zh, *rec]))
     header = ("| stage | SciFact nDCG@10 | SciFact R@100 | LoCoMo R@10 | LoCoMo R@10 conversation "
-              "| zh/en nDCG@10 | zh queries nDCG@10 | zh/en R@5 | recency R@1 | recency nDCG@10 |")
+              "| zh/en nDCG@10 | zh queries nDCG@10 | zh/en R@5 | recency R@1 | recency nDCG@10 | p50 / p95 ms |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for stage in stages:
         cells = [_get(sci, stage, "ndcg@10"), _get(sci, stage, "recall@100"), _get(said, stage, "all", "recall@10"),
                  _get(conv, stage, "all", "recall@10"), _get(zh, stage, "all", "ndcg@10"),
                  _get(zh, stage, "zh", "ndcg@10"), _get(zh, stage, "all", "recall@5"),
                  _get(rec, stage, "all", "recall@1"), _get(rec, stage, "all", "ndcg@10")]
-        lines.append(f"| {stage} | " + " | ".join(_cell(c) for c in cells) + " |")
+        lines.append(f"| {stage} | " + " | ".join(_cell(c) for c in cells) + f" | {_latency(latency, stage)} |")
     for name, value in SCIFACT_REFERENCES.items():
-        lines.append(f"| *published: {name}* | {value:.3f} | | | | | | | | |")
+        lines.append(f"| *published: {name}* | {value:.3f} | | | | | | | | | |")
     return "\n".join(lines) + "\n"
 
 
@@ -65,6 +76,16 @@ def locomo_category_table(results: dict[str, Any], variant: str = "speaker") -> 
             cells = [scores.get(f"cat{c}", {}).get("recall@10") for c in (1, 2, 3, 4)] + [scores["all"]["recall@10"]]
             lines.append(f"| {name} | {stage} | " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def write_table(results: dict[str, Any], out: Path) -> str:
+    """``out/table.md`` from the results and, when present, ``out/latency.json``
+    (``python -m benchmarks.quality.latency``); returns the text."""
+    latency_file = out / "latency.json"
+    latency = json.loads(latency_file.read_text(encoding="utf-8")) if latency_file.is_file() else None
+    table = markdown_table(results, latency) + "\nLoCoMo recall@10 per category:\n\n" + locomo_category_table(results)
+    (out / "table.md").write_text(table, encoding="utf-8")
+    return table
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
@@ -105,3 +126,12 @@ def plot(results: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+if __name__ == "__main__":   # python -m benchmarks.quality.report [DIR]: table.md again from results.json + latency.json
+    import sys
+
+    where = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "results" / "quality"
+    data = json.loads((where / "results.json").read_text(encoding="utf-8"))
+    print(write_table({k: v for k, v in data.items() if k != "meta" and not (isinstance(v, dict) and "skipped" in v)},
+                      where))

@@ -81,9 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ran = {k: v for k, v in results.items() if not (isinstance(v, dict) and "skipped" in v)}
     report.write_json(results, args.out / "results.json")
     report.plot(ran, args.out / "quality.png")
-    table = report.markdown_table(ran) + "\nLoCoMo recall@10 per category:\n\n" + \
-        report.locomo_category_table(ran)
-    (args.out / "table.md").write_text(table, encoding="utf-8")
+    table = report.write_table(ran, args.out)
     log.info("quality results in %s (%.0fs)\n%s", args.out, results["meta"]["seconds"], table)
     return 0
 
