@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     fcoef, fint, fstats = fit(data, "fx", "fy")
     rcoef, rint, rstats = fit(data, "rx", "ry")
     source = ("benchmarks/quality/calibrate.py: SciFact train claims (cross-encoder: its held-out dev claims) over the "
-              "test corpus, and LoCoMo questions (categories 1-4) over '<speaker>: <text>' turns; equal weight each")
+              "test corpus, and LoCoMo questions (categories 1-4) over '<speaker>: <text>' turns written one by one "
+              "(threaded by the server); equal weight each")
     fit_entry = {
         "reranker": info.reranker.name, "source": source,
         "fused": {"features": list(FUSED_FEATURES), "coef": [round(float(c), 5) for c in fcoef], "intercept": round(fint, 5)},

@@ -10,7 +10,7 @@ Two models, each ``p = sigmoid(intercept + coef · features)``, fitted on labell
   ``dense_gap`` (its cosine minus the query's best: e5's cosines crowd into a narrow band, so how far a
   memory lies behind the query's nearest one says more than the cosine itself).
 * ``rerank``: the reranked head, from the cross-encoder's ``logit`` and ``logit_gap`` (the logit minus the
-  head's best) with ``rrf``, ``dense`` and ``dense_gap`` as above (the hybrid evidence a cross-encoder trained
+  head's best) with ``rrf``, ``dense``, ``dense_gap`` and ``bm25`` as above (the hybrid evidence a cross-encoder trained
   on little data lacks: README "Ranking"); the JSON names which.
 
 The probabilities are comparable across queries, so a threshold (the context block's ``min_relevance``)
@@ -29,7 +29,7 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 FUSED_FEATURES = ("dense", "bm25", "rrf", "dense_gap")    # what each model may read; its JSON names which
-RERANK_FEATURES = ("logit", "rrf", "dense", "dense_gap", "logit_gap")
+RERANK_FEATURES = ("logit", "rrf", "dense", "dense_gap", "logit_gap", "bm25")
 BUNDLED_CALIBRATION = Path(__file__).with_name("calibration.json")
 
 
