@@ -1,6 +1,10 @@
 """Crash safety: concurrent writes, supersedes and deletes against a server subprocess that is SIGKILLed at
 random moments and restarted. The checks are in ``crash.verify`` (see its docstring); after the last kill a
-copy of the data directory is also loaded offline and every index is compared with the store."""
+copy of the data directory is also loaded offline and every index is compared with the store.
+
+``COMPACTING`` makes automatic compaction run all the time (a log is due at 1.05 times its live data, from
+10 KiB; maintenance every 0.3 s), so kills land before, during and after compactions; the server log must
+show that compactions ran."""
 
 from __future__ import annotations
 
@@ -18,11 +22,13 @@ from reliability.proc import ServerProcess, free_port
 
 TENANTS = ("crash/a", "crash/b")
 WORKERS = 4
+COMPACTING = {"ENGRAM_STORAGE__COMPACT_RATIO": "1.05", "ENGRAM_STORAGE__COMPACT_MIN_MB": "0.01"}
 
 
-def run_crash_rounds(tmp_path: Path, *, kills: int, seed: int, dim: int) -> Counter[str]:
+def run_crash_rounds(tmp_path: Path, *, kills: int, seed: int, dim: int, env: dict[str, str] | None = None,
+                     ) -> Counter[str]:
     server = ServerProcess(data_dir=tmp_path / "data", log_path=tmp_path / "server.log",
-                           env={"ENGRAM_LUCENE_COMMIT_INTERVAL_S": "0.3"}).start()
+                           env={"ENGRAM_LUCENE_COMMIT_INTERVAL_S": "0.3", **(env or {})}).start()
     admin = server.client()
     for tenant in TENANTS:
         admin.create_tenant(tenant)
@@ -54,6 +60,7 @@ def run_crash_rounds(tmp_path: Path, *, kills: int, seed: int, dim: int) -> Coun
         totals["acked_ops"] = sum(m.acked_ops for m in models)
     finally:
         server.stop()
+    totals["compactions"] = server.log_text().count("log compacted")
     totals.update(check_indexes_offline(tmp_path / "after-last-kill", dim=dim))
     return totals
 
@@ -94,12 +101,21 @@ def check_indexes_offline(data_dir: Path, *, dim: int) -> Counter[str]:
     return counts
 
 
-def test_sigkill_during_writes_loses_no_acknowledged_write(tmp_path: Path, jvm: None, embedder) -> None:
-    totals = run_crash_rounds(tmp_path, kills=2, seed=7, dim=embedder.dim)
+def test_sigkill_during_writes_and_compactions_loses_no_acknowledged_write(tmp_path: Path, jvm: None,
+                                                                          embedder) -> None:
+    totals = run_crash_rounds(tmp_path, kills=2, seed=7, dim=embedder.dim, env=COMPACTING)
     assert totals["kills"] == 2 and totals["present"] > 0 and totals["searched"] > 0, totals
+    assert totals["compactions"] > 0, totals
 
 
 @pytest.mark.slow
 def test_twenty_five_sigkills(tmp_path: Path, jvm: None, embedder) -> None:
     totals = run_crash_rounds(tmp_path, kills=25, seed=2026, dim=embedder.dim)
     assert totals["kills"] == 25 and totals["deleted"] > 0 and totals["superseded"] > 0, totals
+
+
+@pytest.mark.slow
+def test_sigkills_while_compactions_run(tmp_path: Path, jvm: None, embedder) -> None:
+    totals = run_crash_rounds(tmp_path, kills=12, seed=22, dim=embedder.dim, env=COMPACTING)
+    assert totals["kills"] == 12 and totals["deleted"] > 0 and totals["superseded"] > 0, totals
+    assert totals["compactions"] >= 12, totals
