@@ -191,11 +191,12 @@ class StorageConfig:
     """The disk: the free-space watermark and automatic log compaction (README "Disk use")."""
 
     # Writes are refused (RESOURCE_EXHAUSTED "storage full") while the data dir's filesystem has less free; 0 = only
-    # ENOSPC stops them. The reserve a compaction (up to one live log) and Lucene commits need
+    # ENOSPC stops them. The reserve for writes in flight (~27 of the largest), Lucene commits and audit lines
+    # (README "Choosing the thresholds"); a compaction checks for its new log's room on top of it
     min_free_mb: int = 256
     # A tenant's log is compacted in the background once it is compact_ratio times its live data and at least
-    # compact_min_mb (benchmarks/durability: restart time follows the log size; ratio 2 rewrites each live byte at
-    # most once per garbage byte)
+    # compact_min_mb (benchmarks/durability/thresholds.py: replay ~40 ms/MiB; ratio 2 rewrites one byte per byte
+    # appended and bounds a restart at twice the compacted log; below 4 MiB history adds < 0.2 s to a restart)
     compact_ratio: float = 2.0
     compact_min_mb: float = 4.0
 

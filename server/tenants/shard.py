@@ -45,8 +45,9 @@ DENSE_SNAPSHOT = "dense.snap"
 WAL_NAME = "memories.wal"           # the store's log (TenantStore.open)
 SHARD_FIXED_BYTES = 512 * 1024      # measured: an open Lucene index ~50 KiB heap, ~300 KiB RSS, 1 fd (+1 WAL fd)
 MEMORY_BYTES = 700                  # a Memory object, its ids and its map entries, beside its content
-LEXICAL_BYTES_PER_MEMORY = 400      # a rebuilt Lucene index on disk (benchmarks/durability/thresholds.py)
+LEXICAL_BYTES_PER_MEMORY = 400      # a rebuilt Lucene index on disk, conservative (thresholds.py's short texts: 38)
 REPAIR_BACKOFF_S = (1.0, 60.0)      # after a rebuild that met a full disk: first wait, longest wait
+LEXICAL_SWAP_WAIT_S = 30.0          # a search waits at most this for a repair's swap (measured: tens of ms)
 
 
 class TenantShard:
@@ -56,7 +57,9 @@ class TenantShard:
         self.directory = directory
         self.store = store
         self.dense = dense
-        self.lexical = lexical
+        self._lexical = lexical
+        self._lexical_ready = threading.Event()   # cleared while a repair swaps the index (see ``lexical``)
+        self._lexical_ready.set()
         self.write_lock = threading.Lock()   # one writer per tenant; searches never take it
         self._lexical_seq = lexical.committed_seq()
         self._snapshot_lock = threading.Lock()
@@ -122,6 +125,17 @@ class TenantShard:
             self._lexical_write(puts, doomed)
         return seq
 
+    @property
+    def lexical(self) -> LuceneIndex:
+        """The tenant's Lucene index. While a repair swaps it (the stale one closed, the new one not yet open)
+        a search waits here, briefly, instead of meeting a closed index (LexicalIndexClosedError)."""
+        self._lexical_ready.wait(LEXICAL_SWAP_WAIT_S)
+        return self._lexical
+
+    @lexical.setter
+    def lexical(self, index: LuceneIndex) -> None:
+        self._lexical = index
+
     def _lexical_write(self, puts: Sequence[tuple[Memory, np.ndarray]], doomed: Sequence[int]) -> None:
         if self.lexical_stale:
             return   # the rebuild reads the store: nothing is lost by skipping
@@ -157,13 +171,17 @@ class TenantShard:
         with self.write_lock:
             if not self.lexical_stale or self.closed:
                 return False
+            self._lexical_ready.clear()
             try:
-                self.lexical.close()
-            except Exception as exc:  # noqa: BLE001 - its writer is already closed; nothing of it is needed
-                log.info("tenant %s: closing the stale lexical index failed (%s)", self.tenant_id,
-                         str(exc).splitlines()[0][:200])
+                try:
+                    self._lexical.close()
+                except Exception as exc:  # noqa: BLE001 - its writer is already closed; nothing of it is needed
+                    log.info("tenant %s: closing the stale lexical index failed (%s)", self.tenant_id,
+                             str(exc).splitlines()[0][:200])
+                self._lexical = LuceneIndex.open(self.directory / "lucene")
+            finally:
+                self._lexical_ready.set()
             try:
-                self.lexical = LuceneIndex.open(self.directory / "lucene")
                 self.lexical.delete_all(refresh=False)
                 self.lexical.upsert([(m.doc_id, memory_text(m)) for m in self.store.all()], refresh=False)
                 self.lexical.refresh()
