@@ -163,7 +163,8 @@ def build_metrics(config: ServerConfig, engine: Engine) -> Metrics | None:
         return None
     metrics = Metrics()
     metrics.watch(batchers=[engine.search_batcher, engine.write_batcher],
-                  loaded_tenants=lambda: len(engine.registry.loaded()), storage=engine.storage_stats)
+                  loaded_tenants=lambda: len(engine.registry.loaded()), storage=engine.storage_stats,
+                  rerank=engine.controller.state if engine.controller is not None else None)
     return metrics
 
 

@@ -31,6 +31,9 @@ MEANINGS = {
                             "precision (bf16 CPU, fp16 CUDA, int8), 5 in float32"),
     "search.rerank_cjk": ("rerank queries in CJK scripts at the default depth (the bundled cross-encoder reads "
                           "English only; an explicit per-request depth is always honoured)"),
+    "search.latency_target_ms": ("the latency the rerank-depth controller keeps (read as a p95): each batch's default-depth "
+                                 "queries get the deepest rerank its measured cost fits in; a sooner gRPC deadline is the "
+                                 "query's budget; 0 = off (always the full depth)"),
     "search.min_relevance": "the context block leaves out hits whose calibrated relevance is below this (0: none)",
     "search.feedback_docs": ("the second retrieval round (dense Rocchio) for weak queries: fused candidates fed back; "
                              "0 = off (the default: it lowered LoCoMo dev recall@10); SearchQuery.feedback asks per query"),

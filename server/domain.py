@@ -212,6 +212,7 @@ class Timings:
     decay_ns: int = 0
     total_ns: int = 0
     batch_size: int = 0
+    rerank_depth_used: int = 0   # the rerank depth this query ran at (the controller's, for a default-depth query)
 
 
 @dataclass(frozen=True, slots=True)

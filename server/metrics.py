@@ -45,6 +45,11 @@ LOG_BYTES = "engram_storage_log_bytes"                   # every tenant's memory
 LOG_BYTES_MAX = "engram_storage_log_bytes_max"           # the largest single tenant's log
 AUDIT_BYTES = "engram_storage_audit_bytes"
 COMPACTIONS = "engram_compactions"                       # counter → _total
+RERANK_TARGET = "engram_rerank_latency_target_seconds"   # search.latency_target_ms (0: the controller is off)
+RERANK_DEPTH = "engram_rerank_depth"                     # the depth the controller gave the last batch
+RERANK_DEPTH_FULL = "engram_rerank_depth_full"           # the default depth it starts from
+RERANK_PAIR_SECONDS = "engram_rerank_pair_seconds"       # its cost model: seconds per (query, candidate) pair
+RERANK_BATCHES = "engram_rerank_batches"                 # counter → _total, by depth: full | reduced | skipped
 
 STAGES = ("queue", "embed", "ann", "bm25", "fusion", "rerank", "decay", "total")
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -114,10 +119,12 @@ class Metrics:
 
     # -- state read at scrape time -----------------------------------------------------------------------
     def watch(self, *, batchers: Sequence[BatcherView], loaded_tenants: Callable[[], int],
-              storage: Callable[[], Mapping[str, Any]] | None = None) -> None:
+              storage: Callable[[], Mapping[str, Any]] | None = None, rerank: Callable[[], Any] | None = None) -> None:
         self.registry.register(_StateCollector(batchers, loaded_tenants))
         if storage is not None:
             self.registry.register(_StorageCollector(storage))
+        if rerank is not None:
+            self.registry.register(_RerankCollector(rerank))
 
     # -- the endpoint ------------------------------------------------------------------------------------
     def serve(self, listen: str) -> int:
@@ -163,6 +170,26 @@ class _StateCollector(Collector):
             rejected.add_metric([b.name], stats.rejected)
         yield from (depth, capacity, batches, items, dropped, rejected)
         yield GaugeMetricFamily(TENANTS_LOADED, "Tenant shards loaded in memory.", value=self._loaded_tenants())
+
+
+class _RerankCollector(Collector):
+    """The rerank-depth controller's state (``RerankController.state``) at scrape time."""
+
+    def __init__(self, state: Callable[[], Any]) -> None:
+        self._state = state
+
+    def collect(self) -> Iterator[Metric]:
+        s = self._state()
+        yield GaugeMetricFamily(RERANK_TARGET, "The latency target the rerank depth is chosen for (0: off).",
+                                value=s.target_ms / 1000.0)
+        yield GaugeMetricFamily(RERANK_DEPTH, "The rerank depth the last search batch ran at.", value=s.depth)
+        yield GaugeMetricFamily(RERANK_DEPTH_FULL, "The default rerank depth (when idle).", value=s.full_depth)
+        yield GaugeMetricFamily(RERANK_PAIR_SECONDS, "Measured cross-encoder seconds per pair, smoothed.",
+                                value=s.ms_per_pair / 1000.0)
+        batches = CounterMetricFamily(RERANK_BATCHES, "Search batches by the rerank depth chosen.", labels=["depth"])
+        for label, value in (("full", s.batches_full), ("reduced", s.batches_reduced), ("skipped", s.batches_skipped)):
+            batches.add_metric([label], value)
+        yield batches
 
 
 class _StorageCollector(Collector):

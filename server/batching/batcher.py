@@ -75,9 +75,11 @@ class Batcher(Generic[T]):
 
     def __init__(self, *, name: str, run_batch: Callable[[list[Entry[T]], Callable[[], None]], Awaitable[None]],
                  max_tokens: int, max_requests: int, max_wait_ms: float, capacity: int,
-                 max_in_flight: int = 2, device_slots: int = 1) -> None:
+                 max_in_flight: int = 2, device_slots: int = 1,
+                 shape: Callable[[list[Entry[T]], list[Entry[T]], int], None] | None = None) -> None:
         self.name = name
         self._run_batch = run_batch
+        self._shape = shape   # decides per-batch settings (the rerank depth) as a batch forms: (batch, queued, now_ns)
         self.max_tokens = max_tokens
         self.max_requests = max_requests
         self.max_wait_s = max_wait_ms / 1000.0
@@ -132,6 +134,8 @@ class Batcher(Generic[T]):
                     self._device_slots.release()
                     self._slots.release()
                     continue
+                if self._shape is not None:
+                    self._shape(plan.batch, self._queue, time.monotonic_ns())
                 self._in_device += 1
                 task = asyncio.get_running_loop().create_task(self._run(plan.batch))
                 self._tasks.add(task)

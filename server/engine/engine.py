@@ -22,13 +22,14 @@ import numpy as np
 from kernels.decay import DecayRanker
 from models.base import Embedder, Reranker
 from server.batching.batcher import Batcher, Entry, device_slots
+from server.batching.controller import RerankController
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ServerConfig
 from server.domain import (AuditEntry, AuditOp, ConsolidationReport, Extraction, Filter, ForgetSpec, KeyScope, Memory, MemoryInput,
                            MemoryStatus, MemoryType, QueryResult, SearchQuery, WriteResult, is_expired)
 from server.engine.conversation import thread_contexts
 from server.engine.lifecycle import Lifecycle
-from server.engine.search import SearchItem, SearchPipeline
+from server.engine.search import SearchItem, SearchPipeline, auto_rerank_depth
 from server.engine.validation import validate_memories, validate_memory_ids, validate_queries
 from server.engine.write import commit_writes
 from server.errors import InvalidArgument, NotFound, PermissionDenied
@@ -89,6 +90,11 @@ class Engine:
         self.extractor = Extractor(cfg=config.memory, write=self._write_facts, embed=self._embed_texts,
                                    max_context_bytes=config.limits.max_content_bytes, write_pool=write_pool)
         b = config.batching
+        max_requests = b.max_batch_requests if b.enabled else 1
+        self.controller = RerankController(
+            target_ms=config.search.latency_target_ms, device=str(reranker.describe().get("device", device)),
+            full_depth=config.search.rerank_depth or auto_rerank_depth(reranker), max_requests=max_requests,
+        ) if reranker is not None else None
         self.query_cache = QueryEmbeddingCache(ttl_ms=b.query_cache_ttl_ms, max_entries=b.query_cache_entries)
         self.search_pipeline = SearchPipeline(embedder=embedder, reranker=reranker, ranker=ranker,
                                               device_pool=device_pool, cpu_pool=cpu_pool,
@@ -96,14 +102,13 @@ class Engine:
                                               calibration=load_calibration_for(config, embedder, reranker),
                                               access_step=config.memory.access_importance_step,
                                               access_cap=config.memory.access_importance_max,
-                                              cache=self.query_cache)
-        max_requests = b.max_batch_requests if b.enabled else 1
+                                              cache=self.query_cache, controller=self.controller)
         wait = b.max_wait_ms if b.enabled else 0.0
         slots = b.device_slots or device_slots(max_requests)
         self.search_batcher: Batcher[SearchItem] = Batcher(
             name="search", run_batch=self.search_pipeline.run_batch, max_tokens=b.max_batch_tokens,
             max_requests=max_requests, max_wait_ms=wait, capacity=b.queue_capacity,
-            device_slots=slots)
+            device_slots=slots, shape=self.search_pipeline.shape)
         self.write_batcher: Batcher[list[str]] = Batcher(
             name="write-embed", run_batch=self._embed_batch, max_tokens=b.max_batch_tokens * 4,
             max_requests=max_requests, max_wait_ms=wait, capacity=b.queue_capacity,
@@ -392,6 +397,7 @@ class Engine:
                                             max_wait_ms=self.search_batcher.max_wait_s * 1000.0),
             "half_life_s": {"EPISODIC": c.scoring.episodic_half_life_s, "SEMANTIC": c.scoring.semantic_half_life_s,
                             "PROCEDURAL": c.scoring.procedural_half_life_s},
+            "rerank_control": self.controller.state() if self.controller is not None else None,
         }
 
     def stats(self, principal: KeyScope, tenant_id: str = "") -> dict[str, Any]:

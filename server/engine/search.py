@@ -18,10 +18,12 @@ import numpy as np
 from kernels.decay import DecayRanker
 from models.base import Embedder, Reranker
 from server.batching.batcher import Entry
+from server.batching.controller import RerankController
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ScoringConfig, SearchConfig
 from server.domain import Breakdown, Hit, MemoryType, QueryResult, SearchQuery, Timings
 from server.engine.feedback import is_weak, rocchio
+from server.engine.rerank import PairScorer
 from server.fusion.calibration import Calibration, fused_features
 from server.fusion.rrf import rrf_filtered, rrf_max
 from server.store.access import access_boost_inputs
@@ -38,6 +40,7 @@ class SearchItem:
     query: SearchQuery
     now_ms: int
     vector: np.ndarray | None = None           # filled by the embed stage (or the cache)
+    depth_cap: int | None = None               # the rerank-depth controller's depth for this batch (default depth only)
     cjk: bool = field(init=False)              # the query text has CJK script: fusion and rerank both ask
 
     def __post_init__(self) -> None:
@@ -116,7 +119,8 @@ class SearchPipeline:
     def __init__(self, *, embedder: Embedder, reranker: Reranker | None, ranker: DecayRanker,
                  device_pool: Executor, cpu_pool: Executor, search: SearchConfig,
                  scoring: ScoringConfig, calibration: Calibration, access_step: float = 0.0,
-                 access_cap: float = 1.0, cache: QueryEmbeddingCache | None = None) -> None:
+                 access_cap: float = 1.0, cache: QueryEmbeddingCache | None = None,
+                 controller: RerankController | None = None) -> None:
         self.embedder = embedder
         self.reranker = reranker
         self.ranker = ranker
@@ -129,6 +133,8 @@ class SearchPipeline:
         self.access_step = access_step
         self.access_cap = access_cap
         self.default_rerank_depth = search.rerank_depth or auto_rerank_depth(reranker)
+        self.controller = controller
+        self.scorer = PairScorer(reranker=reranker, device_pool=device_pool, cpu_pool=cpu_pool) if reranker else None
 
     def depth(self, query: SearchQuery) -> int:
         base = query.candidates or self.cfg.candidates
@@ -143,7 +149,20 @@ class SearchPipeline:
             return 0
         if query.rerank_depth:
             return query.rerank_depth
-        return 0 if not self.cfg.rerank_cjk and it.cjk else self.default_rerank_depth
+        if not self.cfg.rerank_cjk and it.cjk:
+            return 0
+        return self.default_rerank_depth if it.depth_cap is None else min(it.depth_cap, self.default_rerank_depth)
+
+    def shape(self, batch: list[Entry[SearchItem]], queued: list[Entry[SearchItem]], now_ns: int) -> None:
+        """As a batch forms: the controller's depth for its default-depth queries (an explicit per-request
+        depth is honoured as asked)."""
+        if self.controller is None:
+            return
+        default = [e.payload for e in batch if self.reranker is not None and e.payload.query.rerank_depth == 0
+                   and (self.cfg.rerank_cjk or not e.payload.cjk)]
+        depth = self.controller.choose(batch, queued, reranked=len(default), now_ns=now_ns)
+        for it in default:
+            it.depth_cap = depth
 
     # -- the batch ----------------------------------------------------------------------------------
     async def run_batch(self, batch: list[Entry[SearchItem]], device_done: Callable[[], None]) -> None:
@@ -152,6 +171,7 @@ class SearchPipeline:
         ``device_done`` is called once the embedding pass is over: the batcher may then form the next
         batch (a reranking pass later queues on the device thread behind its embedding)."""
         loop = asyncio.get_running_loop()
+        started_ns = time.monotonic_ns()
         items = [entry.payload for entry in batch]
         timings = Timings(batch_size=len(batch))
         lexical = loop.run_in_executor(self.cpu_pool, self._lexical_stage, items)
@@ -182,16 +202,21 @@ class SearchPipeline:
                                                lexical_results)
             timings.ann_ns += time.monotonic_ns() - t0   # the second dense round (and its fusion)
         pairs, owners = self._rerank_pairs(items, cands)
+        computed, compute_ns = 0, 0
         if pairs:
-            assert self.reranker is not None
+            assert self.scorer is not None
             t0 = time.monotonic_ns()
-            pair_tokens = await loop.run_in_executor(self.cpu_pool, self.reranker.tokenize, pairs)
-            logits = await loop.run_in_executor(self.device_pool, self.reranker.forward, pair_tokens)
+            scored = await self.scorer.score(pairs, [items[qi].shard.tenant_id for qi, _ in owners])
             timings.rerank_ns = time.monotonic_ns() - t0
-            self._apply_rerank(items, cands, owners, logits)
+            computed, compute_ns = scored.computed, scored.compute_ns
+            self._apply_rerank(items, cands, owners, scored.logits)
         results = await loop.run_in_executor(self.cpu_pool, self._rank_stage, items, cands, timings)
-        for entry, result in zip(batch, results, strict=True):
+        if self.controller is not None:   # the cost model: ms per pair, and per query for the other stages
+            self.controller.observe(queries=len(batch), other_ms=(time.monotonic_ns() - started_ns - timings.rerank_ns) / 1e6,
+                                    pairs=computed, rerank_ms=compute_ns / 1e6)
+        for entry, it, result in zip(batch, items, results, strict=True):
             own = Timings(**{f: getattr(result.timings, f) for f in Timings.__slots__})  # type: ignore[attr-defined]
+            own.rerank_depth_used = self.rerank_depth(it)
             own.queue_ns = entry.started_ns - entry.enqueued_ns
             own.total_ns = time.monotonic_ns() - entry.enqueued_ns
             entry.resolve(QueryResult(hits=result.hits, timings=own, context_block=result.context_block))

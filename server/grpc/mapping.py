@@ -7,6 +7,7 @@ from typing import Any
 from server.domain import (AuditEntry, AuditOp, Breakdown, ConsolidationReport, Extraction, Filter, ForgetMode,
                            ForgetSpec, Hit, Memory, MemoryInput, MemoryStatus, MemoryType, QueryResult, Scoring,
                            SearchQuery, Timings, WriteOutcome, WriteResult)
+from server.batching.controller import ControllerState
 from server.errors import InvalidArgument
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
 from server.grpc.gen.engram.v1 import service_pb2 as spb
@@ -106,7 +107,7 @@ def hit_to_pb(h: Hit) -> pb.Hit:
 def timings_to_pb(t: Timings) -> pb.Timings:
     return pb.Timings(queue_ns=t.queue_ns, embed_ns=t.embed_ns, ann_ns=t.ann_ns, bm25_ns=t.bm25_ns,
                       fusion_ns=t.fusion_ns, rerank_ns=t.rerank_ns, decay_ns=t.decay_ns, total_ns=t.total_ns,
-                      batch_size=t.batch_size)
+                      batch_size=t.batch_size, rerank_depth_used=t.rerank_depth_used)
 
 
 def query_result_to_pb(r: QueryResult) -> pb.QueryResult:
@@ -141,7 +142,15 @@ def info_to_pb(info: dict[str, Any], *, version: str) -> spb.InfoResponse:
         rrf_k=info["rrf_k"], half_life_s=info["half_life_s"])
     if info.get("reranker"):
         out.reranker.CopyFrom(model_info_to_pb(info["reranker"]))
+    if info.get("rerank_control") is not None:
+        out.rerank_control.CopyFrom(rerank_control_to_pb(info["rerank_control"]))
     return out
+
+
+def rerank_control_to_pb(s: ControllerState) -> pb.RerankControl:
+    return pb.RerankControl(target_ms=s.target_ms, full_depth=s.full_depth, depth=s.depth, ms_per_pair=s.ms_per_pair,
+                            ms_per_query=s.ms_per_query, device=s.device, batches_full=s.batches_full,
+                            batches_reduced=s.batches_reduced, batches_skipped=s.batches_skipped)
 
 
 def stats_to_pb(d: dict[str, Any]) -> spb.StatsResponse:

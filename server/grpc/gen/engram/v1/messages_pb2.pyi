@@ -222,7 +222,7 @@ class SearchQuery(_message.Message):
     def __init__(self, text: _Optional[str] = ..., top_k: _Optional[int] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., include_history: _Optional[bool] = ..., include_pending: _Optional[bool] = ..., rerank_depth: _Optional[int] = ..., scoring: _Optional[_Union[Scoring, _Mapping]] = ..., candidates: _Optional[int] = ..., context_block: _Optional[bool] = ..., context_items: _Optional[int] = ..., lexical_only: _Optional[bool] = ..., dense_only: _Optional[bool] = ..., min_relevance: _Optional[float] = ..., gate: _Optional[bool] = ..., feedback: _Optional[bool] = ...) -> None: ...
 
 class Timings(_message.Message):
-    __slots__ = ("queue_ns", "embed_ns", "ann_ns", "bm25_ns", "fusion_ns", "rerank_ns", "decay_ns", "total_ns", "batch_size")
+    __slots__ = ("queue_ns", "embed_ns", "ann_ns", "bm25_ns", "fusion_ns", "rerank_ns", "decay_ns", "total_ns", "batch_size", "rerank_depth_used")
     QUEUE_NS_FIELD_NUMBER: _ClassVar[int]
     EMBED_NS_FIELD_NUMBER: _ClassVar[int]
     ANN_NS_FIELD_NUMBER: _ClassVar[int]
@@ -232,6 +232,7 @@ class Timings(_message.Message):
     DECAY_NS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_NS_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    RERANK_DEPTH_USED_FIELD_NUMBER: _ClassVar[int]
     queue_ns: int
     embed_ns: int
     ann_ns: int
@@ -241,7 +242,8 @@ class Timings(_message.Message):
     decay_ns: int
     total_ns: int
     batch_size: int
-    def __init__(self, queue_ns: _Optional[int] = ..., embed_ns: _Optional[int] = ..., ann_ns: _Optional[int] = ..., bm25_ns: _Optional[int] = ..., fusion_ns: _Optional[int] = ..., rerank_ns: _Optional[int] = ..., decay_ns: _Optional[int] = ..., total_ns: _Optional[int] = ..., batch_size: _Optional[int] = ...) -> None: ...
+    rerank_depth_used: int
+    def __init__(self, queue_ns: _Optional[int] = ..., embed_ns: _Optional[int] = ..., ann_ns: _Optional[int] = ..., bm25_ns: _Optional[int] = ..., fusion_ns: _Optional[int] = ..., rerank_ns: _Optional[int] = ..., decay_ns: _Optional[int] = ..., total_ns: _Optional[int] = ..., batch_size: _Optional[int] = ..., rerank_depth_used: _Optional[int] = ...) -> None: ...
 
 class ScoreBreakdown(_message.Message):
     __slots__ = ("dense_rank", "dense_score", "bm25_rank", "bm25_score", "rrf", "rerank", "relevance", "decay", "importance_weight", "final", "recency", "temporal")
@@ -342,3 +344,25 @@ class Batching(_message.Message):
     max_batch_tokens: int
     max_wait_ms: float
     def __init__(self, enabled: _Optional[bool] = ..., max_batch_requests: _Optional[int] = ..., max_batch_tokens: _Optional[int] = ..., max_wait_ms: _Optional[float] = ...) -> None: ...
+
+class RerankControl(_message.Message):
+    __slots__ = ("target_ms", "full_depth", "depth", "ms_per_pair", "ms_per_query", "device", "batches_full", "batches_reduced", "batches_skipped")
+    TARGET_MS_FIELD_NUMBER: _ClassVar[int]
+    FULL_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    MS_PER_PAIR_FIELD_NUMBER: _ClassVar[int]
+    MS_PER_QUERY_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FULL_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_REDUCED_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    target_ms: float
+    full_depth: int
+    depth: int
+    ms_per_pair: float
+    ms_per_query: float
+    device: str
+    batches_full: int
+    batches_reduced: int
+    batches_skipped: int
+    def __init__(self, target_ms: _Optional[float] = ..., full_depth: _Optional[int] = ..., depth: _Optional[int] = ..., ms_per_pair: _Optional[float] = ..., ms_per_query: _Optional[float] = ..., device: _Optional[str] = ..., batches_full: _Optional[int] = ..., batches_reduced: _Optional[int] = ..., batches_skipped: _Optional[int] = ...) -> None: ...

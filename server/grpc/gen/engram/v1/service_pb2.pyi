@@ -160,7 +160,7 @@ class InfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("version", "device", "embedder", "reranker", "limits", "batching", "rrf_k", "half_life_s")
+    __slots__ = ("version", "device", "embedder", "reranker", "limits", "batching", "rrf_k", "half_life_s", "rerank_control")
     class HalfLifeSEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +176,7 @@ class InfoResponse(_message.Message):
     BATCHING_FIELD_NUMBER: _ClassVar[int]
     RRF_K_FIELD_NUMBER: _ClassVar[int]
     HALF_LIFE_S_FIELD_NUMBER: _ClassVar[int]
+    RERANK_CONTROL_FIELD_NUMBER: _ClassVar[int]
     version: str
     device: str
     embedder: _messages_pb2.ModelInfo
@@ -184,7 +185,8 @@ class InfoResponse(_message.Message):
     batching: _messages_pb2.Batching
     rrf_k: float
     half_life_s: _containers.ScalarMap[str, float]
-    def __init__(self, version: _Optional[str] = ..., device: _Optional[str] = ..., embedder: _Optional[_Union[_messages_pb2.ModelInfo, _Mapping]] = ..., reranker: _Optional[_Union[_messages_pb2.ModelInfo, _Mapping]] = ..., limits: _Optional[_Union[_messages_pb2.Limits, _Mapping]] = ..., batching: _Optional[_Union[_messages_pb2.Batching, _Mapping]] = ..., rrf_k: _Optional[float] = ..., half_life_s: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    rerank_control: _messages_pb2.RerankControl
+    def __init__(self, version: _Optional[str] = ..., device: _Optional[str] = ..., embedder: _Optional[_Union[_messages_pb2.ModelInfo, _Mapping]] = ..., reranker: _Optional[_Union[_messages_pb2.ModelInfo, _Mapping]] = ..., limits: _Optional[_Union[_messages_pb2.Limits, _Mapping]] = ..., batching: _Optional[_Union[_messages_pb2.Batching, _Mapping]] = ..., rrf_k: _Optional[float] = ..., half_life_s: _Optional[_Mapping[str, float]] = ..., rerank_control: _Optional[_Union[_messages_pb2.RerankControl, _Mapping]] = ...) -> None: ...
 
 class CreateTenantRequest(_message.Message):
     __slots__ = ("tenant_id", "initial_memories", "template_tenant_id")

@@ -1,0 +1,187 @@
+"""The rerank-depth controller: how many fused candidates each batch's queries send to the cross-encoder,
+so that queries meet ``search.latency_target_ms`` (or their own, tighter, gRPC deadline).
+
+It decides when a batch forms (the batcher's loop, the scheduler side); the search pipeline only runs
+the depth it was given and reports what its stages cost. The cost model is measured at run time on the
+reranker's device: milliseconds per (query, candidate) pair, smoothed, in buckets of the batch's pair
+count (a batch of 400 pairs costs less per pair than a batch of 5), and milliseconds per query for the rest
+of the pipeline (embedding, BM25, dense search, fusion, ranking). With those, for a batch of ``n`` default
+depth queries, the rerank time a depth ``d`` costs is ``n x d x ms_per_pair(n x d)``, and the depth is
+the largest one whose cost fits in both:
+
+- the batch's own budget: the tightest remaining time of its entries (``target - waited``, or the
+  deadline) less the batch's other stages;
+- the queue's: the next batch forms once this one's device work is done, so the entries still queued
+  wait for this batch's reranking too; their tightest remaining time less their own batch's stages.
+
+Idle, both are close to the whole target and the depth is the full default; as the queue grows the
+waits eat the budget and the depth falls; once the other stages alone overrun it (overload) the depth
+is 0, and the queue drains at the speed of the pipeline without the cross-encoder. A headroom factor
+keeps the mean cost model below the target's tail (the target is read as a p95).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+HEADROOM = 0.8          # the cost model is a mean; the target is a tail
+SMOOTHING = 0.2         # EWMA weight of a new measurement
+PRIOR_PAIR_MS = 1.0     # ms per pair before the first measurement (a CPU cross-encoder's order of magnitude)
+PRIOR_QUERY_MS = 5.0    # ms per query for the other stages before the first measurement
+
+
+class Timed(Protocol):
+    """What the controller reads of a queued entry (``Entry`` fits)."""
+
+    @property
+    def enqueued_ns(self) -> int: ...
+    @property
+    def deadline_ns(self) -> int | None: ...
+
+
+def bucket(units: int) -> int:
+    """Shape bucket of a batch with ``units`` pairs (or queries): its power of two."""
+    return max(0, int(units).bit_length() - 1)
+
+
+class CostModel:
+    """Smoothed milliseconds per unit (pair or query), by shape bucket. A bucket never measured reads its
+    nearest measured neighbour (then the prior). Written from executor threads: a lock guards the dict."""
+
+    def __init__(self, *, prior_ms: float, smoothing: float = SMOOTHING) -> None:
+        self.prior_ms = prior_ms
+        self.smoothing = smoothing
+        self._ms: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, units: int, ms: float) -> None:
+        if units <= 0 or not math.isfinite(ms) or ms < 0:
+            return
+        per_unit, b = ms / units, bucket(units)
+        with self._lock:
+            old = self._ms.get(b)
+            self._ms[b] = per_unit if old is None else (1 - self.smoothing) * old + self.smoothing * per_unit
+
+    def per_unit_ms(self, units: int) -> float:
+        with self._lock:
+            if not self._ms:
+                return self.prior_ms
+            b = bucket(units)
+            near = min(self._ms, key=lambda k: (abs(k - b), k))
+            return self._ms[near]
+
+    def measured(self) -> bool:
+        return bool(self._ms)
+
+
+def choose_depth(*, full_depth: int, queries: int, batch_left_ms: float, batch_other_ms: float,
+                 queue_left_ms: float | None, queue_other_ms: float, pair_ms: Callable[[int], float],
+                 headroom: float = HEADROOM) -> int:
+    """The largest depth in [0, full_depth] whose rerank time fits the batch's and the queue's budgets.
+
+    ``batch_left_ms``: the tightest remaining time of the batch's entries; ``batch_other_ms``: the batch's
+    stages other than reranking; ``queue_left_ms`` (None: nothing queued behind): the tightest remaining
+    time of the entries still queued; ``queue_other_ms``: their own batch's other stages;
+    ``pair_ms(pairs)``: ms per pair at that batch shape."""
+    if full_depth <= 0 or queries <= 0:
+        return 0
+    budget = batch_left_ms - batch_other_ms
+    if queue_left_ms is not None:
+        budget = min(budget, queue_left_ms - queue_other_ms)
+    budget *= headroom
+    if budget <= 0:
+        return 0
+    depth = full_depth
+    for _ in range(4):   # ms per pair depends on the shape the depth makes: settle it
+        fits = int(budget / (queries * max(pair_ms(queries * depth), 1e-9)))
+        if fits >= depth:
+            return depth
+        depth = max(0, fits)
+        if depth == 0:
+            return 0
+    return depth
+
+
+@dataclass(frozen=True)
+class ControllerState:
+    """What Info and /metrics report."""
+
+    target_ms: float        # 0: off (always the full depth)
+    full_depth: int
+    depth: int              # the depth the last batch got
+    ms_per_pair: float      # smoothed, at the last batch's shape
+    ms_per_query: float     # the other stages, smoothed, at the last batch's size
+    device: str
+    batches_full: int
+    batches_reduced: int
+    batches_skipped: int    # depth 0 (overload)
+
+
+class RerankController:
+    """Owns the cost model and the depth decisions; ``choose`` runs on the event loop when a batch forms,
+    ``observe`` on executor threads when its stages finish."""
+
+    def __init__(self, *, target_ms: float, full_depth: int, device: str, max_requests: int,
+                 prior_pair_ms: float = PRIOR_PAIR_MS) -> None:
+        self.target_ns = int(target_ms * 1_000_000)
+        self.full_depth = full_depth
+        self.device = device
+        self.max_requests = max(1, max_requests)
+        self.pairs = CostModel(prior_ms=prior_pair_ms)
+        self.queries = CostModel(prior_ms=PRIOR_QUERY_MS)
+        self.depth = full_depth
+        self._last_pairs = 1
+        self._last_queries = 1
+        self.counts = {"full": 0, "reduced": 0, "skipped": 0}
+
+    @property
+    def enabled(self) -> bool:
+        return self.target_ns > 0 and self.full_depth > 0
+
+    def _left_ms(self, entries: Sequence[Timed], now_ns: int) -> float:
+        """The tightest time left of these entries: target since arrival, or the deadline if sooner."""
+        left = math.inf
+        for e in entries:
+            end = e.enqueued_ns + self.target_ns
+            if e.deadline_ns is not None:
+                end = min(end, e.deadline_ns)
+            left = min(left, (end - now_ns) / 1e6)
+        return left
+
+    def choose(self, batch: Sequence[Timed], queued: Sequence[Timed], *, reranked: int, now_ns: int) -> int:
+        """The depth for this batch's default-depth queries (``reranked`` of them)."""
+        if not self.enabled:
+            return self.full_depth
+        if reranked == 0:
+            return self.full_depth
+        n = len(batch)
+        nxt = min(len(queued), self.max_requests)
+        depth = choose_depth(
+            full_depth=self.full_depth, queries=reranked, batch_left_ms=self._left_ms(batch, now_ns),
+            batch_other_ms=n * self.queries.per_unit_ms(n),
+            queue_left_ms=self._left_ms(queued[:self.max_requests], now_ns) if queued else None,
+            queue_other_ms=nxt * self.queries.per_unit_ms(nxt) if nxt else 0.0, pair_ms=self.pairs.per_unit_ms)
+        self.depth = depth
+        self.counts["full" if depth >= self.full_depth else "reduced" if depth > 0 else "skipped"] += 1
+        return depth
+
+    def observe(self, *, queries: int, other_ms: float, pairs: int, rerank_ms: float) -> None:
+        """A batch's measured cost: ``other_ms`` for its stages but reranking, ``rerank_ms`` for ``pairs``
+        (pairs the cross-encoder scored, cached ones excluded)."""
+        if queries > 0:
+            self.queries.observe(queries, other_ms)
+            self._last_queries = queries
+        if pairs > 0:
+            self.pairs.observe(pairs, rerank_ms)
+            self._last_pairs = pairs
+
+    def state(self) -> ControllerState:
+        return ControllerState(
+            target_ms=self.target_ns / 1e6, full_depth=self.full_depth, depth=self.depth,
+            ms_per_pair=self.pairs.per_unit_ms(self._last_pairs), ms_per_query=self.queries.per_unit_ms(self._last_queries),
+            device=self.device, batches_full=self.counts["full"], batches_reduced=self.counts["reduced"],
+            batches_skipped=self.counts["skipped"])

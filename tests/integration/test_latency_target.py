@@ -1,0 +1,85 @@
+"""The rerank-depth controller through the real server, under synthetic load: concurrent clients against
+an in-process server with a tiny cross-encoder. Asserts behaviour (the depth falls under load, returns
+to the full depth when idle, Info and /metrics report it), never wall-clock figures."""
+
+from __future__ import annotations
+
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import pytest
+from support import start_server
+
+from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from server.grpc.gen.engram.v1 import service_pb2 as spb
+
+FULL = 12
+TENANT = "acme/load"
+
+
+@pytest.fixture
+def loaded_server(tmp_path, jvm, embedder, tiny_reranker):  # type: ignore[no-untyped-def]
+    # A tight target, so that the 2-core test machine is "under load" with a few dozen concurrent queries.
+    running = start_server(tmp_path / "data", embedder=embedder, reranker=tiny_reranker, metrics_listen="127.0.0.1:0",
+                           search={"rerank_depth": FULL, "latency_target_ms": 60.0},
+                           batching={"query_cache_ttl_ms": 0})
+    client = running.client()
+    client.create_tenant(TENANT)
+    client.write(TENANT, *[f"Project {i} shipped in week {i % 9} with {i * 3} open tickets." for i in range(40)])
+    yield running, client
+    running.stop()
+
+
+def _idle_depth(client) -> int:  # type: ignore[no-untyped-def]
+    """The depth of a lone query; a loaded CI machine may slow one, so the best of a few."""
+    return max(client.search(TENANT, f"when did project {i} ship").timings.rerank_depth_used for i in range(5))
+
+
+def test_depth_falls_under_load_and_returns_to_full_when_idle(loaded_server) -> None:
+    running, client = loaded_server
+    assert _idle_depth(client) == FULL
+
+    def one(i: int) -> pb.QueryResult | grpc.StatusCode:
+        try:
+            return client.search(TENANT, f"which project had {i % 40 * 3} open tickets")
+        except grpc.RpcError as exc:
+            return exc.code()
+
+    with ThreadPoolExecutor(32) as pool:
+        results = list(pool.map(one, range(192)))
+    answered = [r for r in results if isinstance(r, pb.QueryResult)]
+    assert answered, results[:5]
+    depths = [r.timings.rerank_depth_used for r in answered]
+    assert min(depths) < FULL, "under load some batches must run shallower than the full depth"
+    assert max(r.timings.batch_size for r in answered) > 1
+    # Hits past a query's depth are never reranked.
+    for r in answered:
+        assert sum(h.breakdown.HasField("rerank") for h in r.hits) <= max(r.timings.rerank_depth_used, 0)
+    state = running.app.engine.controller.state()
+    assert state.batches_reduced + state.batches_skipped > 0
+
+    assert _idle_depth(client) == FULL, "idle again: the full depth"
+    info = client.memory.Info(spb.InfoRequest(), metadata=client.metadata).rerank_control
+    assert (info.target_ms, info.full_depth, info.depth, info.device) == (60.0, FULL, FULL, "cpu")
+    assert info.ms_per_pair > 0 and info.ms_per_query > 0
+    assert info.batches_reduced + info.batches_skipped > 0 and info.batches_full > 0
+    text = urllib.request.urlopen(f"http://127.0.0.1:{running.app.metrics_port}/metrics", timeout=10).read().decode()
+    assert "engram_rerank_latency_target_seconds 0.06" in text
+    assert f"engram_rerank_depth {float(FULL)}" in text and f"engram_rerank_depth_full {float(FULL)}" in text
+    assert 'engram_rerank_batches_total{depth="full"}' in text and "engram_rerank_pair_seconds" in text
+
+
+def test_an_explicit_depth_is_honoured_and_the_controller_can_be_off(tmp_path, jvm, embedder, tiny_reranker) -> None:
+    running = start_server(tmp_path / "data", embedder=embedder, reranker=tiny_reranker,
+                           search={"rerank_depth": FULL, "latency_target_ms": 0.0})
+    try:
+        client = running.client()
+        client.create_tenant(TENANT)
+        client.write(TENANT, *[f"Note {i} about the roadmap." for i in range(10)])
+        assert client.search(TENANT, "roadmap").timings.rerank_depth_used == FULL
+        assert client.search(TENANT, "roadmap", rerank_depth=3).timings.rerank_depth_used == 3
+        assert client.search(TENANT, "roadmap", rerank_depth=-1).timings.rerank_depth_used == 0
+        assert client.memory.Info(spb.InfoRequest(), metadata=client.metadata).rerank_control.target_ms == 0
+    finally:
+        running.stop()

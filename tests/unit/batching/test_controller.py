@@ -1,0 +1,110 @@
+"""The rerank-depth controller: the pure depth rule, the smoothed cost model, and the controller's use of
+waits, deadlines and the queue. No clocks: times are given."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.batching.controller import CostModel, RerankController, bucket, choose_depth
+
+MS = 1_000_000
+
+
+@dataclass
+class Job:
+    enqueued_ns: int
+    deadline_ns: int | None = None
+
+
+def flat(ms: float):  # noqa: ANN201
+    return lambda pairs: ms
+
+
+def test_idle_gets_the_full_depth() -> None:
+    assert choose_depth(full_depth=20, queries=1, batch_left_ms=250, batch_other_ms=10, queue_left_ms=None,
+                        queue_other_ms=0, pair_ms=flat(4.0)) == 20
+
+
+def test_depth_falls_as_the_budget_shrinks_and_is_zero_when_the_other_stages_overrun_it() -> None:
+    depths = [choose_depth(full_depth=20, queries=8, batch_left_ms=left, batch_other_ms=40, queue_left_ms=None,
+                           queue_other_ms=0, pair_ms=flat(1.0)) for left in (250, 150, 100, 60, 40, 10)]
+    assert depths[0] == 20
+    assert depths == sorted(depths, reverse=True) and depths[2] < 20
+    assert depths[-2:] == [0, 0]
+    # The rerank time chosen fits the budget (with the headroom).
+    assert 8 * depths[2] * 1.0 <= (100 - 40) * 0.8
+
+
+def test_the_queue_behind_the_batch_limits_its_depth() -> None:
+    alone = choose_depth(full_depth=20, queries=4, batch_left_ms=250, batch_other_ms=20, queue_left_ms=None,
+                         queue_other_ms=0, pair_ms=flat(2.0))
+    behind = choose_depth(full_depth=20, queries=4, batch_left_ms=250, batch_other_ms=20, queue_left_ms=80,
+                          queue_other_ms=40, pair_ms=flat(2.0))
+    assert alone == 20 and 0 < behind < alone
+
+
+def test_the_shape_dependent_cost_is_settled() -> None:
+    # Cheap per pair in big batches, dear in small ones: the depth is read at the shape it makes.
+    def pair_ms(pairs: int) -> float:
+        return 0.5 if pairs >= 64 else 3.0
+
+    depth = choose_depth(full_depth=20, queries=8, batch_left_ms=100, batch_other_ms=20, queue_left_ms=None,
+                         queue_other_ms=0, pair_ms=pair_ms)
+    assert depth * 8 * pair_ms(depth * 8) <= 80 * 0.8
+    assert depth >= 8
+
+
+def test_cost_model_smooths_by_shape_and_reads_the_nearest_bucket() -> None:
+    model = CostModel(prior_ms=7.0, smoothing=0.5)
+    assert model.per_unit_ms(10) == 7.0 and not model.measured()
+    model.observe(100, 200.0)      # 2 ms per pair at ~100 pairs
+    assert model.per_unit_ms(100) == 2.0
+    assert model.per_unit_ms(3) == 2.0          # nearest measured bucket
+    model.observe(100, 400.0)      # 4 ms per pair: EWMA 0.5
+    assert model.per_unit_ms(100) == 3.0
+    model.observe(4, 40.0)         # a small batch: its own bucket
+    assert model.per_unit_ms(4) == 10.0 and model.per_unit_ms(100) == 3.0
+    model.observe(0, 5.0)
+    model.observe(3, float("nan"))
+    assert bucket(4) != bucket(100)
+
+
+def controller(target_ms: float = 250.0) -> RerankController:
+    c = RerankController(target_ms=target_ms, full_depth=20, device="cpu", max_requests=64)
+    c.observe(queries=1, other_ms=10.0, pairs=20, rerank_ms=20.0)      # 1 ms per pair, 10 ms per query
+    return c
+
+
+def test_controller_full_when_idle_shallower_under_load_zero_under_overload_and_back() -> None:
+    c = controller()
+    now = 1000 * MS
+    assert c.choose([Job(now)], [], reranked=1, now_ns=now) == 20
+    # Load: a batch of 8 that waited 100 ms, 16 more queued behind, waiting already.
+    batch = [Job(now - 100 * MS) for _ in range(8)]
+    queued = [Job(now - 60 * MS) for _ in range(16)]
+    c.observe(queries=8, other_ms=8 * 6.0, pairs=160, rerank_ms=160 * 0.8)
+    loaded = c.choose(batch, queued, reranked=8, now_ns=now)
+    assert 0 < loaded < 20
+    # Overload: entries already past the target.
+    assert c.choose([Job(now - 300 * MS)] * 8, [Job(now - 280 * MS)] * 30, reranked=8, now_ns=now) == 0
+    # Idle again: full depth.
+    assert c.choose([Job(now)], [], reranked=1, now_ns=now) == 20
+    s = c.state()
+    assert (s.target_ms, s.full_depth, s.depth, s.device) == (250.0, 20, 20, "cpu")
+    assert (s.batches_full, s.batches_reduced, s.batches_skipped) == (2, 1, 1)
+    assert s.ms_per_pair > 0
+
+
+def test_a_deadline_sooner_than_the_target_is_the_budget() -> None:
+    c = controller()
+    now = 1000 * MS
+    assert c.choose([Job(now)], [], reranked=1, now_ns=now) == 20
+    assert c.choose([Job(now, deadline_ns=now + 20 * MS)], [], reranked=1, now_ns=now) < 20
+    assert c.choose([Job(now, deadline_ns=now + 5 * MS)], [], reranked=1, now_ns=now) == 0
+
+
+def test_off_or_nothing_to_rerank_is_the_full_depth() -> None:
+    off = controller(target_ms=0)
+    now = 1000 * MS
+    assert off.choose([Job(now - 900 * MS)] * 8, [], reranked=8, now_ns=now) == 20
+    assert controller().choose([Job(now - 900 * MS)], [], reranked=0, now_ns=now) == 20
