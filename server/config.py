@@ -64,6 +64,25 @@ class BatchingConfig:
     queue_capacity: int = 1024
     query_cache_ttl_ms: float = 5000.0   # repeated query text (same tenant) reuses its embedding; 0 = off
     query_cache_entries: int = 4096
+    # Fair share per tenant (server/batching/scheduler.py): while several tenants are active each puts at most
+    # tenant_quantum x its weight queries in a batch (alone, it fills the batch), and holds at most its weighted share
+    # of queue_capacity; beyond it RESOURCE_EXHAUSTED. 0 = no per-batch cap (README "Serving benchmark")
+    tenant_quantum: int = 4
+    tenant_weights: str = ""             # "tenant=weight,..." (default weight 1: equal shares)
+
+    def weights(self) -> dict[str, float]:
+        """``tenant_weights`` parsed: {tenant: weight}."""
+        out: dict[str, float] = {}
+        for item in filter(None, (part.strip() for part in self.tenant_weights.split(","))):
+            tenant, sep, value = item.rpartition("=")
+            try:
+                weight = float(value)
+            except ValueError:
+                weight = -1.0
+            if not sep or not tenant.strip() or not (weight > 0 and math.isfinite(weight)):
+                raise ConfigError(f"batching.tenant_weights: {item!r} is not tenant=weight (weight > 0)")
+            out[tenant.strip()] = weight
+        return out
 
 
 @dataclass(frozen=True)
@@ -241,6 +260,7 @@ class ServerConfig:
             (0.0 <= self.batching.max_wait_ms <= 100.0, "batching.max_wait_ms must be in [0, 100]"),
             (0 <= self.batching.device_slots <= 2, "batching.device_slots must be 0 (auto), 1 or 2"),
             (self.batching.queue_capacity >= 1, "batching.queue_capacity must be >= 1"),
+            (self.batching.tenant_quantum >= 0, "batching.tenant_quantum must be >= 0 (0 = no per-batch cap)"),
             (self.metrics_listen == "" or ":" in self.metrics_listen, "metrics_listen must be host:port or empty"),
             (self.console_listen == "" or ":" in self.console_listen, "console_listen must be host:port or empty"),
             (self.log_format in ("text", "json"), "log_format must be text or json"),
@@ -300,6 +320,7 @@ class ServerConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        self.batching.weights()   # raises on a malformed tenant=weight list
         return self
 
     def effective(self) -> dict[str, Any]:

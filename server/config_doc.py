@@ -49,6 +49,8 @@ MEANINGS = {
                               "(the next batch forms when the device frees), 2 without"),
     "batching.queue_capacity": "queued requests per batcher; beyond: RESOURCE_EXHAUSTED",
     "batching.query_cache_entries": "size of the query-embedding cache",
+    "batching.tenant_quantum": ("fair share: while several tenants are active, queries per tenant per batch at most "
+                                "(x its weight; alone, a tenant fills the batch); 0 = no per-batch cap"),
     "search.default_top_k": "hits per query when top_k is 0",
     "search.rrf_k": "the k of reciprocal rank fusion",
     "search.dense_weight": "weight of the dense list in fusion",

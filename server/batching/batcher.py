@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from server.batching.scheduler import next_batch
+from server.batching.scheduler import admit, next_batch, tenant_caps
 from server.errors import DeadlineExceeded, NotReady, Overloaded
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,8 @@ class Batcher(Generic[T]):
     def __init__(self, *, name: str, run_batch: Callable[[list[Entry[T]], Callable[[], None]], Awaitable[None]],
                  max_tokens: int, max_requests: int, max_wait_ms: float, capacity: int,
                  max_in_flight: int = 2, device_slots: int = 1,
-                 shape: Callable[[list[Entry[T]], list[Entry[T]], int], None] | None = None) -> None:
+                 shape: Callable[[list[Entry[T]], list[Entry[T]], int], None] | None = None,
+                 tenant_weights: Mapping[str, float] | None = None, tenant_quantum: int = 0) -> None:
         self.name = name
         self._run_batch = run_batch
         self._shape = shape   # decides per-batch settings (the rerank depth) as a batch forms: (batch, queued, now_ns)
@@ -84,7 +86,12 @@ class Batcher(Generic[T]):
         self.max_requests = max_requests
         self.max_wait_s = max_wait_ms / 1000.0
         self.capacity = capacity
+        self.tenant_weights = dict(tenant_weights or {})   # fair share (scheduler.py); absent: weight 1
+        self.tenant_quantum = tenant_quantum                # entries per tenant per contended batch; 0 = no cap
         self._queue: list[Entry[T]] = []
+        self._queued: Counter[str] = Counter()      # per tenant: entries in _queue
+        self._in_flight: Counter[str] = Counter()   # per tenant: submitted and not yet answered
+        self.tenant_rejected: Counter[str] = Counter()
         self._arrived = asyncio.Event()
         self._slots = asyncio.Semaphore(max_in_flight)
         self._device_slots = asyncio.Semaphore(min(device_slots, max_in_flight))
@@ -101,19 +108,46 @@ class Batcher(Generic[T]):
     def depth(self) -> int:
         return len(self._queue)
 
+    def tenant_depths(self) -> dict[str, tuple[int, int]]:
+        """(queued, rejected) per tenant that has either."""
+        return {t: (self._queued[t], self.tenant_rejected[t])
+                for t in set(+self._queued) | set(+self.tenant_rejected)}
+
+    def forget_tenant(self, tenant_id: str) -> None:
+        self.tenant_rejected.pop(tenant_id, None)
+
+    def _reject(self, tenant_id: str, why: str) -> Overloaded:
+        self.stats.rejected += 1
+        self.tenant_rejected[tenant_id] += 1
+        return Overloaded(f"{self.name} queue: {why}; retry later")
+
     async def submit(self, *, tenant_id: str, tokens: int, payload: T, deadline_ns: int | None) -> Any:
         if self._closed:
             raise NotReady("the server is shutting down")
-        if len(self._queue) >= self.capacity:
-            self.stats.rejected += 1
-            raise Overloaded(f"{self.name} queue is full ({self.capacity}); retry later")
+        verdict = admit(self._queued, tenant_id, capacity=self.capacity, weights=self.tenant_weights)
+        if not verdict.accept:
+            full = sum(self._queued.values()) >= self.capacity
+            raise self._reject(tenant_id, f"full ({self.capacity})" if full and len(+self._queued) <= 1
+                               else "this tenant's share of it is full")
         if deadline_ns is not None and deadline_ns <= time.monotonic_ns():
             raise DeadlineExceeded("deadline passed before the request was queued")
+        if verdict.push_out is not None:   # room for a tenant within its share: the newest of one over it goes
+            at = max(i for i, e in enumerate(self._queue) if e.tenant_id == verdict.push_out)
+            pushed = self._queue.pop(at)
+            self._queued[pushed.tenant_id] -= 1
+            pushed.fail(self._reject(pushed.tenant_id, "this tenant's share of it is full"))
         entry: Entry[T] = Entry(tenant_id=tenant_id, tokens=max(1, tokens), deadline_ns=deadline_ns,
                                 payload=payload, future=asyncio.get_running_loop().create_future())
         self._queue.append(entry)
+        self._queued[tenant_id] += 1
+        self._in_flight[tenant_id] += 1
         self._arrived.set()
-        return await entry.future
+        try:
+            return await entry.future
+        finally:
+            self._in_flight[tenant_id] -= 1
+            if self._in_flight[tenant_id] <= 0:
+                del self._in_flight[tenant_id]
 
     async def _loop(self) -> None:
         while True:
@@ -124,9 +158,12 @@ class Batcher(Generic[T]):
                 await self._device_slots.acquire()
                 if self.max_wait_s > 0 and self._in_device > 0:
                     await self._gather_stragglers()
+                caps = tenant_caps(self._queued, active=len(self._in_flight), weights=self.tenant_weights,
+                                   quantum=self.tenant_quantum, max_requests=self.max_requests)
                 plan = next_batch(self._queue, max_tokens=self.max_tokens, max_requests=self.max_requests,
-                                  now_ns=time.monotonic_ns())
+                                  now_ns=time.monotonic_ns(), caps=caps)
                 self._queue = plan.remaining
+                self._queued = Counter(e.tenant_id for e in self._queue)
                 for entry in plan.dropped:
                     self.stats.dropped += 1
                     entry.fail(DeadlineExceeded("deadline passed while queued"))
@@ -196,3 +233,4 @@ class Batcher(Generic[T]):
         for entry in self._queue:
             entry.fail(NotReady("the server is shutting down"))
         self._queue.clear()
+        self._queued.clear()

@@ -6,12 +6,21 @@ single over-long entry still forms a batch of one, since the model truncates it)
 ``max_requests`` entries; tenants take turns (round-robin in order of their oldest entry), so one
 tenant's flood cannot starve the others; an entry that would overflow the budget stays queued, in place,
 for the next batch.
+
+Fair share (weighted fair queuing; README "Serving benchmark"). Round-robin inclusion is not enough when
+the batch itself grows with a neighbour's queue: a quiet tenant's query then waits for, and rides in,
+batches as large as the flood makes them. So while more than one tenant is active (queued or in flight),
+each tenant puts at most ``quantum x weight`` entries in a batch (:func:`tenant_caps`); alone, a tenant
+fills the batch. And each tenant holds at most its weighted share of the queue's capacity among the
+tenants queued (:func:`admit`): beyond it, RESOURCE_EXHAUSTED at once; when the queue is full, a tenant
+within its share pushes out the newest entry of the tenant furthest over its own.
 """
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -40,7 +49,46 @@ def padded_cost(tokens: Sequence[int]) -> int:
     return max(tokens, default=0) * len(tokens)
 
 
-def next_batch(queue: Sequence[E], *, max_tokens: int, max_requests: int, now_ns: int) -> Plan[E]:
+def tenant_caps(queued: Collection[str], *, active: int, weights: Mapping[str, float], quantum: int,
+                max_requests: int) -> dict[str, int]:
+    """Entries each queued tenant may put in the next batch: the whole batch while it is the only active
+    tenant (``active``: tenants queued or in flight), else ``max(1, round(quantum x weight))``."""
+    if active <= 1 or quantum <= 0:
+        return {t: max_requests for t in queued}
+    return {t: max(1, min(max_requests, round(quantum * weights.get(t, 1.0)))) for t in queued}
+
+
+@dataclass(frozen=True)
+class Admission:
+    accept: bool
+    push_out: str | None = None   # a tenant over its share whose newest entry makes room
+
+
+def admit(counts: Mapping[str, int], tenant: str, *, capacity: int, weights: Mapping[str, float]) -> Admission:
+    """Whether ``tenant`` may queue one more entry, given each tenant's queued ``counts``: within its
+    weighted share of ``capacity`` among the tenants queued (itself included), and room in the queue or a
+    tenant over its share to push out."""
+    active = {t for t, n in counts.items() if n > 0} | {tenant}
+    total_w = sum(weights.get(t, 1.0) for t in active)
+
+    def share(t: str) -> float:
+        return capacity * weights.get(t, 1.0) / total_w
+
+    if counts.get(tenant, 0) >= max(1, math.floor(share(tenant))):
+        return Admission(False)
+    if sum(counts.values()) < capacity:
+        return Admission(True)
+    others = sorted(active - {tenant})
+    if others:
+        over = max(others, key=lambda t: counts.get(t, 0) / share(t))
+        if counts.get(over, 0) > share(over):
+            return Admission(True, push_out=over)
+    return Admission(False)
+
+
+def next_batch(queue: Sequence[E], *, max_tokens: int, max_requests: int, now_ns: int,
+               caps: Mapping[str, int] | None = None) -> Plan[E]:
+    """``caps``: at most this many entries of a tenant (absent: no cap but ``max_requests``)."""
     dropped: list[E] = []
     live: list[E] = []
     for entry in queue:
@@ -53,11 +101,15 @@ def next_batch(queue: Sequence[E], *, max_tokens: int, max_requests: int, now_ns
         per_tenant.setdefault(entry.tenant_id, []).append(entry)
     batch: list[E] = []
     chosen: set[int] = set()
+    taken: dict[str, int] = {}
     longest = 0
     full = False
     while per_tenant and not full:
         for tenant in list(per_tenant):
             entries = per_tenant[tenant]
+            if caps is not None and taken.get(tenant, 0) >= caps.get(tenant, max_requests):
+                del per_tenant[tenant]   # its share of this batch is used: the rest waits for the next
+                continue
             entry = entries[0]
             new_longest = max(longest, entry.tokens)
             if batch and (len(batch) >= max_requests or new_longest * (len(batch) + 1) > max_tokens):
@@ -65,6 +117,7 @@ def next_batch(queue: Sequence[E], *, max_tokens: int, max_requests: int, now_ns
                 break
             batch.append(entry)
             chosen.add(id(entry))
+            taken[tenant] = taken.get(tenant, 0) + 1
             longest = new_longest
             entries.pop(0)
             if not entries:

@@ -108,11 +108,12 @@ class Engine:
         self.search_batcher: Batcher[SearchItem] = Batcher(
             name="search", run_batch=self.search_pipeline.run_batch, max_tokens=b.max_batch_tokens,
             max_requests=max_requests, max_wait_ms=wait, capacity=b.queue_capacity,
-            device_slots=slots, shape=self.search_pipeline.shape)
+            device_slots=slots, shape=self.search_pipeline.shape, tenant_weights=b.weights(),
+            tenant_quantum=b.tenant_quantum)
         self.write_batcher: Batcher[list[str]] = Batcher(
             name="write-embed", run_batch=self._embed_batch, max_tokens=b.max_batch_tokens * 4,
             max_requests=max_requests, max_wait_ms=wait, capacity=b.queue_capacity,
-            device_slots=slots)
+            device_slots=slots, tenant_weights=b.weights(), tenant_quantum=b.tenant_quantum)
 
     async def start(self) -> None:
         self.search_batcher.start()
@@ -361,6 +362,8 @@ class Engine:
             state = await loop.run_in_executor(self.write_pool, self.lifecycle.mark_dropped, shard)
             await self.lifecycle.drained(state)
         self.query_cache.forget_tenant(tenant_id)
+        self.search_batcher.forget_tenant(tenant_id)
+        self.write_batcher.forget_tenant(tenant_id)
         count = await loop.run_in_executor(self.write_pool, self.lifecycle.destroy, shard, tenant_id)
         log.info("tenant %s deleted (%d memories loaded at the time)", tenant_id, count)
         return count
@@ -407,6 +410,10 @@ class Engine:
             validate_tenant_id(tenant_id, max_len=self.config.limits.max_tenant_id_len)
         out = self.registry.stats(tenant_id)
         out["storage"] = self.storage_stats()
+        queues = [self.search_batcher.tenant_depths(), self.write_batcher.tenant_depths()]
+        for t in out["tenants"]:   # fair share: each tenant's queued requests and RESOURCE_EXHAUSTED answers
+            t["queued"] = sum(q.get(t["tenant_id"], (0, 0))[0] for q in queues)
+            t["rejected"] = sum(q.get(t["tenant_id"], (0, 0))[1] for q in queues)
         return out
 
     def storage_stats(self, *, top_n: int = 10) -> dict[str, Any]:

@@ -159,7 +159,8 @@ def stats_to_pb(d: dict[str, Any]) -> spb.StatsResponse:
                                ram_bytes=t.get("ram_bytes", 0), idle_s=t.get("idle_s", 0.0),
                                load_ms=t.get("load_ms", 0.0), log_bytes=t.get("log_bytes", 0),
                                live_bytes=t.get("live_bytes", 0), compactions=t.get("compactions", 0),
-                               lexical_stale=t.get("lexical_stale", False)) for t in d["tenants"]]
+                               lexical_stale=t.get("lexical_stale", False), queued=t.get("queued", 0),
+                               rejected=t.get("rejected", 0)) for t in d["tenants"]]
     return spb.StatsResponse(total_tenants=d["total_tenants"], loaded_tenants=d["loaded_tenants"],
                              memory_budget_bytes=d["memory_budget_bytes"], used_bytes=d["used_bytes"],
                              loads=d["loads"], evictions=d["evictions"], load_ms_total=d["load_ms_total"],

@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
 import pytest
+from async_support import run_async
 
 from server.batching.batcher import Batcher, Entry
 from server.errors import DeadlineExceeded, Overloaded
-
-
-def run_async(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
-    @functools.wraps(test)
-    def wrapper() -> None:
-        asyncio.run(asyncio.wait_for(test(), timeout=20))
-    return wrapper
 
 
 class Recorder:

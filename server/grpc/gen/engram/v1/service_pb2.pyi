@@ -411,7 +411,7 @@ class StatsRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ...) -> None: ...
 
 class TenantStats(_message.Message):
-    __slots__ = ("tenant_id", "state", "memories", "dense_tier", "dense_index", "ram_bytes", "idle_s", "load_ms", "log_bytes", "live_bytes", "compactions", "lexical_stale")
+    __slots__ = ("tenant_id", "state", "memories", "dense_tier", "dense_index", "ram_bytes", "idle_s", "load_ms", "log_bytes", "live_bytes", "compactions", "lexical_stale", "queued", "rejected")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
@@ -424,6 +424,8 @@ class TenantStats(_message.Message):
     LIVE_BYTES_FIELD_NUMBER: _ClassVar[int]
     COMPACTIONS_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_STALE_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     state: str
     memories: int
@@ -436,7 +438,9 @@ class TenantStats(_message.Message):
     live_bytes: int
     compactions: int
     lexical_stale: bool
-    def __init__(self, tenant_id: _Optional[str] = ..., state: _Optional[str] = ..., memories: _Optional[int] = ..., dense_tier: _Optional[str] = ..., dense_index: _Optional[str] = ..., ram_bytes: _Optional[int] = ..., idle_s: _Optional[float] = ..., load_ms: _Optional[float] = ..., log_bytes: _Optional[int] = ..., live_bytes: _Optional[int] = ..., compactions: _Optional[int] = ..., lexical_stale: _Optional[bool] = ...) -> None: ...
+    queued: int
+    rejected: int
+    def __init__(self, tenant_id: _Optional[str] = ..., state: _Optional[str] = ..., memories: _Optional[int] = ..., dense_tier: _Optional[str] = ..., dense_index: _Optional[str] = ..., ram_bytes: _Optional[int] = ..., idle_s: _Optional[float] = ..., load_ms: _Optional[float] = ..., log_bytes: _Optional[int] = ..., live_bytes: _Optional[int] = ..., compactions: _Optional[int] = ..., lexical_stale: _Optional[bool] = ..., queued: _Optional[int] = ..., rejected: _Optional[int] = ...) -> None: ...
 
 class TenantDiskUsage(_message.Message):
     __slots__ = ("tenant_id", "log_bytes", "audit_bytes")

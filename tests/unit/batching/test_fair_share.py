@@ -1,0 +1,131 @@
+"""Fair share per tenant: the pure rules (a tenant's share of a batch and of the queue) and the batcher
+that applies them, driven by events (held batches, released on cue), never by sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from async_support import run_async
+
+from server.batching.batcher import Batcher, Entry
+from server.batching.scheduler import admit, next_batch, tenant_caps
+from server.errors import Overloaded
+
+
+@dataclass(eq=False)
+class Job:
+    tenant_id: str
+    name: str
+    tokens: int = 1
+    deadline_ns: int | None = None
+
+    def cancelled(self) -> bool:
+        return False
+
+
+def test_alone_a_tenant_fills_the_batch_contended_it_gets_its_quantum_times_weight() -> None:
+    assert tenant_caps({"noisy"}, active=1, weights={}, quantum=4, max_requests=64) == {"noisy": 64}
+    assert tenant_caps({"noisy", "quiet"}, active=2, weights={}, quantum=4, max_requests=64) == {"noisy": 4, "quiet": 4}
+    # Active counts tenants in flight too: the quiet tenant's query is in a running batch, not queued.
+    assert tenant_caps({"noisy"}, active=2, weights={"noisy": 0.1}, quantum=4, max_requests=64) == {"noisy": 1}
+    assert tenant_caps({"big"}, active=3, weights={"big": 2.5}, quantum=4, max_requests=64) == {"big": 10}
+    assert tenant_caps({"a"}, active=3, weights={}, quantum=0, max_requests=64) == {"a": 64}
+
+
+def test_a_capped_tenant_leaves_room_for_the_quiet_one_and_waits_in_order() -> None:
+    queue = [Job("noisy", f"n{i}") for i in range(30)] + [Job("quiet", "q0")]
+    caps = tenant_caps({"noisy", "quiet"}, active=2, weights={}, quantum=4, max_requests=64)
+    plan = next_batch(queue, max_tokens=10_000, max_requests=64, now_ns=0, caps=caps)
+    assert [j.name for j in plan.batch] == ["n0", "q0", "n1", "n2", "n3"]
+    assert [j.name for j in plan.remaining] == [f"n{i}" for i in range(4, 30)]
+    # The next batch, noisy alone now: it fills the batch again.
+    alone = next_batch(plan.remaining, max_tokens=10_000, max_requests=64, now_ns=0,
+                       caps=tenant_caps({"noisy"}, active=1, weights={}, quantum=4, max_requests=64))
+    assert len(alone.batch) == 26
+
+
+def test_many_tenants_within_their_share_batch_together() -> None:
+    queue = [Job(f"t{i}", f"t{i}") for i in range(32)]
+    caps = tenant_caps({j.tenant_id for j in queue}, active=32, weights={}, quantum=4, max_requests=64)
+    assert len(next_batch(queue, max_tokens=10_000, max_requests=64, now_ns=0, caps=caps).batch) == 32
+
+
+def test_queue_share_rejects_a_flood_and_lets_a_tenant_within_its_share_push_it_out() -> None:
+    # Alone, a tenant may use the whole queue.
+    assert admit({"noisy": 7}, "noisy", capacity=8, weights={}).accept
+    assert not admit({"noisy": 8}, "noisy", capacity=8, weights={}).accept
+    # The queue is full of noisy entries: quiet is within its share, noisy's newest makes room.
+    verdict = admit({"noisy": 8}, "quiet", capacity=8, weights={})
+    assert verdict.accept and verdict.push_out == "noisy"
+    # With quiet queued, noisy's share is half the queue.
+    assert not admit({"noisy": 4, "quiet": 1}, "noisy", capacity=8, weights={}).accept
+    assert admit({"noisy": 3, "quiet": 1}, "noisy", capacity=8, weights={}).accept
+    # Weights: a weight-3 tenant's share is three quarters.
+    assert admit({"big": 5, "small": 1}, "big", capacity=8, weights={"big": 3.0}).accept
+    assert not admit({"big": 6, "small": 1}, "big", capacity=8, weights={"big": 3.0}).accept
+    # Everyone within their share and the queue full: no one is pushed out.
+    full = admit({"a": 3, "b": 3, "c": 2}, "c", capacity=8, weights={})
+    assert not full.accept
+
+
+class Held:
+    """A run_batch that records batches and holds each until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.release = asyncio.Event()
+        self.started = asyncio.Event()
+
+    async def __call__(self, batch: list[Entry[str]], device_done: Callable[[], None]) -> None:
+        self.batches.append([e.payload for e in batch])
+        self.started.set()
+        await self.release.wait()
+        device_done()
+        for entry in batch:
+            entry.resolve(entry.payload)
+
+
+async def settle() -> None:
+    """Lets every ready task run (event-loop turns, no timers)."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+@run_async
+async def test_batcher_caps_a_flood_per_batch_pushes_it_out_and_counts_rejections_per_tenant() -> None:
+    run = Held()
+    b: Batcher[str] = Batcher(name="t", run_batch=run, max_tokens=10_000, max_requests=64, max_wait_ms=0.0,
+                              capacity=8, device_slots=1, max_in_flight=1, tenant_quantum=2)
+
+    def submit(payload: str, tenant: str) -> asyncio.Task:
+        return asyncio.ensure_future(b.submit(tenant_id=tenant, tokens=1, payload=payload, deadline_ns=None))
+
+    b.start()
+    first = submit("n-head", "noisy")
+    await run.started.wait()                     # a batch is held on the device
+    noisy = [submit(f"n{i}", "noisy") for i in range(8)]
+    await settle()
+    assert b.depth == 8
+    over = submit("n-over", "noisy")             # the queue is full and noisy alone: rejected at once
+    await settle()
+    assert over.done() and isinstance(over.exception(), Overloaded)
+    quiet = submit("q0", "quiet")                # within its share: noisy's newest is pushed out
+    await settle()
+    assert noisy[-1].done() and isinstance(noisy[-1].exception(), Overloaded)
+    assert b.depth == 8 and b.tenant_depths() == {"noisy": (7, 2), "quiet": (1, 0)}
+    run.release.set()
+    assert await first == "n-head" and await quiet == "q0"
+    assert [await t for t in noisy[:-1]] == [f"n{i}" for i in range(7)]
+    # While quiet was active the next batch held at most 2 of noisy's.
+    second = run.batches[1]
+    assert "q0" in second and sum(p.startswith("n") for p in second) == 2
+    assert b.stats.rejected == 2
+    await b.close()
+
+
+@pytest.mark.parametrize("weights", [{}, {"noisy": 1.0}])
+def test_weights_default_to_equal(weights: dict[str, float]) -> None:
+    assert admit({"noisy": 4, "quiet": 1}, "noisy", capacity=8, weights=weights).accept is False
