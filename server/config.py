@@ -154,7 +154,7 @@ class MemoryConfig:
     # Consolidation: every consolidate_interval_s a tenant with new writes has its repeated episodic memories
     # (cosine >= consolidate_cosine, a shared name or number, from different sessions) folded into one semantic memory
     consolidate_interval_s: float = 600.0
-    consolidate_cosine: float = 0.95
+    consolidate_cosine: float = 0.96
     # The optional extractor: an OpenAI-compatible chat endpoint ("" = off) gets the last extract_window turns of
     # a conversation after every extract_every_turns turns, asynchronously; its facts become semantic memories
     extractor_url: str = ""

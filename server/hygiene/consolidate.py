@@ -82,8 +82,13 @@ def find_clusters(memories: Sequence[Memory], vectors: np.ndarray, *, cosine: fl
         centrality = sub.sum(axis=1)
         best = max(range(len(idx)), key=lambda k: (memories[idx[k]].salience, round(float(centrality[k]), 4),
                                                     memories[idx[k]].created_at_ms, memories[idx[k]].memory_id))
+        representative = memories[idx[best]]
+        # No chains: a member says what the representative says (cosine to it), not only what a neighbour says.
+        idx = [i for k, i in enumerate(idx) if k == best or sub[best, k] >= cosine]
+        if len(idx) < 2:
+            continue
         members = tuple(sorted((memories[i] for i in idx), key=lambda m: (m.created_at_ms, m.memory_id)))
-        out.append(Cluster(members=members, representative=memories[idx[best]]))
+        out.append(Cluster(members=members, representative=representative))
     return sorted(out, key=lambda c: c.members[0].created_at_ms)
 
 

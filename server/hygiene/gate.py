@@ -69,11 +69,16 @@ def needs_memory(text: str, *, known_names: frozenset[str] = frozenset()) -> tup
 
 
 def names_of(memories: Iterable[Memory]) -> frozenset[str]:
-    """Lower-cased names a tenant has seen: its memories' entities and capitalised words past a sentence start."""
+    """Lower-cased names a tenant has seen: its memories' entities and words capitalised inside a sentence
+    after a word ("the Cheers bar"; not "Hi! Thanks" or "Thanks, See you", where a capital starts a clause)."""
     out: set[str] = set()
     for m in memories:
         out.update(e.lower() for e in m.entities)
-        out.update(n.lower() for n in _NAME.findall(m.content[1:]))
+        text = m.content
+        for match in _NAME.finditer(text):
+            before = text[:match.start()].rstrip()
+            if before and before[-1].isalnum():
+                out.add(match.group().lower())
     return frozenset(out)
 
 

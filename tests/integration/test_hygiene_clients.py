@@ -10,9 +10,9 @@ from server.cli import main
 from server.sdk import EngramClient
 
 DAY_MS = 86_400_000
-REPEATS = ["Caroline: Max and I walked on Carcavelos beach today",
-           "Caroline: Took my dog Max to Carcavelos beach again, he loved it",
-           "Caroline: Max loves running on Carcavelos beach"]
+REPEATS = ["Caroline: Walked Max on Carcavelos beach this morning",       # e5 cosine ~0.97 to each other: not
+           "Caroline: Max had a great time on Carcavelos beach",          # near-duplicates (0.985), but one
+           "Caroline: Max and I spent the afternoon on Carcavelos beach"]  # thing said three times
 
 
 def run(capsys: pytest.CaptureFixture[str], server, *argv: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from server.config import MemoryConfig
@@ -59,7 +61,8 @@ def test_names_the_tenant_has_seen_recall_even_when_they_are_small_talk_words() 
                importance=0.5, created_at_ms=0, last_access_at_ms=0, access_count=0, entities=("Joy",), source_ref="",
                scope="", confidence=1.0, key="", status=MemoryStatus.ACTIVE, supersedes=(), superseded_by="",
                pinned=False, expires_at_ms=0, metadata={}, source_refs=(), updated_at_ms=0)
-    names = names_of([m])
+    names = names_of([m, dataclasses.replace(m, content="Caroline: Hi! Thanks, See you. Bye!", entities=())])
     assert {"sunny", "cheers", "joy"} <= names
+    assert not {"we", "hi", "thanks", "see", "bye", "caroline"} & names   # capitals that only start a sentence
     assert needs_memory("cheers!") == (False, "small talk")
     assert needs_memory("cheers!", known_names=names) == (True, "names a known entity")
