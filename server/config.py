@@ -104,6 +104,9 @@ class SearchConfig:
     # full depth). A gRPC deadline sooner than this is the query's budget. 250 ms: one idle query at the full depth
     # takes ~100 ms on a 2-core CPU, and the target is read as a p95 (README "Serving benchmark")
     latency_target_ms: float = 250.0
+    # (query text, memory text) -> logit, per tenant (server/batching/pair_cache.py): a pair scored recently is not
+    # scored again; a write that changes what the cross-encoder reads changes the key. 0 = off
+    pair_cache_entries: int = 65536
     # The bundled cross-encoder reads English only: on the zh/en set it lowered the Chinese queries' nDCG@10
     # 0.536 -> 0.506 at the default depth. False: a CJK query asking for the default depth keeps the fused
     # order (an explicit per-request depth is still honoured). True for a multilingual cross-encoder.
@@ -282,6 +285,7 @@ class ServerConfig:
             (1 <= self.search.default_top_k <= self.limits.max_top_k, "search.default_top_k out of range"),
             (self.search.rerank_depth >= 0, "search.rerank_depth must be >= 0"),
             (self.search.latency_target_ms >= 0, "search.latency_target_ms must be >= 0 (0 = off)"),
+            (self.search.pair_cache_entries >= 0, "search.pair_cache_entries must be >= 0 (0 = off)"),
             (0.0 <= self.scoring.importance_weight <= 1.0, "scoring.importance_weight must be in [0, 1]"),
             (0.0 <= self.memory.default_importance <= 1.0, "memory.default_importance must be in [0, 1]"),
             (0.0 <= self.memory.pending_below_confidence <= 1.0, "memory.pending_below_confidence in [0, 1]"),

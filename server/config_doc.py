@@ -34,6 +34,8 @@ MEANINGS = {
     "search.latency_target_ms": ("the latency the rerank-depth controller keeps (read as a p95): each batch's default-depth "
                                  "queries get the deepest rerank its measured cost fits in; a sooner gRPC deadline is the "
                                  "query's budget; 0 = off (always the full depth)"),
+    "search.pair_cache_entries": ("size of the pair-score cache: (query text, memory's indexed text) -> cross-encoder logit "
+                                  "per tenant; a write that changes what the model reads changes the key; 0 = off"),
     "search.min_relevance": "the context block leaves out hits whose calibrated relevance is below this (0: none)",
     "search.feedback_docs": ("the second retrieval round (dense Rocchio) for weak queries: fused candidates fed back; "
                              "0 = off (the default: it lowered LoCoMo dev recall@10); SearchQuery.feedback asks per query"),

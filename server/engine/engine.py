@@ -23,6 +23,7 @@ from kernels.decay import DecayRanker
 from models.base import Embedder, Reranker
 from server.batching.batcher import Batcher, Entry, device_slots
 from server.batching.controller import RerankController
+from server.batching.pair_cache import PairScoreCache
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ServerConfig
 from server.domain import (AuditEntry, AuditOp, ConsolidationReport, Extraction, Filter, ForgetSpec, KeyScope, Memory, MemoryInput,
@@ -95,6 +96,7 @@ class Engine:
             target_ms=config.search.latency_target_ms, device=str(reranker.describe().get("device", device)),
             full_depth=config.search.rerank_depth or auto_rerank_depth(reranker), max_requests=max_requests,
         ) if reranker is not None else None
+        self.pair_cache = PairScoreCache(max_entries=config.search.pair_cache_entries)
         self.query_cache = QueryEmbeddingCache(ttl_ms=b.query_cache_ttl_ms, max_entries=b.query_cache_entries)
         self.search_pipeline = SearchPipeline(embedder=embedder, reranker=reranker, ranker=ranker,
                                               device_pool=device_pool, cpu_pool=cpu_pool,
@@ -102,7 +104,8 @@ class Engine:
                                               calibration=load_calibration_for(config, embedder, reranker),
                                               access_step=config.memory.access_importance_step,
                                               access_cap=config.memory.access_importance_max,
-                                              cache=self.query_cache, controller=self.controller)
+                                              cache=self.query_cache, controller=self.controller,
+                                              pair_cache=self.pair_cache)
         wait = b.max_wait_ms if b.enabled else 0.0
         slots = b.device_slots or device_slots(max_requests)
         self.search_batcher: Batcher[SearchItem] = Batcher(
@@ -363,6 +366,7 @@ class Engine:
             await self.lifecycle.drained(state)
         self.query_cache.forget_tenant(tenant_id)
         self.search_batcher.forget_tenant(tenant_id)
+        self.pair_cache.forget_tenant(tenant_id)
         self.write_batcher.forget_tenant(tenant_id)
         count = await loop.run_in_executor(self.write_pool, self.lifecycle.destroy, shard, tenant_id)
         log.info("tenant %s deleted (%d memories loaded at the time)", tenant_id, count)

@@ -1,5 +1,5 @@
-"""The cross-encoder stage of a search batch: tokenize the (query, memory) pairs on the CPU pool, one
-forward pass on the device thread. Returns the logits and what they cost, measured inside the executors
+"""The cross-encoder stage of a search batch: pairs the pair-score cache knows are answered from it; the
+rest are tokenized on the CPU pool and scored in one forward pass on the device thread. Returns the logits and what they cost, measured inside the executors
 (the wait for a busy device thread is queueing, not the cost of a pair): the rerank-depth controller's
 cost model reads it."""
 
@@ -14,24 +14,35 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.base import Reranker
+from server.batching.pair_cache import PairScoreCache, pair_key
 
 
 @dataclass(frozen=True)
 class Scored:
     logits: np.ndarray   # one per pair, in order
-    computed: int        # pairs the cross-encoder scored
+    computed: int        # pairs the cross-encoder scored (the others came from the cache)
     compute_ns: int      # their tokenization and forward pass, executor time
 
 
 class PairScorer:
-    def __init__(self, *, reranker: Reranker, device_pool: Executor, cpu_pool: Executor) -> None:
+    def __init__(self, *, reranker: Reranker, device_pool: Executor, cpu_pool: Executor,
+                 cache: PairScoreCache | None = None) -> None:
         self.reranker = reranker
         self.device_pool = device_pool
         self.cpu_pool = cpu_pool
+        self.cache = cache
 
-    def _tokenize(self, pairs: list[tuple[str, str]]) -> tuple[object, int]:
+    def _lookup_and_tokenize(self, pairs: Sequence[tuple[str, str]], tenants: Sequence[str],
+                             ) -> tuple[list, list[float | None], object, int]:
+        """(keys, cached logits or None, tokens of the uncached pairs, their tokenization ns)."""
+        use = self.cache is not None and self.cache.enabled
+        keys = [pair_key(t, q, m) for t, (q, m) in zip(tenants, pairs, strict=True)] if use else []
+        cached: list[float | None] = self.cache.get_many(keys) if use else [None] * len(pairs)  # type: ignore[union-attr]
+        todo = [pair for pair, logit in zip(pairs, cached, strict=True) if logit is None]
+        if not todo:
+            return keys, cached, None, 0
         t0 = time.monotonic_ns()
-        return self.reranker.tokenize(pairs), time.monotonic_ns() - t0
+        return keys, cached, self.reranker.tokenize(todo), time.monotonic_ns() - t0
 
     def _forward(self, tokens: object) -> tuple[np.ndarray, int]:
         t0 = time.monotonic_ns()
@@ -40,6 +51,14 @@ class PairScorer:
     async def score(self, pairs: Sequence[tuple[str, str]], tenants: Sequence[str]) -> Scored:
         """Logits of ``pairs`` (``tenants[i]`` owns pair i)."""
         loop = asyncio.get_running_loop()
-        tokens, tokenize_ns = await loop.run_in_executor(self.cpu_pool, self._tokenize, list(pairs))
-        logits, forward_ns = await loop.run_in_executor(self.device_pool, self._forward, tokens)
-        return Scored(logits=logits, computed=len(pairs), compute_ns=tokenize_ns + forward_ns)
+        keys, cached, tokens, tokenize_ns = await loop.run_in_executor(self.cpu_pool, self._lookup_and_tokenize,
+                                                                       pairs, tenants)
+        missing = [i for i, logit in enumerate(cached) if logit is None]
+        logits = np.array([np.nan if v is None else v for v in cached], dtype=np.float64)
+        if not missing:
+            return Scored(logits=logits, computed=0, compute_ns=0)
+        fresh, forward_ns = await loop.run_in_executor(self.device_pool, self._forward, tokens)
+        logits[missing] = fresh
+        if keys:
+            self.cache.put_many([keys[i] for i in missing], fresh.tolist())
+        return Scored(logits=logits, computed=len(missing), compute_ns=tokenize_ns + forward_ns)

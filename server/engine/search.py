@@ -19,6 +19,7 @@ from kernels.decay import DecayRanker
 from models.base import Embedder, Reranker
 from server.batching.batcher import Entry
 from server.batching.controller import RerankController
+from server.batching.pair_cache import PairScoreCache
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ScoringConfig, SearchConfig
 from server.domain import Breakdown, Hit, MemoryType, QueryResult, SearchQuery, Timings
@@ -120,7 +121,7 @@ class SearchPipeline:
                  device_pool: Executor, cpu_pool: Executor, search: SearchConfig,
                  scoring: ScoringConfig, calibration: Calibration, access_step: float = 0.0,
                  access_cap: float = 1.0, cache: QueryEmbeddingCache | None = None,
-                 controller: RerankController | None = None) -> None:
+                 controller: RerankController | None = None, pair_cache: PairScoreCache | None = None) -> None:
         self.embedder = embedder
         self.reranker = reranker
         self.ranker = ranker
@@ -134,7 +135,8 @@ class SearchPipeline:
         self.access_cap = access_cap
         self.default_rerank_depth = search.rerank_depth or auto_rerank_depth(reranker)
         self.controller = controller
-        self.scorer = PairScorer(reranker=reranker, device_pool=device_pool, cpu_pool=cpu_pool) if reranker else None
+        self.scorer = PairScorer(reranker=reranker, device_pool=device_pool, cpu_pool=cpu_pool,
+                                 cache=pair_cache) if reranker else None
 
     def depth(self, query: SearchQuery) -> int:
         base = query.candidates or self.cfg.candidates
