@@ -42,7 +42,7 @@ def _own_cpu_s() -> float:
 
 
 def probe(*, batching: bool, clients: int, seconds: float, warmup_s: float, tenants: int, per_tenant: int,
-          env: dict[str, str]) -> dict[str, object]:
+          env: dict[str, str], rerank_depth: int = -1) -> dict[str, object]:
     data = dataset_dir(tenants=tenants, per_tenant=per_tenant)
     if not (data / "complete.json").is_file():
         raise SystemExit(f"{data} missing: run `make bench-serving` once to build it")
@@ -55,16 +55,16 @@ def probe(*, batching: bool, clients: int, seconds: float, warmup_s: float, tena
             asyncio.run(touch_tenants(server.address, ADMIN_KEY, names, queries[0]))
             server.wait_indexes_built()
             asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries, concurrency=clients,
-                                 seconds=warmup_s, seed=99))
+                                 seconds=warmup_s, seed=99, rerank_depth=rerank_depth))
             server_0, own_0, (all_0, idle_0) = _process_cpu_s(server.proc.pid), _own_cpu_s(), _machine_ticks()
             result = asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries,
-                                          concurrency=clients, seconds=seconds, seed=clients))
+                                          concurrency=clients, seconds=seconds, seed=clients, rerank_depth=rerank_depth))
             server_1, own_1, (all_1, idle_1) = _process_cpu_s(server.proc.pid), _own_cpu_s(), _machine_ticks()
         finally:
             server.stop()
     n = max(1, len(result.latencies_ms))
     summary = result.summary()
-    return {"batching": "on" if batching else "off", "clients": clients, "env": env,
+    return {"batching": "on" if batching else "off", "clients": clients, "env": env, "rerank_depth": rerank_depth,
             **{k: summary[k] for k in ("qps", "p50_ms", "p95_ms", "mean_batch_size", "errors", "server_stage_mean_ms")},
             "server_cpu_ms_per_query": round((server_1 - server_0) / n * 1000, 2),
             "client_cpu_ms_per_query": round((own_1 - own_0) / n * 1000, 2),
@@ -78,11 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=8.0)
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--dataset", default="1x10000", help="TENANTSxMEMORIES")
+    p.add_argument("--rerank-depth", type=int, default=-1, help="per query: -1 no rerank, 0 the server's default (the controller's)")
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server, e.g. ENGRAM_MODELS__TRACE=false")
     args = p.parse_args(argv)
     tenants, per_tenant = (int(x) for x in args.dataset.split("x"))
     row = probe(batching=args.batching == "on", clients=args.clients, seconds=args.seconds, warmup_s=args.warmup,
-                tenants=tenants, per_tenant=per_tenant, env=dict(kv.split("=", 1) for kv in args.env))
+                tenants=tenants, per_tenant=per_tenant, env=dict(kv.split("=", 1) for kv in args.env),
+                rerank_depth=args.rerank_depth)
     sys.stdout.write(json.dumps(row) + "\n")
     return 0
 
