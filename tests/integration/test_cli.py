@@ -53,7 +53,7 @@ def test_quick_start(server, tmp_path: Path, capsys: pytest.CaptureFixture[str])
     code, out, _ = run(capsys, server, "search", "acme/alice", "what is alice allergic to", "-k", "3", key=secret)
     lines = out.splitlines()
     assert code == 0 and lines[0].split() == ["#", "final", "relev", "dense", "bm25", "rerank", "recency", "imp.w",
-                                              "time", "type", "age", "content"]
+                                              "time", "sal.", "type", "age", "content"]
     assert "Alice is allergic to peanuts" in lines[2] and "semantic" in lines[2]
     assert "3 hits in" in out and "embed" in out
 

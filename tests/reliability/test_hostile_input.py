@@ -65,7 +65,8 @@ ROWS: list[Row] = [
     Row(W, "oversize content", write(mi(content=big)), INVALID),
     Row(W, "oversize multibyte content", write(mi(content="記" * 400)), INVALID),
     Row(W, "oversize context", write(mi(content="a", context=big)), INVALID),
-    Row(W, "NUL in context", write(mi(content="a", context="previous\x00turn")), INVALID),
+    # A stray NUL is dropped on write (README "Memory hygiene"); a context of mostly control characters is not text
+    Row(W, "binary context", write(mi(content="a", context="\x00\x01\x02\x03tu")), INVALID),
     Row(W, "too many memories", write(*[mi(content=f"m{i}") for i in range(LIMITS["max_memories_per_write"] + 1)]),
         INVALID),
     Row(W, "one bad memory among good ones", write(mi(content="fine"), mi(content="also fine", importance=NAN)),
@@ -122,7 +123,10 @@ ROWS: list[Row] = [
     Row(S, "negative created_after", search(q(text="tea", filter=flt(created_after_ms=-1))), INVALID),
     Row(S, "control char in filter scope", search(q(text="tea", filter=flt(scope="a\x00"))), INVALID),
     Row(S, "empty entity in filter", search(q(text="tea", filter=flt(entities_any=[""]))), INVALID),
-    Row(S, "NUL in query", search(q(text="tea\x00")), INVALID),
+    Row(S, "only NULs in query", search(q(text="\x00\x00")), INVALID),   # nothing left once normalised
+    Row("MemoryService/Consolidate", "unknown tenant", spb.ConsolidateRequest(tenant_id="nobody"), NOT_FOUND),
+    Row("MemoryService/Extract", "no extractor configured", spb.ExtractRequest(tenant_id="acme"),
+        C.FAILED_PRECONDITION),
     Row(S, "look-alike tenant", search(q(text="tea"), tenant="acme2"), DENIED, auth="tenant"),
     Row(S, "unknown tenant", search(q(text="tea"), tenant="ghost"), NOT_FOUND),
     Row(S, "invalid UTF-8 query", utf8_bad(2, utf8_bad(1)), INVALID),
