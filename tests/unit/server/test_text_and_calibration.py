@@ -52,7 +52,7 @@ def test_fused_features_bound_a_missing_cosine_by_the_lists_last_and_scale_bm25_
 
 def test_the_bundled_calibration_loads_and_names_its_data(tmp_path) -> None:
     cal = load_calibration(BUNDLED_CALIBRATION)
-    assert cal.fused.features == ("dense", "bm25", "rrf") and cal.rerank.features[0] == "logit"
+    assert cal.fused.features == ("dense", "bm25", "rrf", "dense_gap") and cal.rerank.features[0] == "logit"
     assert cal.rerank.coef[0] > 0 and cal.fused.coef[0] > 0       # more evidence, more probability
     bad = tmp_path / "bad.json"
     fit = {"fused": {"features": ["x"], "coef": [1], "intercept": 0},
