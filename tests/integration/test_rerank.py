@@ -4,6 +4,7 @@ the cross-encoder's order is fused with the hybrid order, and the per-request de
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from support import start_server
 
@@ -56,9 +57,14 @@ def test_default_depth_reranks_the_fused_head_with_the_models_logits(rerank_serv
     cfg = rerank_server[0].app.config.search
     top = rrf_max(k=cfg.rrf_k, weights=(cfg.dense_weight, cfg.lexical_weight))
     assert all(h.breakdown.dense_rank > 0 for h in fused[:3])   # 7 notes: all in the dense list, cosine known
+    best_dense = next(h.breakdown.dense_score for h in result.hits if h.breakdown.dense_rank == 1)
+    best_bm25 = next((h.breakdown.bm25_score for h in result.hits if h.breakdown.bm25_rank == 1), 1.0)
+    dense = np.array([h.breakdown.dense_score for h in fused[:3]])
     expected = load_calibration().rerank({"logit": logits.astype("float64"),
+                                          "logit_gap": logits.astype("float64") - float(logits.max()),
                                           "rrf": [h.breakdown.rrf / top for h in fused[:3]],
-                                          "dense": [h.breakdown.dense_score for h in fused[:3]]})
+                                          "dense": dense, "dense_gap": dense - best_dense,
+                                          "bm25": [h.breakdown.bm25_score / best_bm25 for h in fused[:3]]})
     for hit, rel in zip(fused[:3], expected.tolist(), strict=True):
         assert hit.breakdown.relevance == pytest.approx(rel, rel=1e-4)
     # Every reranked hit outranks every hit past the depth, which keep their fused order.
