@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.quality.datasets import load_locomo, load_scifact, repo_root
-from benchmarks.quality.harness import EvalServer, Ingested, Stage
+from benchmarks.quality.harness import EvalServer, Ingested, Stage, docs_of_hit
 from benchmarks.quality.suites import FIXED_NOW_MS, locomo_inputs
 from server.fusion.calibration import FUSED_FEATURES, RERANK_FEATURES, fused_features
 from server.fusion.rrf import rrf_max
@@ -74,7 +74,7 @@ def _rows(server: EvalServer, tenant: Ingested, hits: Mapping[str, Sequence[pb.H
         cols = fused_features(ids, rrf_norm, np.array([i for _, i, _ in dense], dtype=np.int64),
                               np.array([s for _, _, s in dense]), np.array([i for _, i, _ in lexical], dtype=np.int64),
                               np.array([s for _, _, s in lexical]))
-        labels = [float(any(qrels[qid].get(d, 0) > 0 for d in tenant.docs_of.get(h.memory.memory_id, ()))) for h in hs]
+        labels = [float(any(qrels[qid].get(d, 0) > 0 for d in docs_of_hit(tenant, h))) for h in hs]
         logits = [h.breakdown.rerank for h in hs if h.breakdown.HasField("rerank")]
         cols["logit_gap"] = np.array([h.breakdown.rerank - max(logits) if h.breakdown.HasField("rerank") else 0.0
                                       for h in hs])

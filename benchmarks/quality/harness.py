@@ -89,6 +89,15 @@ class Ingested:
         return len(self.docs_of)
 
 
+def docs_of_hit(tenant: Ingested, hit: pb.Hit) -> list[str]:
+    """The eval doc ids a hit stands for: its own writes', else (a memory the consolidation job wrote, whose id
+    no write returned) those of the memories it consolidates, each once, in order."""
+    own = tenant.docs_of.get(hit.memory.memory_id)
+    if own is not None:
+        return own
+    return list(dict.fromkeys(d for m in hit.memory.consolidates for d in tenant.docs_of.get(m, ())))
+
+
 class EvalServer:
     """A started App plus a client channel; use as a context manager."""
 
@@ -173,8 +182,9 @@ class EvalServer:
 
     def search(self, tenant: Ingested, queries: Sequence[Query], stage: Stage, *, now_ms: int, top_k: int,
                candidates: int = 0) -> dict[str, list[str]]:
-        """Ranked eval doc ids per query id for one stage (a merged memory stands for all its docs)."""
-        return {qid: [d for h in hits for d in tenant.docs_of.get(h.memory.memory_id, ())]
+        """Ranked eval doc ids per query id for one stage (a merged memory stands for all its docs; a semantic
+        memory that consolidation wrote, for the docs of the turns it consolidates)."""
+        return {qid: [d for h in hits for d in docs_of_hit(tenant, h)]
                 for qid, hits in self.search_hits(tenant, queries, stage, now_ms=now_ms, top_k=top_k,
                                                   candidates=candidates).items()}
 

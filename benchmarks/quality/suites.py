@@ -26,6 +26,7 @@ from benchmarks.quality.datasets import (
 )
 from benchmarks.quality.fusion import Setting, fuse, grid, settings_grid
 from benchmarks.quality.harness import (BM25, DEFAULTS, DENSE, HYBRID, LIVE, RERANK, SECOND_ROUND, EvalServer, Ingested,
+                                        docs_of_hit,
                                         Stage)
 from server.config import DAY_S, SearchConfig
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
@@ -149,7 +150,7 @@ def relevance_floor_table(pairs, qrels, *, top: int = 5) -> list[dict]:  # type:
     for tenant, hits in pairs:
         for qid, hs in hits.items():
             for h in hs[:top]:
-                good = any(qrels.get(qid, {}).get(d, 0) > 0 for d in tenant.docs_of.get(h.memory.memory_id, ()))
+                good = any(qrels.get(qid, {}).get(d, 0) > 0 for d in docs_of_hit(tenant, h))
                 rel.append((h.breakdown.relevance, good))
     answers = [r for r, g in rel if g]
     others = [r for r, g in rel if not g]
@@ -319,7 +320,7 @@ def weight_grid(server: EvalServer, tenant: Ingested, queries, qrels, *, now_ms:
                 scored = sorted(((-h.breakdown.relevance * ((1 - a) + a * h.breakdown.decay)
                                   * ((1 - b) + b * h.memory.importance) * h.breakdown.temporal, i, h)
                                  for i, h in enumerate(hs)), key=lambda t: (t[0], t[1]))
-                run[qid] = [d for _, _, h in scored[:top_k] for d in tenant.docs_of.get(h.memory.memory_id, ())]
+                run[qid] = [d for _, _, h in scored[:top_k] for d in docs_of_hit(tenant, h)]
             row = {"recency_weight": a, "importance_weight": b,
                    **_scores(run, qrels, (5, 10), [q.id for q in queries])}
             if extra is not None:
