@@ -26,8 +26,7 @@ from benchmarks.quality.datasets import (
 )
 from benchmarks.quality.fusion import Setting, fuse, grid, settings_grid
 from benchmarks.quality.harness import (BM25, DEFAULTS, DENSE, HYBRID, LIVE, RERANK, SECOND_ROUND, EvalServer, Ingested,
-                                        docs_of_hit,
-                                        Stage)
+                                        Stage, docs_of_hit)
 from server.config import DAY_S, SearchConfig
 from server.grpc.gen.engram.v1 import messages_pb2 as pb
 from server.text import has_cjk, has_code
