@@ -256,7 +256,7 @@ def test_context_block_is_bounded_dated_merged_and_flags_conflicts(admin) -> Non
                 mem("The budget review meeting is on Monday", scope="a"),
                 mem("The budget review meeting is on Monday", scope="b"),
                 *[mem(f"Budget note number {i}: travel costs are capped") for i in range(6)])
-    result = admin.search(T, "what is the budget?", top_k=10, context_block=True, context_items=4,
+    result = admin.search(T, "what is the project budget?", top_k=10, context_block=True, context_items=4,
                           min_relevance=0.0)   # the block's layout, whatever the relevance (test_ranking_defaults)
     block = result.context_block
     lines = [line for line in block.splitlines() if line.startswith("[")]
