@@ -23,7 +23,7 @@ from server.sdk import memory_input
 
 # Fields an export writes that are the server's, not the writer's: an import skips them.
 EXPORT_ONLY = frozenset({"memory_id", "status", "access_count", "superseded_by", "source_refs", "updated_at_ms",
-                         "supersedes"})
+                         "supersedes", "salience", "normalized", "consolidated_into", "consolidates"})
 _INPUT_FIELDS = pb.MemoryInput.DESCRIPTOR.fields_by_name
 _LIST_SEPARATOR = "|"
 
