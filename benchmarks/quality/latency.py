@@ -6,7 +6,7 @@ there once: SciFact-derived memories); one query per Search, sequential (one cli
 (no embedding-cache hits; SciFact train claims). Every stage runs each query in turn, interleaved, so load
 from other processes falls on all of them alike. The stages are the quality table's rows, sent the same
 way the quality harness sends them: ``bm25`` (``lexical_only``), ``dense`` (``dense_only``), ``hybrid``
-(``rerank_depth = -1``), ``defaults`` (no override). A second server with the second retrieval round on
+(those three with ``rerank_depth = -1``), ``defaults`` (no override). A second server with the second retrieval round on
 (``search.feedback_docs`` 3, weak threshold 1: every query takes it) gives the ``+ second round`` row.
 Writes ``benchmarks/results/quality/latency.json``; ``benchmarks.quality.report`` puts the p50/p95 beside
 each row of the README's quality table.
@@ -38,7 +38,8 @@ from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
 
 OUT = repo_root() / "benchmarks" / "results" / "quality" / "latency.json"
 STAGES: dict[str, dict[str, Any]] = {
-    "bm25": {"lexical_only": True}, "dense": {"dense_only": True}, "hybrid": {"rerank_depth": -1}, "defaults": {},
+    "bm25": {"lexical_only": True, "rerank_depth": -1}, "dense": {"dense_only": True, "rerank_depth": -1},
+    "hybrid": {"rerank_depth": -1}, "defaults": {},
 }
 SERVERS: dict[str, dict[str, Any]] = {
     "defaults": {}, "second round": {"search": {"feedback_docs": 3, "feedback_below": 1.0}},
