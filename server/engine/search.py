@@ -198,9 +198,10 @@ class SearchPipeline:
         t0 = time.monotonic_ns()
         cands = await loop.run_in_executor(self.cpu_pool, self._fuse_all, items, dense, lexical_results)
         timings.fusion_ns = time.monotonic_ns() - t0
-        if any(self._wants_feedback(it, c) for it, c in zip(items, cands, strict=True)):
+        weak = [i for i, (it, c) in enumerate(zip(items, cands, strict=True)) if self._wants_feedback(it, c)]
+        if weak:
             t0 = time.monotonic_ns()
-            cands = await loop.run_in_executor(self.cpu_pool, self._feedback_stage, items, cands, dense,
+            cands = await loop.run_in_executor(self.cpu_pool, self._feedback_stage, items, cands, weak, dense,
                                                lexical_results)
             timings.ann_ns += time.monotonic_ns() - t0   # the second dense round (and its fusion)
         pairs, owners = self._rerank_pairs(items, cands)
@@ -307,14 +308,13 @@ class SearchPipeline:
             return it.query.feedback
         return self.cfg.feedback_docs > 0 and is_weak(cand.relevance, below=self.cfg.feedback_below)
 
-    def _feedback_stage(self, items: Sequence[SearchItem], cands: list[_Candidates], dense: list,
-                        lexical: list) -> list[_Candidates]:
+    def _feedback_stage(self, items: Sequence[SearchItem], cands: list[_Candidates], weak: Sequence[int],
+                        dense: list, lexical: list) -> list[_Candidates]:
         """The second round for each weak query with a vector: a Rocchio step toward its top fused candidates,
         one more dense search per tenant group, and a fusion of the three lists."""
         moved: dict[int, SearchItem] = {}
-        for i, (it, cand) in enumerate(zip(items, cands, strict=True)):
-            if not self._wants_feedback(it, cand):
-                continue
+        for i in weak:   # the queries _wants_feedback chose
+            it, cand = items[i], cands[i]
             try:
                 top = it.shard.dense.reconstruct_batch(cand.ids[: self.cfg.feedback_docs or FEEDBACK_DOCS])
             except (KeyError, RuntimeError):   # a candidate deleted since fusion: keep the first round
