@@ -46,9 +46,9 @@ bench-index: $(STAMP)
 bench-durability: $(STAMP)
 	$(PY) -m benchmarks.durability.run
 
-# Trains engram's own cross-encoder into models/weights/engram-reranker-v1 (see models/training).
+# Trains engram's own cross-encoder into models/weights/engram-reranker-v1 (see training/).
 reranker: $(STAMP)
-	$(PY) -m models.training
+	$(PY) -m training
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -88,8 +88,8 @@ def _rows(server: EvalServer, tenant: Ingested, hits: Mapping[str, Sequence[pb.H
 
 
 def collect(server: EvalServer) -> dict[str, dict[str, np.ndarray]]:
-    from models.training.data import is_dev
-    from models.training.recipe import DEV_SHARE
+    from training.data import is_dev
+    from training.recipe import DEV_SHARE
 
     out: dict[str, dict[str, np.ndarray]] = {}
     sf_test, sf_train = load_scifact(split="test"), load_scifact(split="train")

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from models._hf import PROVENANCE_FILE, cpu_has_native_bf16
-from models.training.data import Group
+from training.data import Group
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from typing import Any
 
 from benchmarks.quality.datasets import load_scifact, repo_root
 from models.packaged import MINILM_NAME, minilm_path, minilm_provenance
-from models.training import mine as mining
-from models.training.data import Group, build_groups, is_dev
-from models.training.train import TrainConfig, config_dict, save, train
+from training import mine as mining
+from training.data import Group, build_groups, is_dev
+from training.train import TrainConfig, config_dict, save, train
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ LOCOMO_PROVENANCE = ("; and self-supervised LoCoMo conversation turns (query: a 
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m models.training", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m training", description=__doc__)
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     p.add_argument("--init", type=Path, default=None, help="encoder folder (default: packaged MiniLM)")
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     train_s = time.perf_counter() - t0
     provenance = {
         "name": NAME,
-        "provenance": (f"engram models/training recipe (make reranker), seed {cfg.seed}; initialised from "
+        "provenance": (f"engram training recipe (make reranker), seed {cfg.seed}; initialised from "
                        f"{minilm_provenance() if args.init is None else args.init} first {cfg.layers or 'all'} "
                        "layers + fresh head; trained on SciFact train claims (dev share held out) and "
                        "self-supervised SciFact corpus sentences with BM25 hard negatives"
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def evaluate_saved(args: argparse.Namespace, docs: dict[str, str]) -> dict[str, Any]:
     """Dev claims (held out of training) pick nothing but are reported with blends; test is last."""
     from models.reranker import HFCrossEncoder
-    from models.training.evaluate import compare, score_candidates
+    from training.evaluate import compare, score_candidates
 
     # Scored as the server scores by default (models.dtype auto: float32 on a CPU).
     reranker = HFCrossEncoder.load(args.out, device="cpu", dtype=args.eval_dtype, max_length=args.eval_max_length)

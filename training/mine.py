@@ -18,9 +18,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from benchmarks.quality.datasets import load_locomo_turns, load_scifact
-from models.training.bm25 import BM25
-from models.training.conversation import mine_turn_queries, turn_docs
-from models.training.data import MinedQuery, sentence_queries
+from training.bm25 import BM25
+from training.conversation import mine_turn_queries, turn_docs
+from training.data import MinedQuery, sentence_queries
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ import pytest
 from benchmarks.quality.datasets import DataMissing, load_scifact
 from models.reranker import HFCrossEncoder
 from models.testing import build_tiny_encoder
-from models.training import mine as mining
-from models.training.data import Group, MinedQuery, build_groups, is_dev, sentence_queries
-from models.training.evaluate import compare, reorder
-from models.training.recipe import parse, run
-from models.training.train import TrainConfig, train
+from training import mine as mining
+from training.data import Group, MinedQuery, build_groups, is_dev, sentence_queries
+from training.evaluate import compare, reorder
+from training.recipe import parse, run
+from training.train import TrainConfig, train
 
 DOCS = {
     "d1": "Aspirin lowers the risk of heart attack. It thins the blood. Doses vary by age and weight in adults.",
@@ -62,7 +62,7 @@ def test_boolean_options_parse_false() -> None:
 def test_precision_names() -> None:
     import torch
 
-    from models.training.train import autocast_dtype
+    from training.train import autocast_dtype
 
     assert autocast_dtype("bfloat16") == torch.bfloat16 and autocast_dtype("float32") is None
     assert autocast_dtype("auto") in (torch.bfloat16, None)

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from benchmarks.quality.datasets import Turn, contextualise
-from models.training.bm25 import BM25, tokens
-from models.training.data import MinedQuery
+from training.bm25 import BM25, tokens
+from training.data import MinedQuery
 
 FORMS = ("raw", "contextualised")  # the two ways the quality harness writes a turn as a memory
 

@@ -3,7 +3,7 @@
 Allowed sources only: the SciFact *train* claims with their judgments, and self-supervised queries
 made from the corpus itself (one sentence of a document is the query; the document without that
 sentence is the positive). The SciFact test claims and judgments are never read here. The
-conversational queries come from :mod:`models.training.conversation` (LoCoMo conversation text only;
+conversational queries come from :mod:`training.conversation` (LoCoMo conversation text only;
 the LoCoMo questions, answers and evidence labels are never read anywhere in the recipe).
 """
 

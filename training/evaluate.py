@@ -16,7 +16,7 @@ import numpy as np
 
 from benchmarks.quality.datasets import evaluate
 from models.base import Reranker
-from models.training.data import MinedQuery
+from training.data import MinedQuery
 from server.fusion.rrf import rerank_relevance
 
 log = logging.getLogger(__name__)

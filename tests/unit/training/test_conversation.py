@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks.quality.datasets import Turn, contextualise, load_locomo_turns
-from models.training import mine as mining
-from models.training.bm25 import tokens
-from models.training.conversation import content_words, doc_id, mine_turn_queries, turn_docs, turn_queries
-from models.training.data import MinedQuery
-from models.training.recipe import parse, training_groups
+from training import mine as mining
+from training.bm25 import tokens
+from training.conversation import content_words, doc_id, mine_turn_queries, turn_docs, turn_queries
+from training.data import MinedQuery
+from training.recipe import parse, training_groups
 
 SECRET = "zanzibar"  # only in the questions, answers, evidence and summaries: must never reach training data
 

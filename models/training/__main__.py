@@ -1,3 +1,0 @@
-from models.training.recipe import main
-
-main()

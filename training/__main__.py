@@ -1,0 +1,3 @@
+from training.recipe import main
+
+main()
