@@ -1,6 +1,7 @@
 """The write path's hygiene step: each input gets its salience; a write without an importance gets the
-salience-adjusted default; with ``memory.min_salience`` set, inputs below it are not stored (outcome SKIPPED)
-unless the writer asked for them explicitly (an importance given, or pinned)."""
+salience-adjusted default; with a minimum salience set (the tenant's ``min_salience`` setting, else
+``memory.min_salience``), inputs below it are not stored (outcome SKIPPED) unless the writer asked for them
+explicitly (an importance given, or pinned)."""
 
 from __future__ import annotations
 
@@ -25,13 +26,15 @@ class SaliencePolicy:
         self.cfg = cfg
         self.model = model
 
-    def prepare(self, memories: Sequence[MemoryInput]) -> Prepared:
+    def prepare(self, memories: Sequence[MemoryInput], *, min_salience: float | None = None) -> Prepared:
+        """``min_salience``: the tenant's threshold; None: ``memory.min_salience``."""
         cfg = self.cfg
+        threshold = cfg.min_salience if min_salience is None else min_salience
         kept, positions, saliences = [], [], []
         for i, m in enumerate(memories):
             s = self.model.score(m.content)
             saliences.append(s)
-            if s < cfg.min_salience and m.importance is None and not m.pinned:
+            if s < threshold and m.importance is None and not m.pinned:
                 continue
             importance = (m.importance if m.importance is not None else
                           importance_from_salience(s, default=cfg.default_importance, span=cfg.salience_importance_span))

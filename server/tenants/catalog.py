@@ -19,6 +19,7 @@ from pathlib import Path
 from server.domain import KeyScope
 from server.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
 from server.store.wal import WriteAheadLog
+from server.tenants.settings import TenantSettings
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class Catalog:
         directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._tenants: dict[str, int] = {}   # tenant id → created_at_ms
+        self._settings: dict[str, dict[str, float]] = {}   # tenant id → the settings it set (server/tenants/settings.py)
         self._keys: dict[str, _StoredKey] = {}
         self._wal, records = WriteAheadLog.open(directory / "catalog.wal")
         for meta, _ in records:
@@ -66,8 +68,12 @@ class Catalog:
         op = meta["op"]
         if op == "tenant":
             self._tenants[meta["id"]] = int(meta["created"])
+            self._settings.pop(meta["id"], None)
         elif op == "drop_tenant":
             self._tenants.pop(meta["id"], None)
+            self._settings.pop(meta["id"], None)
+        elif op == "settings":   # the tenant's whole settings after an update
+            self._settings[meta["id"]] = dict(meta["settings"])
         elif op == "key":
             scope = KeyScope(key_id=meta["key_id"], name=meta["name"], tenant_ids=frozenset(meta["tenant_ids"]),
                              tenant_prefixes=tuple(meta["prefixes"]), admin=bool(meta["admin"]))
@@ -101,6 +107,19 @@ class Catalog:
             if tenant_id not in self._tenants:
                 raise NotFound(f"tenant {tenant_id!r} does not exist")
             self._log({"op": "drop_tenant", "id": tenant_id})
+
+    def settings(self, tenant_id: str) -> TenantSettings:
+        """What the tenant set (unset fields: the server's config); no lock, a dict read on the write path."""
+        return TenantSettings.from_stored(self._settings.get(tenant_id, {}))
+
+    def update_settings(self, tenant_id: str, values: dict[str, float], reset: list[str]) -> TenantSettings:
+        """Stores ``values`` and drops ``reset`` (checked by ``settings.checked_update``), durably, in one record."""
+        with self._lock:
+            if tenant_id not in self._tenants:
+                raise NotFound(f"tenant {tenant_id!r} does not exist")
+            merged = {k: v for k, v in {**self._settings.get(tenant_id, {}), **values}.items() if k not in reset}
+            self._log({"op": "settings", "id": tenant_id, "settings": merged})
+            return TenantSettings.from_stored(merged)
 
     # -- keys -------------------------------------------------------------------------------------
     def ensure_admin_key(self, configured: str) -> str | None:
