@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from server.sdk import AsyncEngramClient, EngramClient
+from engram_client import AsyncEngramClient, EngramClient
 
 T = TypeVar("T")
 

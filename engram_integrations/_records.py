@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 
 def now_ms() -> int:

@@ -1,4 +1,4 @@
-"""Generate the Python stubs of proto/engram/v1 into server/grpc/gen.
+"""Generate the Python stubs of proto/engram/v1 into engram_proto/v1 (imported by the server and the client alike).
 
 Run as ``python proto/generate.py`` (``make proto``); ``--check`` exits 1 when the committed stubs
 differ from what the .proto files generate (a test calls it).
@@ -15,8 +15,8 @@ from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "proto"
-OUT_DIR = ROOT / "server" / "grpc" / "gen"
-PACKAGE = "server.grpc.gen"
+OUT_DIR = ROOT / "engram_proto"
+PACKAGE = "engram_proto"
 
 
 def _generate(out: Path) -> dict[str, str]:
@@ -27,11 +27,10 @@ def _generate(out: Path) -> dict[str, str]:
     files: dict[str, str] = {}
     for path in sorted(out.rglob("*.py*")):
         text = path.read_text()
-        # protoc writes absolute imports of the proto package; make them package-relative to ours.
-        text = re.sub(r"^from engram\.v1 import", f"from {PACKAGE}.engram.v1 import", text, flags=re.M)
-        files[str(path.relative_to(out))] = text
-    for pkg in ("engram", "engram/v1"):
-        files[f"{pkg}/__init__.py"] = ""
+        # protoc writes absolute imports of the proto package (engram.v1); ours is engram_proto.v1.
+        text = re.sub(r"^from engram\.v1 import", f"from {PACKAGE}.v1 import", text, flags=re.M)
+        files[str(path.relative_to(out / "engram"))] = text
+    files["v1/__init__.py"] = ""
     return files
 
 
@@ -42,7 +41,7 @@ def main(argv: list[str]) -> int:
         stale = [name for name, text in files.items()
                  if not (OUT_DIR / name).exists() or (OUT_DIR / name).read_text() != text]
         for name in stale:
-            sys.stderr.write(f"stale or missing: server/grpc/gen/{name}\n")
+            sys.stderr.write(f"stale or missing: engram_proto/{name}\n")
         return 1 if stale else 0
     for name, text in files.items():
         dest = OUT_DIR / name

@@ -1,27 +1,16 @@
-"""The ``engram`` command line: ``serve`` runs the server; every other command is a client built on the
-SDK (``server/sdk``) and talks to a running server over gRPC.
-
-Client commands find the server and the key through ``--address`` / ``--key`` or the environment
-(``ENGRAM_ADDRESS``, ``ENGRAM_KEY``, falling back to ``ENGRAM_ADMIN_KEY``), read once by
-``server.config.load_client_config``.
+"""The server's commands of the ``engram`` script (``engram_cli``): ``serve`` runs the server, ``config`` prints
+the effective config. The client commands live in ``engram_client.cli`` and never import this package.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-TYPES = ("episodic", "semantic", "procedural")
-STATUSES = ("active", "pending", "superseded", "expired", "archived")
 
 
-def _serve(args: argparse.Namespace) -> int:
+def serve(args: argparse.Namespace) -> int:
     from server.app import build_app
     from server.config import load_config
     from server.grpc.interceptors import REQUEST_ID
@@ -49,7 +38,7 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config(args: argparse.Namespace) -> int:
+def config(args: argparse.Namespace) -> int:
     from server.config import ServerConfig, load_config
     from server.config_doc import to_markdown, to_toml
 
@@ -57,196 +46,3 @@ def _config(args: argparse.Namespace) -> int:
     config = ServerConfig() if args.defaults or args.markdown else load_config(toml_path=toml_path)
     sys.stdout.write(to_markdown(config) if args.markdown else to_toml(config))
     return 0
-
-
-def _mcp(args: argparse.Namespace) -> int:
-    """``engram mcp``: the MCP server (engram_integrations.mcp, the ``mcp`` extra) over stdio or HTTP."""
-    from server.config import load_client_config
-
-    try:
-        from engram_integrations.mcp import serve_http, serve_stdio
-    except ImportError as exc:
-        sys.stderr.write(f"engram mcp needs the mcp extra (pip install 'engram[mcp]'): {exc}\n")
-        return 2
-    cfg = load_client_config(address=args.address, key=args.key, timeout_s=args.timeout)
-    if args.transport == "stdio":
-        asyncio.run(serve_stdio(address=cfg.address, key=cfg.key, tenant_id=args.tenant or "", timeout_s=cfg.timeout_s))
-    else:  # each HTTP request brings its own key as its bearer credential
-        asyncio.run(serve_http(address=cfg.address, listen=args.listen, path=args.path, tenant_id=args.tenant or "",
-                               timeout_s=cfg.timeout_s))
-    return 0
-
-
-def _client_command(run: Callable[[argparse.Namespace, Any], int]) -> Callable[[argparse.Namespace], int]:
-    def command(args: argparse.Namespace) -> int:
-        from server.config import load_client_config
-        from server.sdk import EngramClient
-
-        cfg = load_client_config(address=args.address, key=args.key, timeout_s=args.timeout)
-        with EngramClient(cfg.address, key=cfg.key, timeout_s=cfg.timeout_s) as client:
-            return run(args, client)
-
-    return command
-
-
-def _add_client_commands(sub: Any) -> None:
-    from server import cli_client as c
-    from server.cli_hygiene import consolidate, extract
-    from server.cli_import import import_file
-
-    common = argparse.ArgumentParser(add_help=False)  # the connection flags, also after the command
-    _connection_flags(common, default=argparse.SUPPRESS)
-
-    def add(name: str, run: Callable[[argparse.Namespace, Any], int], help_: str, parent: Any = sub) -> Any:
-        p = parent.add_parser(name, help=help_, parents=[common])
-        p.set_defaults(func=_client_command(run))
-        return p
-
-    tenant = sub.add_parser("tenant", help="create, list or delete tenants (admin key)").add_subparsers(
-        dest="action", required=True)
-    add("create", c.tenant_create, "create a tenant", tenant).add_argument("tenant")
-    add("list", c.tenant_list, "tenants this key covers", tenant)
-    p = add("delete", c.tenant_delete, "delete a tenant and purge its memories", tenant)
-    p.add_argument("tenant")
-    p.add_argument("--yes", action="store_true", help="confirm the purge")
-
-    key = sub.add_parser("key", help="create, revoke or rotate API keys (admin key)").add_subparsers(
-        dest="action", required=True)
-    p = add("create", c.key_create, "create a key; prints its secret once", key)
-    p.add_argument("name")
-    p.add_argument("--tenant", action="append", help="a tenant id the key covers (repeatable)")
-    p.add_argument("--prefix", action="append", help="a tenant id prefix the key covers, e.g. acme/ (repeatable)")
-    p.add_argument("--admin", action="store_true", help="an admin key (tenants and keys)")
-    add("revoke", c.key_revoke, "revoke a key by id", key).add_argument("key_id")
-    add("rotate", c.key_rotate, "new secret for a key id; the old one stops working", key).add_argument("key_id")
-
-    p = add("write", c.write, "write one memory")
-    p.add_argument("tenant")
-    p.add_argument("content")
-    p.add_argument("--type", dest="type_", choices=TYPES, default="semantic")
-    p.add_argument("--importance", type=float)
-    p.add_argument("--confidence", type=float)
-    p.add_argument("--entity", action="append")
-    p.add_argument("--source-ref", default="")
-    p.add_argument("--scope", default="")
-    p.add_argument("--slot", default="", help="the memory's key (slot), e.g. budget: a newer one supersedes it")
-    p.add_argument("--pinned", action="store_true")
-
-    p = add("search", c.search, "search memories; prints a table with the score breakdown")
-    p.add_argument("tenant")
-    p.add_argument("query")
-    p.add_argument("-k", "--top-k", type=int, default=10)
-    p.add_argument("--type", action="append", choices=TYPES)
-    p.add_argument("--entity", action="append")
-    p.add_argument("--rerank-depth", type=int)
-    p.add_argument("--include-pending", action="store_true")
-    p.add_argument("--context", action="store_true", help="also print the prompt-ready context block")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--gate", action="store_true", help="the recall gate: no search when the text is small talk")
-
-    p = add("consolidate", consolidate, "fold repeated episodic memories into semantic ones now")
-    p.add_argument("tenant")
-    p.add_argument("--dry-run", action="store_true", help="list the clusters, change nothing")
-
-    p = add("extract", extract, "run the server's configured extractor on a conversation's recent turns now")
-    p.add_argument("tenant")
-    p.add_argument("--conversation", default="", help="the turns' source_ref before '#' (else their scope)")
-    p.add_argument("--turns", type=int, default=0, help="recent turns to send (default memory.extract_window)")
-
-    p = add("import", import_file, "import memories from JSONL or CSV (batched writes, progress bar)")
-    p.add_argument("tenant")
-    p.add_argument("file")
-    p.add_argument("--format", choices=("jsonl", "csv"), default="", help="default: from the file extension")
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is no tty")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--skip-invalid", action="store_true",
-                   help="import the valid records; write the rejects (line, reason, record) to FILE.rejects.jsonl")
-
-    p = add("export", c.export, "export memories as JSONL (default: active and pending)")
-    p.add_argument("tenant")
-    p.add_argument("file", nargs="?", help="default: stdout")
-    p.add_argument("--status", action="append", choices=STATUSES)
-    p.add_argument("--type", action="append", choices=TYPES)
-
-    add("info", c.info, "server version, models, limits")
-    p = add("stats", c.stats, "loaded tenants, index tiers, memory budget (admin key)")
-    p.add_argument("tenant", nargs="?")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("mcp", help="serve engram's tools to MCP clients (agents) over stdio or streamable HTTP",
-                       parents=[common])
-    p.add_argument("--tenant", help="the tenant the tools act on (default: the one tenant the key covers)")
-    p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    p.add_argument("--listen", default="127.0.0.1:8765", help="http: host:port (port 0: any free port)")
-    p.add_argument("--path", default="/mcp", help="http: the endpoint path")
-    p.set_defaults(func=_mcp)
-    p = add("audit", c.audit, "a tenant's audit log")
-    p.add_argument("tenant")
-    p.add_argument("--op", action="append", help="only these ops: write, merge, supersede, delete, search, ...")
-    p.add_argument("--memory", help="only entries naming this memory id")
-    p.add_argument("--limit", type=int, default=50, help="the last N entries (0: all)")
-    p.add_argument("--json", action="store_true")
-
-
-def _connection_flags(parser: argparse.ArgumentParser, *, default: Any) -> None:
-    parser.add_argument("--address", default=default,
-                        help="server host:port (default ENGRAM_ADDRESS or 127.0.0.1:50051)")
-    parser.add_argument("--key", default=default, help="API key (default ENGRAM_KEY, else ENGRAM_ADMIN_KEY)")
-    parser.add_argument("--timeout", type=float, default=default,
-                        help="seconds per call, retries included (default ENGRAM_TIMEOUT_S or 30)")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="engram", description="engram: long-term memory server for AI agents")
-    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING (default from config: INFO)")
-    _connection_flags(parser, default=None)
-    sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the gRPC server")
-    serve.add_argument("--listen", help="host:port (default 127.0.0.1:50051)")
-    serve.add_argument("--data-dir", help="where memories live (default ./data)")
-    serve.add_argument("--config", help="a TOML config file")
-    serve.add_argument("--metrics-listen", help="host:port for Prometheus /metrics (default: off)")
-    serve.add_argument("--console-listen", help="host:port for the web console (default: off; README Console)")
-    serve.add_argument("--log-format", choices=("text", "json"))
-    serve.set_defaults(func=_serve)
-    config = sub.add_parser("config", help="print the effective config as TOML (or the option table)")
-    config.add_argument("--config", help="a TOML config file")
-    config.add_argument("--defaults", action="store_true", help="the built-in defaults only")
-    config.add_argument("--markdown", action="store_true", help="the README's option table (defaults)")
-    config.set_defaults(func=_config)
-    _add_client_commands(sub)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    if args.command != "serve" and args.log_level:
-        logging.basicConfig(level=args.log_level.upper())
-    try:
-        return int(args.func(args))
-    except Exception as exc:  # the CLI's one place to turn failures into a message and an exit code
-        return _report(exc)
-
-
-def _report(exc: Exception) -> int:
-    import grpc
-
-    from server.cli_io import RecordError
-    from server.errors import ConfigError
-
-    if isinstance(exc, BrokenPipeError):  # e.g. `engram export t | head`: stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
-        sys.stderr.write(f"engram: {exc.code().name}: {exc.details()}\n")
-        return 1
-    if isinstance(exc, (ConfigError, RecordError, OSError, ValueError)):
-        sys.stderr.write(f"engram: {exc}\n")
-        return 2
-    raise exc
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -398,30 +398,9 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-# Read by the CLI (a client), never by the server: ENGRAM_ADDRESS, ENGRAM_KEY (else ENGRAM_ADMIN_KEY).
+# Read by the clients (engram_client.config), never by the server: ENGRAM_ADDRESS, ENGRAM_KEY (else
+# ENGRAM_ADMIN_KEY), ENGRAM_TIMEOUT_S.
 CLIENT_VARIABLES = frozenset({"ENGRAM_ADDRESS", "ENGRAM_KEY", "ENGRAM_TIMEOUT_S"})
-
-
-@dataclass(frozen=True)
-class ClientConfig:
-    address: str = "127.0.0.1:50051"
-    key: str = ""
-    timeout_s: float = 30.0
-
-
-def load_client_config(*, env: Mapping[str, str] | None = None, address: str | None = None,
-                       key: str | None = None, timeout_s: float | None = None) -> ClientConfig:
-    """Flags ← ENGRAM_ADDRESS / ENGRAM_KEY (or ENGRAM_ADMIN_KEY) / ENGRAM_TIMEOUT_S ← defaults."""
-    env = os.environ if env is None else env
-    base = ClientConfig()
-    try:
-        timeout = timeout_s if timeout_s is not None else float(env.get("ENGRAM_TIMEOUT_S") or base.timeout_s)
-    except ValueError as exc:
-        raise ConfigError(f"ENGRAM_TIMEOUT_S is not a number: {env.get('ENGRAM_TIMEOUT_S')!r}") from exc
-    if timeout <= 0:
-        raise ConfigError("the client timeout must be > 0")
-    return ClientConfig(address=address or env.get("ENGRAM_ADDRESS") or base.address,
-                        key=key or env.get("ENGRAM_KEY") or env.get("ENGRAM_ADMIN_KEY") or "", timeout_s=timeout)
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:

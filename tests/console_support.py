@@ -14,7 +14,7 @@ import pytest
 from memory_support import mem, write_one
 from support import RunningServer, start_server
 
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import service_pb2 as spb
 
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2"> Alice\'s "tag" & more'
 

@@ -26,9 +26,9 @@ from benchmarks.quality.datasets import load_scifact, repo_root
 from benchmarks.serving.build import ADMIN_KEY, dataset_dir, tenant_name
 from server.app import build_app
 from server.config import bundled_reranker, load_config
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
-from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
+from engram_proto.v1 import service_pb2_grpc as sgrpc
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 from server.store.audit import audit_bytes
 
 TOPICS = ("walnut harbor", "cobalt river", "saffron meadow", "quartz lantern", "violin orbit", "maple glacier")

@@ -26,8 +26,8 @@ from typing import Any
 from benchmarks.quality.datasets import Query, evaluate, load_locomo, repo_root
 from benchmarks.quality.harness import DEFAULTS, EvalServer, Ingested
 from benchmarks.quality.suites import locomo_inputs
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 from server.hygiene.salience import load_salience
 
 log = logging.getLogger(__name__)

@@ -29,9 +29,9 @@ import numpy as np
 
 from benchmarks.index.data import ADMIN_KEY, CACHE, dataset, queries, tenant_name, truth_vectors
 from benchmarks.serving.run import ServerProcess, load_embedder_for_build
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
-from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
+from engram_proto.v1 import service_pb2_grpc as sgrpc
 from server.index.ivf import ivf_from_payload
 from server.index.tiers import TierRules
 from server.store.snapshot import read_snapshot

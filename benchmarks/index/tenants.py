@@ -24,7 +24,7 @@ import numpy as np
 from benchmarks.index.data import CACHE, dataset, queries, tenant_name
 from benchmarks.index.run import RESULTS, Probe, percentiles, rss_bytes
 from benchmarks.serving.run import ServerProcess, load_embedder_for_build
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import service_pb2 as spb
 
 log = logging.getLogger("benchmarks.index.tenants")
 

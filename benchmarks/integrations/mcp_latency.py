@@ -35,7 +35,7 @@ from mcp.client.streamable_http import streamable_http_client
 from benchmarks.serving.build import ADMIN_KEY
 from benchmarks.serving.corpus import memories, query_texts, sentence_pool
 from benchmarks.serving.run import ServerProcess
-from server.sdk import AsyncEngramClient, EngramClient
+from engram_client import AsyncEngramClient, EngramClient
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "integrations"

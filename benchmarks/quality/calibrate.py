@@ -27,7 +27,7 @@ from benchmarks.quality.harness import EvalServer, Ingested, Stage, docs_of_hit
 from benchmarks.quality.suites import FIXED_NOW_MS, locomo_inputs
 from server.fusion.calibration import FUSED_FEATURES, RERANK_FEATURES, fused_features
 from server.fusion.rrf import rrf_max
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from engram_proto.v1 import messages_pb2 as pb
 from server.text import has_cjk, has_code
 
 log = logging.getLogger("benchmarks.quality.calibrate")

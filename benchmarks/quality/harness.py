@@ -25,9 +25,9 @@ import grpc
 from benchmarks.quality.datasets import Query
 from server.app import App, build_app
 from server.config import load_config
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
-from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
+from engram_proto.v1 import service_pb2_grpc as sgrpc
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from benchmarks.quality.fusion import Setting, fuse, grid, settings_grid
 from benchmarks.quality.harness import (BM25, DEFAULTS, DENSE, HYBRID, LIVE, RERANK, SECOND_ROUND, EvalServer, Ingested,
                                         Stage, docs_of_hit)
 from server.config import DAY_S, SearchConfig
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from engram_proto.v1 import messages_pb2 as pb
 from server.text import has_cjk, has_code
 
 log = logging.getLogger(__name__)

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 import grpc
 import numpy as np
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
-from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
+from engram_proto.v1 import service_pb2_grpc as sgrpc
 
 
 STAGES = ("queue", "embed", "ann", "bm25", "fusion", "rerank", "decay", "total")

@@ -32,8 +32,8 @@ import grpc
 from benchmarks.serving.build import ADMIN_KEY, build, tenant_name
 from benchmarks.serving.corpus import query_texts
 from benchmarks.serving.load import run_load, touch_tenants
-from server.grpc.gen.engram.v1 import service_pb2 as spb
-from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
+from engram_proto.v1 import service_pb2 as spb
+from engram_proto.v1 import service_pb2_grpc as sgrpc
 
 log = logging.getLogger("benchmarks.serving")
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ class ServerProcess:
                      # Every query counts: no embedding cache hits in a throughput benchmark.
                      "ENGRAM_BATCHING__QUERY_CACHE_TTL_MS": "0", **env}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "serve", "--listen", f"127.0.0.1:{self.port}",
+            [sys.executable, "-m", "engram_cli", "serve", "--listen", f"127.0.0.1:{self.port}",
              "--data-dir", str(self.dir)], cwd=ROOT, env=child_env,
             stdout=self.log_path.open("w"), stderr=subprocess.STDOUT)
 

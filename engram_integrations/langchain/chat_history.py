@@ -17,9 +17,9 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
 
 from engram_integrations._clients import Clients
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.sdk import AsyncEngramClient, EngramClient
-from server.sdk.loop import aend_turn, end_turn
+from engram_proto.v1 import messages_pb2 as pb
+from engram_client import AsyncEngramClient, EngramClient
+from engram_client.loop import aend_turn, end_turn
 
 _BY_ROLE = {"human": HumanMessage, "ai": AIMessage, "system": SystemMessage}
 

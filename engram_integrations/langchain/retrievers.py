@@ -11,9 +11,9 @@ from pydantic import ConfigDict, Field, PrivateAttr, SecretStr
 
 from engram_integrations._clients import Clients
 from engram_integrations._records import hit_view, now_ms
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.sdk import AsyncEngramClient, EngramClient
-from server.sdk.loop import aend_turn, end_turn
+from engram_proto.v1 import messages_pb2 as pb
+from engram_client import AsyncEngramClient, EngramClient
+from engram_client.loop import aend_turn, end_turn
 
 
 def hit_document(hit: pb.Hit, *, at_ms: int) -> Document:

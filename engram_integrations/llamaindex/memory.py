@@ -15,8 +15,8 @@ from llama_index.core.memory import BaseMemoryBlock
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from engram_integrations._clients import Clients
-from server.sdk import AsyncEngramClient, EngramClient
-from server.sdk import aend_turn, conversation_inputs, end_turn
+from engram_client import AsyncEngramClient, EngramClient
+from engram_client import aend_turn, conversation_inputs, end_turn
 
 _SPEAKER = {MessageRole.USER: "User", MessageRole.ASSISTANT: "Assistant", MessageRole.SYSTEM: "System"}
 

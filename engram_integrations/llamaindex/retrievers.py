@@ -10,8 +10,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from engram_integrations._clients import Clients
 from engram_integrations._records import hit_view, now_ms
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.sdk import AsyncEngramClient, EngramClient
+from engram_proto.v1 import messages_pb2 as pb
+from engram_client import AsyncEngramClient, EngramClient
 
 # What the LLM sees of a node besides its text; the ids, score and breakdown stay in metadata only.
 LLM_METADATA = ("type", "created_at", "entities", "source_ref")

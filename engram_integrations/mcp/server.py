@@ -29,7 +29,7 @@ from mcp.server.stdio import stdio_server
 from pydantic import ValidationError
 
 from engram_integrations.mcp.tools import TOOLS, TOOLS_BY_NAME
-from server.sdk import AsyncEngramClient, with_key
+from engram_client import AsyncEngramClient, with_key
 
 log = logging.getLogger(__name__)
 SCOPE_TTL_S = 60.0

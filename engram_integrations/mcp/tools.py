@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram_integrations._records import hit_view, memory_view, now_ms, write_view
-from server.sdk import AsyncEngramClient
-from server.sdk.loop import aend_turn
+from engram_client import AsyncEngramClient
+from engram_client.loop import aend_turn
 
 MemoryType = Literal["episodic", "semantic", "procedural"]
 MemoryStatus = Literal["active", "pending", "superseded", "expired", "archived"]

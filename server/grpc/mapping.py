@@ -9,8 +9,8 @@ from server.domain import (AuditEntry, AuditOp, Breakdown, ConsolidationReport, 
                            SearchQuery, Timings, WriteOutcome, WriteResult)
 from server.batching.controller import ControllerState
 from server.errors import InvalidArgument
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 
 def memory_type_from_pb(value: int, *, where: str, allow_unspecified: bool) -> MemoryType | None:

@@ -10,8 +10,8 @@ from typing import Any
 
 import grpc
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 from server.grpc.interceptors import PerMethodInterceptor
 from server.metrics import STAGES, Metrics
 

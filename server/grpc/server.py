@@ -11,7 +11,7 @@ from grpc_reflection.v1alpha import reflection
 
 from server.engine.engine import Engine
 from server.errors import ConfigError
-from server.grpc.gen.engram.v1 import service_pb2, service_pb2_grpc
+from engram_proto.v1 import service_pb2, service_pb2_grpc
 from server.grpc.interceptors import EdgeInterceptor
 from server.grpc.observe import ObserveInterceptor
 from server.grpc.servicer import AdminServicer, MemoryServicer

@@ -8,8 +8,8 @@ import grpc
 
 from server.engine.engine import Engine
 from server.grpc import mapping
-from server.grpc.gen.engram.v1 import service_pb2 as spb
-from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
+from engram_proto.v1 import service_pb2 as spb
+from engram_proto.v1 import service_pb2_grpc as sgrpc
 from server.grpc.interceptors import principal
 
 VERSION = "0.1.0"

@@ -21,7 +21,7 @@ from memory_support import get_one, write_one
 from support import ADMIN_KEY, RunningServer
 
 from server.domain import Breakdown
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from engram_proto.v1 import messages_pb2 as pb
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements.txt)")
 CHROMIUM = os.environ.get("ENGRAM_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 from support import start_server, status_of
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 
 def test_repeated_query_skips_the_embedding_but_sees_every_write(server, admin) -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from support import ADMIN_KEY
 
-from server.cli import main
+from engram_cli import main
 from server.config import ServerConfig
-from server.sdk import EngramClient
-from server.sdk._core import rpc_names
+from engram_client import EngramClient
+from engram_client._core import rpc_names
 
 NOTES = [
     {"content": "Alice is allergic to peanuts", "type": "semantic", "importance": 0.9, "entities": ["alice"]},

@@ -16,8 +16,8 @@ from support import ADMIN_KEY, RunningServer, start_server
 
 from server.console.frontend import CSP
 from server.domain import Breakdown
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 running, seeded = module_fixtures()
 

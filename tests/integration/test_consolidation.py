@@ -3,8 +3,8 @@ idempotence, the audit trail and the undo (deleting the semantic memory)."""
 
 from __future__ import annotations
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 DAY_MS = 86_400_000
 T0 = 1_700_000_000_000

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from engram_proto.v1 import messages_pb2 as pb
 
 YEAR_MS = 365 * 24 * 3600 * 1000
 

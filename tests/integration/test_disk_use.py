@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from small_fs import fill, small_filesystem
 from support import start_server
 
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import service_pb2 as spb
 
 STORAGE = "engram.v1.Storage"
 

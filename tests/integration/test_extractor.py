@@ -15,8 +15,8 @@ import grpc
 import pytest
 from support import start_server
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 TURNS = ["User: Hi there!", "Assistant: Hello! How can I help?", "User: I'm planning a trip to Kyoto in April",
          "Assistant: Lovely, cherry blossoms then.", "User: I only eat vegetarian food, remember that",

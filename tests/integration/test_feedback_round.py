@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from support import start_server
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from engram_proto.v1 import messages_pb2 as pb
 
 T = "fb"
 TOP = "Caroline adopted a rescue greyhound called Biscuit from the shelter on Elm Street"

@@ -9,8 +9,8 @@ from support import ADMIN_KEY, start_server, status_of
 
 from server.config import SearchConfig
 from server.fusion.calibration import fused_features, load_calibration
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 DESIGN_EXAMPLES = [
     "用户团队计划下半年将核心数据库从自建改为托管，当前最关注迁移成本与停机时间",

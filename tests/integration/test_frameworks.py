@@ -19,7 +19,7 @@ from engram_integrations.langchain import EngramChatMessageHistory
 from engram_integrations.langchain import EngramRetriever as LangChainRetriever
 from engram_integrations.llamaindex import EngramMemoryBlock
 from engram_integrations.llamaindex import EngramRetriever as LlamaIndexRetriever
-from server.sdk import AsyncEngramClient, EngramClient
+from engram_client import AsyncEngramClient, EngramClient
 
 FACTS = [{"content": "Alice is allergic to peanuts", "type": "semantic", "importance": 0.9, "entities": ["alice"]},
          {"content": "Alice moved to Lisbon in March", "type": "episodic", "source_ref": "chat-12#4"},

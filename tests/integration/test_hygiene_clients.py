@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from support import ADMIN_KEY
 
-from server.cli import main
-from server.sdk import EngramClient
+from engram_cli import main
+from engram_client import EngramClient
 
 DAY_MS = 86_400_000
 REPEATS = ["Caroline: Walked Max on Carcavelos beach this morning",       # e5 cosine ~0.97 to each other: not

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from support import start_server
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 FACT = "Caroline: I moved to Lisbon in March 2023 with my two dogs"
 

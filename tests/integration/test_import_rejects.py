@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from support import ADMIN_KEY
 
-from server.cli import main
-from server.cli_io import rejects_path
-from server.sdk import EngramClient
+from engram_cli import main
+from engram_client.cli.io import rejects_path
+from engram_client import EngramClient
 
 
 def run(capsys: pytest.CaptureFixture[str], server, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]

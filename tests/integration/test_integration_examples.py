@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from support import ADMIN_KEY, start_server
 
-from server.sdk import EngramClient
+from engram_client import EngramClient
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ("mcp_agent.py", "langchain_agent.py", "llamaindex_agent.py")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from support import ADMIN_KEY, start_server
 
-from server.sdk import EngramClient
+from engram_client import EngramClient
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ RUN = {
 import anyio, os
 from mcp import Client, StdioServerParameters
 async def main():
-    params = StdioServerParameters(command=sys.executable, args=["-m", "server.cli", "mcp", "--address", address,
+    params = StdioServerParameters(command=sys.executable, args=["-m", "engram_cli", "mcp", "--address", address,
                                                                  "--key", key],
                                    env={{"PYTHONPATH": os.environ["PYTHONPATH"]}})
     async with Client(params) as client:

@@ -11,8 +11,8 @@ import grpc
 import pytest
 from support import start_server
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 FULL = 12
 TENANT = "acme/load"

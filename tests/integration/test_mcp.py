@@ -15,7 +15,7 @@ import pytest
 from mcp_support import call, error, http_client, http_server, ok, stdio_client
 from support import ADMIN_KEY, start_server
 
-from server.sdk import EngramClient
+from engram_client import EngramClient
 
 TOOLS = ["recall", "remember", "forget", "confirm", "history", "list"]
 ALICE = [{"content": "Alice is allergic to peanuts", "type": "semantic", "importance": 0.9, "entities": ["alice"],
@@ -284,13 +284,13 @@ def test_http_with_a_configured_tenant(engram: dict[str, Any]) -> None:
 
 
 def test_mcp_command_needs_no_server_modules() -> None:
-    """engram mcp imports only the SDK's dependencies and the MCP SDK: no torch, FAISS, JVM or engine."""
+    """engram mcp imports only the SDK's dependencies and the MCP SDK: no torch, FAISS, JVM or server."""
     import subprocess
     import sys
 
-    code = ("import sys, engram_integrations.mcp, server.cli; "
-            "print(','.join(m for m in ('torch', 'faiss', 'jnius', 'numpy', 'transformers', 'server.engine', "
-            "'server.app', 'langchain_core', 'llama_index') if m in sys.modules))")
+    code = ("import sys, engram_integrations.mcp, engram_cli; engram_cli.build_parser().parse_args(['mcp']); "
+            "print(','.join(m for m in ('torch', 'faiss', 'jnius', 'numpy', 'transformers', 'server', "
+            "'server.engine', 'server.app', 'langchain_core', 'llama_index') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == ""

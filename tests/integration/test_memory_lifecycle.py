@@ -11,8 +11,8 @@ from memory_support import (DAY_MS, audit, delete_tenant, forget, get_one, histo
                             write_one)
 from support import start_server, status_of
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 SECRET = "zebracorn-7781 launch codes for tenant A"
 

@@ -9,8 +9,8 @@ import pytest
 from memory_support import DAY_MS, HOUR_MS, confirm, get_one, history, ids_of, mem, now_ms, write_one
 from support import start_server, status_of
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 T = "acme/semantics"
 ACTIVE, PENDING, SUPERSEDED, EXPIRED = (pb.MEMORY_STATUS_ACTIVE, pb.MEMORY_STATUS_PENDING,

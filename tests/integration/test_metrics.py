@@ -15,7 +15,7 @@ from support import ADMIN_KEY, start_server
 
 from server.grpc.interceptors import REQUEST_ID
 from server.logs import configure_logging
-from server.sdk import EngramClient
+from engram_client import EngramClient
 
 SEARCH = {"grpc_type": "unary", "grpc_service": "engram.v1.MemoryService", "grpc_method": "Search"}
 
@@ -101,6 +101,6 @@ def test_json_logs_carry_the_request_id(server) -> None:
 
 
 def _search_request(tenant: str):  # type: ignore[no-untyped-def]
-    from server.sdk._core import search_request
+    from engram_client._core import search_request
 
     return search_request(tenant, ["x"], {})

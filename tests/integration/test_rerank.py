@@ -10,8 +10,8 @@ from support import start_server
 
 from server.fusion.calibration import load_calibration
 from server.fusion.rrf import rrf_max
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 NOTES = [
     "Alice drinks green tea every morning before standup.",

@@ -10,8 +10,8 @@ import time
 import pytest
 from support import start_server
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 SUBJECTS = ["the user", "Priya", "the team", "our landlord", "the dentist", "Marco", "the auditor", "my sister"]
 VERBS = ["prefers", "booked", "mentioned", "cancelled", "reviewed", "ordered", "scheduled", "forgot"]

@@ -14,9 +14,9 @@ import grpc
 import pytest
 from support import ADMIN_KEY, start_server
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
-from server.sdk import NO_RETRY, AsyncEngramClient, EngramClient, RetryPolicy
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
+from engram_client import NO_RETRY, AsyncEngramClient, EngramClient, RetryPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST_RECONNECT = (("grpc.initial_reconnect_backoff_ms", 50), ("grpc.min_reconnect_backoff_ms", 50),
@@ -24,7 +24,7 @@ FAST_RECONNECT = (("grpc.initial_reconnect_backoff_ms", 50), ("grpc.min_reconnec
 
 
 def test_sdk_imports_only_grpc_and_protobuf() -> None:
-    code = ("import sys, server.sdk, server.sdk.aio; "
+    code = ("import sys, engram_client, engram_client.aio; "
             "print(','.join(m for m in ('torch', 'faiss', 'jnius', 'numpy', 'transformers', 'prometheus_client', "
             "'server.engine', 'server.config') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

@@ -1,4 +1,4 @@
-"""The SDK's read-write loop (server.sdk.loop) against the real in-process server: recall before answering,
+"""The SDK's read-write loop (engram_client.loop) against the real in-process server: recall before answering,
 remember after, touch what was used — one call, sync and asyncio."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from support import ADMIN_KEY, start_server
 
-from server.grpc.gen.engram.v1 import service_pb2 as spb
-from server.sdk import AsyncEngramClient, EngramClient, aturn, end_turn, turn
+from engram_proto.v1 import service_pb2 as spb
+from engram_client import AsyncEngramClient, EngramClient, aturn, end_turn, turn
 
 FACTS = ["Alice is allergic to peanuts", "Alice's cat is called Miso", "Alice works as a nurse in Lisbon"]
 

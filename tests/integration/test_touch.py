@@ -6,7 +6,7 @@ import grpc
 from memory_support import audit, get_one, now_ms, write_one
 from support import status_of
 
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import service_pb2 as spb
 
 
 def _touch(client, tenant: str, *ids: str) -> spb.TouchResponse:  # type: ignore[no-untyped-def]

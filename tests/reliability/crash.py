@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import grpc
 from support import Client
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 WORDS = ("river mountain ledger violin copper harbor meadow lantern orbit quartz saffron tundra velvet walnut "
          "yacht zephyr anchor bramble cactus dagger ember falcon glacier hazel iris jasmine kettle lotus maple "

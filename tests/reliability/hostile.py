@@ -12,8 +12,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from support import ADMIN_KEY, RunningServer, start_server
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 LIMITS = {"max_memories_per_write": 8, "max_content_bytes": 1024, "max_queries_per_search": 4,
           "max_top_k": 50, "max_candidates": 100, "max_page_size": 20, "max_query_bytes": 256,

@@ -1,4 +1,4 @@
-"""An engram server as a real subprocess (``python -m server.cli serve``), for crash, signal and log tests.
+"""An engram server as a real subprocess (``python -m engram_cli serve``), for crash, signal and log tests.
 
 The in-process server of ``tests/support.py`` cannot be SIGKILLed or SIGTERMed without killing pytest;
 this one can. It shares the sync ``Client`` of ``tests/support.py``.
@@ -74,7 +74,7 @@ class ServerProcess:
                **self.env}
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "serve", "--listen", self.address, "--data-dir", str(self.data_dir)],
+            [sys.executable, "-m", "engram_cli", "serve", "--listen", self.address, "--data-dir", str(self.data_dir)],
             cwd=REPO, env=env, stdout=self._log_file, stderr=subprocess.STDOUT)
         if wait:
             wait_serving(self.address, timeout_s=timeout_s, proc=self.proc, **self._tls_args())

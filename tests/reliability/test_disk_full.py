@@ -20,8 +20,8 @@ from small_fs import fill, small_filesystem
 
 from reliability.crash import WORDS, token
 from reliability.proc import ServerProcess, free_port
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 TENANT = "disk/full"
 GROUP = 16          # memories per Write

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reliability.hostile import TENANTS, admin_metadata, assert_serving, call, snapshot
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import service_pb2 as spb
 
 C = grpc.StatusCode
 CLIENT_ERRORS = {C.OK, C.INVALID_ARGUMENT, C.NOT_FOUND, C.PERMISSION_DENIED, C.ALREADY_EXISTS,

@@ -16,8 +16,8 @@ import pytest
 from reliability.hostile import LIMITS, admin_metadata, all_rpcs, assert_serving, call, snapshot
 from support import RunningServer
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 C = grpc.StatusCode
 INVALID, NOT_FOUND, DENIED, UNAUTH = C.INVALID_ARGUMENT, C.NOT_FOUND, C.PERMISSION_DENIED, C.UNAUTHENTICATED

@@ -11,7 +11,7 @@ import grpc
 import pytest
 from support import ADMIN_KEY, Client, start_server, status_of
 
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import service_pb2 as spb
 
 OK, DENIED, UNAUTH = grpc.StatusCode.OK, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED
 

@@ -12,8 +12,8 @@ import grpc
 import pytest
 from support import RunningServer, start_server
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 C = grpc.StatusCode
 LONG = " ".join(["the quarterly planning memo covers budget, hiring, travel and the deploy calendar"] * 12)

@@ -14,8 +14,8 @@ import pytest
 from support import ADMIN_KEY
 
 from reliability.proc import ServerProcess
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 SECRET_CONTENT = "zqsecretcontentzq the vault code is 4417"
 SECRET_QUERY = "zqsecretqueryzq where is the vault"

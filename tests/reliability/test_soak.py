@@ -22,8 +22,8 @@ import grpc
 import pytest
 
 from reliability.proc import ServerProcess
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 C = grpc.StatusCode
 WORDS = "budget deploy tea coffee allergy peanut river ledger harbor meadow orbit quartz velvet walnut".split()

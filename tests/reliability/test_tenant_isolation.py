@@ -19,8 +19,8 @@ import grpc
 import pytest
 from support import Client, RunningServer, start_server
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 C = grpc.StatusCode
 TENANTS = ("acme", "acme2", "Acme", "acme-2", "acme/a", "acme/a/b", "a/b", "a/b/c", "a/bc", "a.b")

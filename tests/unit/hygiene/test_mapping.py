@@ -3,8 +3,8 @@ from __future__ import annotations
 from server.domain import (Consolidation, ConsolidationReport, Extraction, Memory, MemoryStatus, MemoryType,
                            QueryResult, Timings, WriteOutcome, WriteResult)
 from server.grpc import mapping
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 
 def test_hygiene_fields_cross_the_wire() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from server.grpc import mapping
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
+from engram_proto.v1 import messages_pb2 as pb
 
 
 def test_feedback_unset_true_and_false_map_to_none_true_false() -> None:

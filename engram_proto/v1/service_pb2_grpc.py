@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from server.grpc.gen.engram.v1 import service_pb2 as engram_dot_v1_dot_service__pb2
+from engram_proto.v1 import service_pb2 as engram_dot_v1_dot_service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

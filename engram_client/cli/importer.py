@@ -17,10 +17,10 @@ from pathlib import Path
 
 import grpc
 
-from server.cli_client import _out
-from server.cli_io import Progress, Record, RecordError, chunks, rejects_path, scan_records
-from server.grpc.gen.engram.v1 import service_pb2 as spb
-from server.sdk import EngramClient
+from engram_client.cli.commands import _out
+from engram_client.cli.io import Progress, Record, RecordError, chunks, rejects_path, scan_records
+from engram_proto.v1 import service_pb2 as spb
+from engram_client import EngramClient
 
 _INDEX_RE = re.compile(r"^memories\[(\d+)\]")
 

@@ -16,10 +16,10 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from server.cli_io import age, memory_record, table
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
-from server.sdk import EngramClient
+from engram_client.cli.io import age, memory_record, table
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
+from engram_client import EngramClient
 
 
 def _out(text: str) -> None:

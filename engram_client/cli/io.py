@@ -18,8 +18,8 @@ from typing import Any, TextIO
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.sdk import memory_input
+from engram_proto.v1 import messages_pb2 as pb
+from engram_client import memory_input
 
 # Fields an export writes that are the server's, not the writer's: an import skips them.
 EXPORT_ONLY = frozenset({"memory_id", "status", "access_count", "superseded_by", "source_refs", "updated_at_ms",

@@ -8,8 +8,8 @@ import grpc
 import pytest
 from google.protobuf.json_format import ParseError
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.sdk import _core
+from engram_proto.v1 import messages_pb2 as pb
+from engram_client import _core
 
 
 def test_backoff_grows_exponentially_and_is_capped() -> None:
@@ -73,10 +73,10 @@ TYPED = {"List": "list_page", "Audit": "audit_page"}  # paginated RPCs: a page m
 
 
 def test_every_rpc_has_a_typed_method_on_both_clients() -> None:
-    from server.sdk import AsyncEngramClient, EngramClient
+    from engram_client import AsyncEngramClient, EngramClient
 
     for rpc in _core.rpc_names():
         name = TYPED.get(rpc, _snake(rpc))
         for cls in (EngramClient, AsyncEngramClient):
             assert hasattr(cls, name), (f"{cls.__name__}.{name} is missing for RPC {rpc}: add a one-line method "
-                                        f"in server/sdk/client.py and aio.py calling self.call({rpc!r}, ...)")
+                                        f"in engram_client/client.py and aio.py calling self.call({rpc!r}, ...)")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from server.cli_client import _out
-from server.sdk import EngramClient
+from engram_client.cli.commands import _out
+from engram_client import EngramClient
 
 
 def consolidate(args: argparse.Namespace, client: EngramClient) -> int:

@@ -18,8 +18,8 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
 
 SERVICES = ("MemoryService", "AdminService")
 DEFAULT_ADDRESS = "127.0.0.1:50051"

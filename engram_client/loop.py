@@ -20,12 +20,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from server.grpc.gen.engram.v1 import service_pb2 as spb
-from server.sdk._core import MemoryLike, Recall, conversation_inputs
+from engram_proto.v1 import service_pb2 as spb
+from engram_client._core import MemoryLike, Recall, conversation_inputs
 
 if TYPE_CHECKING:
-    from server.sdk.aio import AsyncEngramClient
-    from server.sdk.client import EngramClient
+    from engram_client.aio import AsyncEngramClient
+    from engram_client.client import EngramClient
 
 Answer = Callable[[Recall], str]
 AsyncAnswer = Callable[[Recall], str | Awaitable[str]]

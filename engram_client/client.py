@@ -10,11 +10,11 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.grpc.gen.engram.v1 import service_pb2 as spb
-from server.grpc.gen.engram.v1 import service_pb2_grpc as sgrpc
-from server.sdk import _core
-from server.sdk._core import FilterLike, MemoryLike, Recall, RetryPolicy
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
+from engram_proto.v1 import service_pb2_grpc as sgrpc
+from engram_client import _core
+from engram_client._core import FilterLike, MemoryLike, Recall, RetryPolicy
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from server.grpc.gen.engram.v1 import messages_pb2 as pb
-from server.sdk._core import conversation_inputs
+from engram_proto.v1 import messages_pb2 as pb
+from engram_client._core import conversation_inputs
 
 
 def test_each_turn_carries_the_previous_turn_as_context_and_a_source_ref() -> None:

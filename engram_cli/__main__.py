@@ -1,0 +1,3 @@
+from engram_cli import main
+
+raise SystemExit(main())
