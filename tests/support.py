@@ -13,6 +13,7 @@ import grpc
 from models.base import Embedder, Reranker
 from server.app import App, build_app
 from server.config import load_config
+from server.index.tiers import TierRules
 from engram_proto.v1 import messages_pb2 as pb
 from engram_proto.v1 import service_pb2 as spb
 from engram_proto.v1 import service_pb2_grpc as sgrpc
@@ -51,7 +52,10 @@ class RunningServer:
 
 
 def start_server(data_dir: Path, *, embedder: Embedder, reranker: Reranker | None = None,
+                 rules: TierRules | None = None, evict_idle_s: float | None = None,
                  **overrides: Any) -> RunningServer:
+    """``overrides``: config options by section; ``rules`` (index tiers) and ``evict_idle_s`` (the registry's
+    idle grace) set internal constants of the components for this server, not config."""
     # No reranker unless a test hands one in or names one (the bundled engram-reranker-v1 is a default).
     overrides = {**overrides, "models": {"reranker": "", **overrides.get("models", {})}}
     config = load_config(env={}, overrides={"listen": "127.0.0.1:0", "data_dir": data_dir, "admin_key": ADMIN_KEY,
@@ -61,7 +65,9 @@ def start_server(data_dir: Path, *, embedder: Embedder, reranker: Reranker | Non
     thread.start()
 
     async def build() -> App:
-        app = build_app(config, embedder=embedder, reranker=reranker)
+        app = build_app(config, embedder=embedder, reranker=reranker, rules=rules)
+        if evict_idle_s is not None:
+            app.engine.registry.evict_idle_s = evict_idle_s
         await app.start()
         return app
 

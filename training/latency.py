@@ -24,7 +24,7 @@ import numpy as np
 
 from benchmarks.quality.datasets import load_scifact, repo_root
 from benchmarks.serving.build import ADMIN_KEY, dataset_dir, tenant_name
-from server.app import build_app
+from server.app import CPU_SPEED, build_app, load_embedder, load_reranker, resolve_device
 from server.config import bundled_reranker, load_config
 from engram_proto.v1 import messages_pb2 as pb
 from engram_proto.v1 import service_pb2 as spb
@@ -33,7 +33,7 @@ from engram_proto.v1 import service_pb2_grpc as sgrpc
 log = logging.getLogger(__name__)
 
 
-VARIANTS = {"unpadded": True, "padded": False}   # name → models.unpad
+VARIANTS = {"unpadded": True, "padded": False}   # name → the CPU models' unpad flag (server.app.CPU_SPEED)
 
 
 def measure(*, depths: list[int], queries: int, reranker: str, threads: int) -> dict:
@@ -53,10 +53,14 @@ def measure(*, depths: list[int], queries: int, reranker: str, threads: int) -> 
             config = load_config(env={}, overrides={
                 "listen": "127.0.0.1:0", "data_dir": data, "admin_key": ADMIN_KEY,
                 "memory": {"audit_searches": False},
-                "models": {"reranker": reranker, "cpu_threads": threads, "unpad": unpad}})
+                "models": {"reranker": reranker, "cpu_threads": threads}})
+            device, speed = resolve_device(config.models.device), {**CPU_SPEED, "unpad": unpad}
 
-            async def start(config=config):  # type: ignore[no-untyped-def]
-                app = build_app(config)
+            async def start(config=config, device=device, speed=speed):  # type: ignore[no-untyped-def]
+                cross_encoder = load_reranker(config, device, speed=speed)
+                if cross_encoder is not None:
+                    cross_encoder.warmup()
+                app = build_app(config, embedder=load_embedder(config, device, speed=speed), reranker=cross_encoder)
                 await app.start()
                 return app
 

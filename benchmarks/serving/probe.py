@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--dataset", default="1x10000", help="TENANTSxMEMORIES")
     p.add_argument("--rerank-depth", type=int, default=-1, help="per query: -1 no rerank, 0 the server's default (the controller's)")
-    p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server, e.g. ENGRAM_MODELS__TRACE=false")
+    p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server, e.g. ENGRAM_MODELS__DTYPE=float32")
     args = p.parse_args(argv)
     tenants, per_tenant = (int(x) for x in args.dataset.split("x"))
     row = probe(batching=args.batching == "on", clients=args.clients, seconds=args.seconds, warmup_s=args.warmup,

@@ -36,6 +36,11 @@ from server.tenants.shard import WAL_NAME, TenantShard
 
 log = logging.getLogger(__name__)
 
+# A shard used this recently is never evicted: a request that found it may still hold it. Two seconds cover a
+# search's slowest stage many times over and leave the budget soft by at most the tenants used in them.
+EVICT_IDLE_S = 2.0
+BUILD_THREADS = 1   # background index builds: one at a time, so a build never takes a second core from searches
+
 
 def tenant_dirname(tenant_id: str) -> str:
     return hashlib.sha256(tenant_id.encode()).hexdigest()[:32]
@@ -43,7 +48,7 @@ def tenant_dirname(tenant_id: str) -> str:
 
 class TenantRegistry:
     def __init__(self, *, data_dir: Path, catalog: Catalog, dim: int, rules: TierRules | None = None,
-                 memory_budget_bytes: int = 0, evict_idle_s: float = 2.0, build_threads: int = 1,
+                 memory_budget_bytes: int = 0, evict_idle_s: float = EVICT_IDLE_S, build_threads: int = BUILD_THREADS,
                  flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex, space: DiskSpace | None = None,
                  compact_ratio: float = 2.0, compact_min_bytes: int = 4 << 20) -> None:
         self.root = data_dir / "tenants"

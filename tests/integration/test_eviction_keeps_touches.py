@@ -10,7 +10,7 @@ from support import start_server
 def test_touches_survive_eviction_and_reload(tmp_path, jvm, embedder) -> None:
     # A budget of one shard, no idle grace, and no periodic flush: only eviction can persist the touch.
     running = start_server(tmp_path / "data", embedder=embedder, lucene_commit_interval_s=3600.0,
-                           tenants={"memory_budget_mb": 1, "evict_idle_s": 0.0})
+                           tenants={"memory_budget_mb": 1}, evict_idle_s=0.0)
     try:
         client = running.client()
         client.create_tenant("a")

@@ -12,6 +12,7 @@ from support import start_server
 
 from engram_proto.v1 import messages_pb2 as pb
 from engram_proto.v1 import service_pb2 as spb
+from server.index.tiers import TierRules
 
 SUBJECTS = ["the user", "Priya", "the team", "our landlord", "the dentist", "Marco", "the auditor", "my sister"]
 VERBS = ["prefers", "booked", "mentioned", "cancelled", "reviewed", "ordered", "scheduled", "forgot"]
@@ -19,9 +20,8 @@ OBJECTS = ["a window seat", "the quarterly budget", "oat milk", "a trip to Lisbo
            "a standing desk", "the kickoff meeting", "a dentist appointment", "the invoice", "green tea"]
 WHEN = ["on Monday", "last spring", "after lunch", "in March", "before the launch", "every Friday"]
 
-OVERRIDES = {"index": {"promote_at": 500, "codes": "Flat", "nprobe": 32, "ef_search": 64},
-             "tenants": {"memory_budget_mb": 1, "evict_idle_s": 0.0},
-             "memory": {"dedupe_cosine": 1.01}}
+OVERRIDES = {"rules": TierRules(promote_at=500, codes="Flat", nprobe=32, ef_search=64), "evict_idle_s": 0.0,
+             "tenants": {"memory_budget_mb": 1}, "memory": {"dedupe_cosine": 1.01}}
 
 
 def filler(n: int, seed: int = 0) -> list[str]:

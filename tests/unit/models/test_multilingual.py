@@ -174,6 +174,6 @@ def test_load_embedder_selects_it_by_name() -> None:
     from server.app import load_embedder
     from server.config import load_config
 
-    model = load_embedder(load_config(env={}, overrides={"models": {"embedder": E5_NAME, "trace": False,
-                                                                     "unpad": False}}), "cpu")
+    model = load_embedder(load_config(env={}, overrides={"models": {"embedder": E5_NAME}}), "cpu",
+                          speed={"trace": False, "unpad": False})   # eager: no trace to build
     assert model.describe()["name"] == E5_NAME and model.query_prefix == QUERY_PREFIX

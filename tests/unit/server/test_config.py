@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
-from server.config import load_config
+from server.config import REMOVED, load_config
 from server.errors import ConfigError
 
 
@@ -24,7 +25,7 @@ def test_layers_toml_then_env_then_overrides(tmp_path: Path) -> None:
     {"ENGRAM_SCORING__IMPORTANCE_WEIGHT": "1.5"},
     {"ENGRAM_A__B__C": "1"},
     {"ENGRAM_BATCHING__DEVICE_SLOTS": "3"},
-    {"ENGRAM_MODELS__RERANK_MAX_LENGTH": "1"},
+    {"ENGRAM_MODELS__EMBED_MAX_LENGTH": "1"},
 ])
 def test_bad_config_fails_at_startup(env: dict[str, str]) -> None:
     with pytest.raises(ConfigError):
@@ -38,3 +39,23 @@ def test_generated_stubs_are_fresh() -> None:
     root = Path(__file__).resolve().parents[3]
     result = subprocess.run([sys.executable, str(root / "proto" / "generate.py"), "--check"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_removed_option_is_ignored_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """An internal knob that became a constant: a TOML file or an ENGRAM_* variable naming it still starts,
+    with a warning that says the setting is ignored; the options beside it take effect."""
+    removed = next(name for name in REMOVED if name.startswith("search."))
+    option = removed.partition(".")[2]
+    toml = tmp_path / "engram.toml"
+    toml.write_text(f"[search]\n{option} = 3.0\ncandidates = 50\n")
+    with caplog.at_level(logging.WARNING, logger="server.config"):
+        from_file = load_config(env={"ENGRAM_CONFIG": str(toml)})
+        from_env = load_config(env={f"ENGRAM_SEARCH__{option.upper()}": "3"})
+    assert from_file.search.candidates == 50 and from_env == load_config(env={})
+    warned = [r.getMessage() for r in caplog.records if removed in r.getMessage()]
+    assert len(warned) == 2 and all("ignored" in m for m in warned)
+
+
+def test_an_unknown_option_still_fails() -> None:
+    with pytest.raises(ConfigError, match="unknown config option"):
+        load_config(env={}, overrides={"search": {"rerank_wieght": 1.0}})
