@@ -2,9 +2,10 @@
 runner that executes them. The scheduler decides (``scheduler.next_batch``); this module only waits,
 hands out and resolves futures. Never sleep-polls: it wakes on arrivals.
 
-When a batch forms: at most ``max_in_flight`` batches are in the pipeline, and at most ``device_slots``
-of them have not yet finished their device stage (``run_batch`` calls ``device_done`` after its forward
-pass, or returns). With one device slot the next batch forms the moment the device frees, so it holds
+The batcher drives a :class:`Stage`: ``shape`` as a batch forms, then ``device`` (the forward pass; it
+holds a device slot), then ``finish`` (CPU work and answers; the device slot is free again). When a batch
+forms: at most ``max_in_flight`` batches are in the pipeline, and at most ``device_slots`` of them are in
+their device step. With one device slot the next batch forms the moment the device frees, so it holds
 everything that queued during the last forward pass, while the last batch's CPU stages (search, fusion,
 ranking, answering) overlap the next one's forward pass. With two, the next batch forms as soon as a
 pipeline slot frees and waits behind the running one: smaller batches, but no gap on the device between
@@ -17,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -27,6 +28,7 @@ from server.errors import DeadlineExceeded, NotReady, Overloaded
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 @dataclass(eq=False)
@@ -63,6 +65,21 @@ class BatcherStats:
         return self.items / self.batches if self.batches else 0.0
 
 
+class Stage(Generic[T, S]):
+    """What a batcher runs, step by step. ``device`` runs the batch's forward pass and returns what
+    ``finish`` needs; ``finish`` does the rest and resolves every entry (an entry ``device`` resolved is
+    left alone). ``shape`` decides per-batch settings as the batch forms, from the queue behind it."""
+
+    def shape(self, batch: list[Entry[T]], queued: list[Entry[T]], now_ns: int) -> None:
+        return None
+
+    async def device(self, batch: list[Entry[T]]) -> S:
+        raise NotImplementedError
+
+    async def finish(self, batch: list[Entry[T]], state: S) -> None:
+        return None
+
+
 def device_slots(max_requests: int) -> int:
     """One device slot when batches can grow (bigger batches beat a gap-free device: 1 x 10k, 32
     clients, batched, two alternating probe pairs 393.4 / 391.2 vs 367.3 / 371.8 QPS with mean batches of
@@ -72,16 +89,13 @@ def device_slots(max_requests: int) -> int:
 
 
 class Batcher(Generic[T]):
-    """Groups submitted payloads into batches run by ``run_batch`` (which resolves every entry)."""
+    """Groups submitted payloads into batches run by a :class:`Stage` (which resolves every entry)."""
 
-    def __init__(self, *, name: str, run_batch: Callable[[list[Entry[T]], Callable[[], None]], Awaitable[None]],
-                 max_tokens: int, max_requests: int, max_wait_ms: float, capacity: int,
-                 max_in_flight: int = 2, device_slots: int = 1,
-                 shape: Callable[[list[Entry[T]], list[Entry[T]], int], None] | None = None,
+    def __init__(self, *, name: str, stage: Stage[T, Any], max_tokens: int, max_requests: int, max_wait_ms: float,
+                 capacity: int, max_in_flight: int = 2, device_slots: int = 1,
                  tenant_weights: Mapping[str, float] | None = None, tenant_quantum: int = 0) -> None:
         self.name = name
-        self._run_batch = run_batch
-        self._shape = shape   # decides per-batch settings (the rerank depth) as a batch forms: (batch, queued, now_ns)
+        self._stage = stage
         self.max_tokens = max_tokens
         self.max_requests = max_requests
         self.max_wait_s = max_wait_ms / 1000.0
@@ -171,8 +185,7 @@ class Batcher(Generic[T]):
                     self._device_slots.release()
                     self._slots.release()
                     continue
-                if self._shape is not None:
-                    self._shape(plan.batch, self._queue, time.monotonic_ns())
+                self._stage.shape(plan.batch, self._queue, time.monotonic_ns())
                 self._in_device += 1
                 task = asyncio.get_running_loop().create_task(self._run(plan.batch))
                 self._tasks.add(task)
@@ -201,23 +214,23 @@ class Batcher(Generic[T]):
         self.stats.batches += 1
         self.stats.items += len(batch)
         on_device = True
-
-        def device_done() -> None:
-            nonlocal on_device
-            if on_device:
-                on_device = False
-                self._in_device -= 1
-                self._device_slots.release()
-
         try:
-            await self._run_batch(batch, device_done)
+            state = await self._stage.device(batch)
+            on_device = False
+            self._leave_device()
+            await self._stage.finish(batch, state)
         except Exception as exc:  # a failed batch fails only its own requests
             log.exception("%s batch of %d failed", self.name, len(batch))
             for entry in batch:
                 entry.fail(exc)
         finally:
-            device_done()
+            if on_device:
+                self._leave_device()
             self._slots.release()
+
+    def _leave_device(self) -> None:
+        self._in_device -= 1
+        self._device_slots.release()
 
     async def close(self) -> None:
         """Stops taking work, lets running batches finish, fails what is still queued."""

@@ -1,15 +1,16 @@
 """The query pipeline, run one batch at a time: BM25 (CPU pool) overlaps one embedding forward pass
 (device thread); dense search per tenant group; RRF; one cross-encoder pass over every (query,
 candidate) pair of the batch; one decay × importance kernel call over every candidate (segmented);
-top_k per query. Stage functions are synchronous and run on executor threads; ``run_batch`` only
-schedules them.
+top_k per query. A batcher :class:`~server.batching.batcher.Stage`: ``device`` (BM25 and the embedding pass)
+then ``finish`` (everything else). Stage functions are synchronous and run on executor threads; the async
+steps only schedule them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 
@@ -17,59 +18,36 @@ import numpy as np
 
 from kernels.decay import DecayRanker
 from models.base import Embedder, Reranker
-from server.batching.batcher import Entry
+from server.batching.batcher import Entry, Stage
 from server.batching.controller import RerankController
 from server.batching.pair_cache import PairScoreCache
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ScoringConfig, SearchConfig
-from server.domain import Breakdown, Hit, MemoryType, QueryResult, SearchQuery, Timings
+from server.domain import QueryResult, SearchQuery, Timings
+from server.engine.candidates import Candidates, SearchItem
 from server.engine.feedback import is_weak, rocchio
+from server.engine.ranking import RankStage
 from server.engine.rerank import PairScorer
 from server.fusion.calibration import Calibration, fused_features
 from server.fusion.rrf import rrf_filtered, rrf_max
-from server.store.access import access_boost_inputs
-from server.temporal import parse_time_windows, window_weight
-from server.text import has_cjk, has_code, memory_text
 from server.store.columns import columnar, keep_mask
 from server.tenants.shard import TenantShard
+from server.text import has_code, memory_text
 
-
-
-@dataclass
-class SearchItem:
-    shard: TenantShard
-    query: SearchQuery
-    now_ms: int
-    vector: np.ndarray | None = None           # filled by the embed stage (or the cache)
-    depth_cap: int | None = None               # the rerank-depth controller's depth for this batch (default depth only)
-    cjk: bool = field(init=False)              # the query text has CJK script: fusion and rerank both ask
-
-    def __post_init__(self) -> None:
-        self.cjk = has_cjk(self.query.text)
+__all__ = ["SearchItem", "SearchPipeline", "auto_rerank_depth"]
 
 
 @dataclass
-class _Candidates:
-    """One query's fused candidates, best first, with what the breakdown needs. ``ids`` are doc ids;
-    ``dense_ids`` / ``lexical_ids`` are each list after filtering, best first (rank = position + 1)."""
+class _InFlight:
+    """A batch between its device step and its finish: the embedded items and the BM25 still running."""
 
-    ids: np.ndarray = field(default_factory=lambda: _NO_IDS)
-    rrf: np.ndarray = field(default_factory=lambda: _NO_SCORES)
-    rrf_norm: np.ndarray = field(default_factory=lambda: _NO_SCORES)   # rrf over its highest possible value
-    relevance: np.ndarray = field(default_factory=lambda: _NO_SCORES)  # calibrated probability
-    features: dict[str, np.ndarray] = field(default_factory=dict)       # the calibration's inputs (fused_features)
-    rerank: np.ndarray = field(default_factory=lambda: _NO_SCORES)     # NaN: not reranked
-    dense_ids: np.ndarray = field(default_factory=lambda: _NO_IDS)
-    dense_scores: np.ndarray = field(default_factory=lambda: _NO_SCORES)
-    lexical_ids: np.ndarray = field(default_factory=lambda: _NO_IDS)
-    lexical_scores: np.ndarray = field(default_factory=lambda: _NO_SCORES)
-    feedback_ids: np.ndarray | None = None   # the second round's dense list, when it ran
+    started_ns: int
+    items: list[SearchItem]
+    timings: Timings
+    lexical: asyncio.Future[tuple[list[tuple[np.ndarray, np.ndarray] | None], int]] = field(init=False)
 
 
 FEEDBACK_DOCS = 3      # feedback docs of a query that asks for the second round while search.feedback_docs is 0
-TEMPORAL_AFTER = 1.0   # window_weight's fall-off after a window's end, in window lengths
-_NO_IDS = np.zeros(0, dtype=np.int64)
-_NO_SCORES = np.zeros(0, dtype=np.float64)
 
 
 def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: np.ndarray, now_ms: int = 0,
@@ -98,16 +76,6 @@ def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: n
     return ids, scores
 
 
-def _ranks_of(docs: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> tuple[list[int], list[float]]:
-    """Each doc's 1-based rank and score in one retriever's filtered list; (0, 0.0) where it is absent."""
-    if len(docs) == 0 or len(ids) == 0:
-        return [0] * len(docs), [0.0] * len(docs)
-    match = docs[:, None] == ids[None, :]
-    found = match.any(axis=1)
-    at = match.argmax(axis=1)
-    return np.where(found, at + 1, 0).tolist(), np.where(found, scores[at], 0.0).tolist()
-
-
 def auto_rerank_depth(reranker: Reranker | None) -> int:
     """``search.rerank_depth`` = 0: 20 candidates where the cross-encoder runs in reduced precision
     (bfloat16 CPU, float16 CUDA, int8), 5 in float32, so CPU p95 at 10k memories stays within 250 ms."""
@@ -116,7 +84,7 @@ def auto_rerank_depth(reranker: Reranker | None) -> int:
     return 5 if reranker.describe().get("dtype") == "float32" else 20
 
 
-class SearchPipeline:
+class SearchPipeline(Stage[SearchItem, _InFlight]):
     def __init__(self, *, embedder: Embedder, reranker: Reranker | None, ranker: DecayRanker,
                  device_pool: Executor, cpu_pool: Executor, search: SearchConfig,
                  scoring: ScoringConfig, calibration: Calibration, access_step: float = 0.0,
@@ -124,15 +92,13 @@ class SearchPipeline:
                  controller: RerankController | None = None, pair_cache: PairScoreCache | None = None) -> None:
         self.embedder = embedder
         self.reranker = reranker
-        self.ranker = ranker
         self.device_pool = device_pool
         self.cpu_pool = cpu_pool
         self.cfg = search
-        self.scoring = scoring
         self.cache = cache
         self.calibration = calibration
-        self.access_step = access_step
-        self.access_cap = access_cap
+        self.rank = RankStage(ranker=ranker, scoring=scoring, default_top_k=search.default_top_k,
+                              access_step=access_step, access_cap=access_cap)
         self.default_rerank_depth = search.rerank_depth or auto_rerank_depth(reranker)
         self.controller = controller
         self.scorer = PairScorer(reranker=reranker, device_pool=device_pool, cpu_pool=cpu_pool,
@@ -167,34 +133,42 @@ class SearchPipeline:
             it.depth_cap = depth
 
     # -- the batch ----------------------------------------------------------------------------------
-    async def run_batch(self, batch: list[Entry[SearchItem]], device_done: Callable[[], None]) -> None:
-        """CPU work (tokenization, BM25, fusion, ranking) runs on the CPU pool; only model forward passes
-        hold the device thread, so the next batch's CPU stages overlap this batch's device work.
-        ``device_done`` is called once the embedding pass is over: the batcher may then form the next
-        batch (a reranking pass later queues on the device thread behind its embedding)."""
+    async def device(self, batch: list[Entry[SearchItem]]) -> _InFlight:
+        """The device step: BM25 starts on the CPU pool and overlaps the one embedding forward pass (the
+        device thread). Model forward passes alone hold the device, so the next batch's device step
+        overlaps this batch's CPU stages (:meth:`finish`); a reranking pass later queues on the device
+        thread behind the next batch's embedding."""
         loop = asyncio.get_running_loop()
-        started_ns = time.monotonic_ns()
-        items = [entry.payload for entry in batch]
-        timings = Timings(batch_size=len(batch))
-        lexical = loop.run_in_executor(self.cpu_pool, self._lexical_stage, items)
+        run = _InFlight(started_ns=time.monotonic_ns(), items=[entry.payload for entry in batch],
+                        timings=Timings(batch_size=len(batch)))
+        run.lexical = loop.run_in_executor(self.cpu_pool, self._lexical_stage, run.items)
         try:
-            need = [it for it in items if it.vector is None and not it.query.lexical_only]
+            need = [it for it in run.items if it.vector is None and not it.query.lexical_only]
             if need:
                 t0 = time.monotonic_ns()
                 # Short queries tokenize in well under a millisecond: on the device thread itself, so the
                 # forward pass never queues behind this or the next batch's BM25 in the CPU pool.
                 vectors = await loop.run_in_executor(self.device_pool, self._embed, [it.query.text for it in need])
-                timings.embed_ns = time.monotonic_ns() - t0
+                run.timings.embed_ns = time.monotonic_ns() - t0
                 for it, vec in zip(need, vectors, strict=True):
                     it.vector = vec
                     if self.cache is not None:
                         self.cache.put(it.shard.tenant_id, it.query.text, vec)
-            device_done()
+        except BaseException:
+            await asyncio.gather(run.lexical, return_exceptions=True)   # never leave BM25 running unowned
+            raise
+        return run
+
+    async def finish(self, batch: list[Entry[SearchItem]], run: _InFlight) -> None:
+        """The CPU stages (dense search, fusion, the second round, reranking, ranking) and the answers."""
+        loop = asyncio.get_running_loop()
+        items, timings, started_ns = run.items, run.timings, run.started_ns
+        try:
             t0 = time.monotonic_ns()
             dense = await loop.run_in_executor(self.cpu_pool, self._dense_stage, items)
             timings.ann_ns = time.monotonic_ns() - t0
         finally:
-            lexical_results, timings.bm25_ns = await lexical
+            lexical_results, timings.bm25_ns = await run.lexical
         t0 = time.monotonic_ns()
         cands = await loop.run_in_executor(self.cpu_pool, self._fuse_all, items, dense, lexical_results)
         timings.fusion_ns = time.monotonic_ns() - t0
@@ -213,7 +187,7 @@ class SearchPipeline:
             timings.rerank_ns = time.monotonic_ns() - t0
             computed, compute_ns = scored.computed, scored.compute_ns
             self._apply_rerank(items, cands, owners, scored.logits)
-        results = await loop.run_in_executor(self.cpu_pool, self._rank_stage, items, cands, timings)
+        results = await loop.run_in_executor(self.cpu_pool, self.rank, items, cands, timings)
         if self.controller is not None:   # the cost model: ms per pair, and per query for the other stages
             self.controller.observe(queries=len(batch), other_ms=(time.monotonic_ns() - started_ns - timings.rerank_ns) / 1e6,
                                     pairs=computed, rerank_ms=compute_ns / 1e6)
@@ -275,8 +249,8 @@ class SearchPipeline:
 
     def _fuse(self, it: SearchItem, dense: tuple[np.ndarray, np.ndarray] | None,
               lexical: tuple[np.ndarray, np.ndarray] | None,
-              feedback: tuple[np.ndarray, np.ndarray] | None = None) -> _Candidates:
-        cand = _Candidates()
+              feedback: tuple[np.ndarray, np.ndarray] | None = None) -> Candidates:
+        cand = Candidates()
         if dense is not None:
             cand.dense_ids, cand.dense_scores = _filtered(it.shard, it.query, *dense, it.now_ms)
         if lexical is not None:
@@ -296,10 +270,10 @@ class SearchPipeline:
         cand.rerank = np.full(len(ids), np.nan)
         return cand
 
-    def _fuse_all(self, items: Sequence[SearchItem], dense: list, lexical: list) -> list[_Candidates]:
+    def _fuse_all(self, items: Sequence[SearchItem], dense: list, lexical: list) -> list[Candidates]:
         return [self._fuse(it, d, lx) for it, d, lx in zip(items, dense, lexical, strict=True)]
 
-    def _wants_feedback(self, it: SearchItem, cand: _Candidates) -> bool:
+    def _wants_feedback(self, it: SearchItem, cand: Candidates) -> bool:
         """The second round runs for a query with a vector and candidates when it asks for it
         (``SearchQuery.feedback``), or by the server's rule: feedback on and a weak first round."""
         if it.vector is None or it.query.lexical_only or it.query.dense_only or len(cand.ids) == 0:
@@ -308,8 +282,8 @@ class SearchPipeline:
             return it.query.feedback
         return self.cfg.feedback_docs > 0 and is_weak(cand.relevance, below=self.cfg.feedback_below)
 
-    def _feedback_stage(self, items: Sequence[SearchItem], cands: list[_Candidates], weak: Sequence[int],
-                        dense: list, lexical: list) -> list[_Candidates]:
+    def _feedback_stage(self, items: Sequence[SearchItem], cands: list[Candidates], weak: Sequence[int],
+                        dense: list, lexical: list) -> list[Candidates]:
         """The second round for each weak query with a vector: a Rocchio step toward its top fused candidates,
         one more dense search per tenant group, and a fusion of the three lists."""
         moved: dict[int, SearchItem] = {}
@@ -328,7 +302,7 @@ class SearchPipeline:
             out[i] = self._fuse(items[i], dense[i], lexical[i], feedback=found)
         return out
 
-    def _rerank_pairs(self, items: Sequence[SearchItem], cands: list[_Candidates],
+    def _rerank_pairs(self, items: Sequence[SearchItem], cands: list[Candidates],
                       ) -> tuple[list[tuple[str, str]], list[tuple[int, int]]]:
         """Every (query, candidate) pair of the batch within each query's rerank depth."""
         pairs: list[tuple[str, str]] = []
@@ -344,7 +318,7 @@ class SearchPipeline:
                     owners.append((qi, ci))
         return pairs, owners
 
-    def _apply_rerank(self, items: Sequence[SearchItem], cands: list[_Candidates], owners: list[tuple[int, int]],
+    def _apply_rerank(self, items: Sequence[SearchItem], cands: list[Candidates], owners: list[tuple[int, int]],
                       logits: np.ndarray) -> None:
         for (qi, ci), logit in zip(owners, logits.tolist(), strict=True):
             cands[qi].rerank[ci] = float(logit)
@@ -361,104 +335,3 @@ class SearchPipeline:
             tail = np.minimum(cand.relevance[depth:], head.min())
             cand.relevance = np.concatenate([head, tail])
 
-    def _half_lives(self, query: SearchQuery) -> np.ndarray:
-        """Half-life in seconds by ``int(MemoryType)`` (0: never decays)."""
-        s, cfg = query.scoring, self.scoring
-        by_type = np.zeros(len(MemoryType) + 1, dtype=np.float64)
-        if s.disable_decay:
-            return by_type
-        for t, default, override in ((MemoryType.EPISODIC, cfg.episodic_half_life_s, s.episodic_half_life_s),
-                                     (MemoryType.SEMANTIC, cfg.semantic_half_life_s, s.semantic_half_life_s),
-                                     (MemoryType.PROCEDURAL, cfg.procedural_half_life_s, s.procedural_half_life_s)):
-            by_type[int(t)] = default if override is None else override
-        return by_type
-
-    def _importance_weight(self, query: SearchQuery) -> float:
-        if query.scoring.disable_importance:
-            return 0.0
-        w = query.scoring.importance_weight
-        return self.scoring.importance_weight if w is None else w
-
-    def _recency_weight(self, query: SearchQuery) -> float:
-        if query.scoring.disable_decay:
-            return 0.0
-        w = query.scoring.recency_weight
-        return self.scoring.recency_weight if w is None else w
-
-    def _decay_floor(self, query: SearchQuery) -> float:
-        floor = query.scoring.decay_floor
-        return self.scoring.decay_floor if floor is None else floor
-
-    def _temporal(self, it: SearchItem, created_ms: np.ndarray) -> np.ndarray:
-        """1 + boost × (how far each memory's creation lies inside a time the query names), else 1."""
-        if it.query.scoring.disable_temporal or self.scoring.temporal_boost <= 0:
-            return np.ones(len(created_ms))
-        windows = parse_time_windows(it.query.text, now_ms=it.now_ms)
-        if not windows:
-            return np.ones(len(created_ms))
-        # Memories are written at or after what they describe: the fall-off after a window is wider.
-        return 1.0 + self.scoring.temporal_boost * window_weight(created_ms, windows, after_fraction=TEMPORAL_AFTER)
-
-    def _rank_stage(self, items: Sequence[SearchItem], cands: list[_Candidates],
-                    timings: Timings) -> list[QueryResult]:
-        """One decay × importance kernel call over every candidate of the batch (segmented)."""
-        t0 = time.monotonic_ns()
-        names = ("relevance", "age_s", "half_life", "weight", "pinned", "floor", "recency_w", "boost", "cap", "factor")
-        parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
-        offsets = [0]
-        for it, cand in zip(items, cands, strict=True):
-            cols = it.shard.store.columns()
-            rows = cand.ids  # every fused doc passed the filter, so it has a row in this (later, never shorter) view
-            n = len(rows)
-            w = self._importance_weight(it.query)
-            importance = cols.importance[rows]
-            boost, cap = access_boost_inputs(importance, cols.access_count[rows], weight=w, step=self.access_step,
-                                             cap=self.access_cap)
-            parts["relevance"].append(cand.relevance)
-            parts["age_s"].append(np.maximum(0.0, (it.now_ms - cols.last_access_ms[rows]) / 1000.0))
-            parts["half_life"].append(self._half_lives(it.query)[cols.type[rows]])
-            # Per-query importance weights ride in one launch: pass the finished weight, w = 1.
-            parts["weight"].append((1.0 - w) + w * importance)
-            parts["pinned"].append(cols.pinned[rows])
-            parts["floor"].append(np.full(n, self._decay_floor(it.query)))
-            parts["recency_w"].append(np.full(n, self._recency_weight(it.query)))
-            parts["boost"].append(boost)
-            parts["cap"].append(cap)
-            parts["factor"].append(self._temporal(it, cols.created_ms[rows]))
-            offsets.append(offsets[-1] + n)
-
-        def joined(name: str, dtype: type = np.float32) -> np.ndarray:
-            return np.concatenate(parts[name]).astype(dtype, copy=False) if parts[name] else np.zeros(0, dtype=dtype)
-
-        top_k = max((it.query.top_k or self.cfg.default_top_k) for it in items)
-
-        ranked = self.ranker(joined("relevance"), joined("age_s"), joined("half_life"), joined("weight"),
-                             joined("pinned", np.bool_), np.asarray(offsets, dtype=np.int64), top_k=top_k,
-                             importance_weight=1.0, decay_floor=joined("floor"), recency_weight=joined("recency_w"),
-                             boost=joined("boost"), weight_cap=joined("cap"), factor=joined("factor"))
-        recency = ranked.recency if ranked.recency is not None else ranked.decay
-        factor = joined("factor")
-        timings.decay_ns = time.monotonic_ns() - t0
-        results: list[QueryResult] = []
-        for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
-            top = ranked.indices[qi, : it.query.top_k or self.cfg.default_top_k]
-            top = top[top >= 0]
-            cis = top - offsets[qi]
-            docs = cand.ids[cis]
-            d_ranks, d_scores = _ranks_of(docs, cand.dense_ids, cand.dense_scores)
-            l_ranks, l_scores = _ranks_of(docs, cand.lexical_ids, cand.lexical_scores)
-            by_doc = it.shard.store.by_doc
-            hits: list[Hit] = []
-            for j, (gi, ci, doc) in enumerate(zip(top.tolist(), cis.tolist(), docs.tolist(), strict=True)):
-                memory = by_doc(doc)
-                if memory is None:  # purged since fusion
-                    continue
-                rerank = float(cand.rerank[ci])
-                hits.append(Hit(memory=memory, breakdown=Breakdown(
-                    dense_rank=d_ranks[j], dense_score=d_scores[j], bm25_rank=l_ranks[j], bm25_score=l_scores[j],
-                    rrf=float(cand.rrf[ci]), rerank=None if np.isnan(rerank) else rerank,
-                    relevance=float(cand.relevance[ci]), decay=float(ranked.decay[gi]),
-                    importance_weight=float(ranked.weight[gi]), final=float(ranked.final[gi]),
-                    recency=float(recency[gi]), temporal=float(factor[gi]))))
-            results.append(QueryResult(hits=tuple(hits), timings=timings))
-        return results

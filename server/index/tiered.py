@@ -46,7 +46,6 @@ _Op = tuple[str, np.ndarray, np.ndarray | None]   # ("add", ids, vectors) | ("de
 class TieredDenseIndex:
     def __init__(self, dim: int, *, rules: TierRules, builder: Executor | None = None,
                  initial: VectorIndex | None = None, built_n: int = 0,
-                 on_swap: Callable[[TieredDenseIndex], None] | None = None,
                  exact_source: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
                  flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex) -> None:
         self.dim = dim
@@ -55,11 +54,10 @@ class TieredDenseIndex:
         # The small tier; any exact index with the VectorIndex contract (e.g. a GPU twin) fits here.
         self._active: VectorIndex = initial if initial is not None else flat_factory(dim)
         self._built_n = built_n if initial is not None else 0
-        self._on_swap = on_swap
         self._exact_source = exact_source   # exact vectors for rebuilding a lossy (SQ8/PQ) index
         self._lock = threading.RLock()
         self._delta: list[_Op] | None = None
-        self._building: Future[None] | None = None
+        self._building: Future[bool] | None = None
         self._closed = False
         self.builds = 0
         self.last_build_s = 0.0
@@ -84,16 +82,18 @@ class TieredDenseIndex:
     def built_n(self) -> int:
         return self._built_n
 
-    def add(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray) -> None:
+    def add(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray) -> Future[bool] | None:
+        """Adds vectors; returns the future of the background build this growth scheduled, if any
+        (see :meth:`maybe_promote`)."""
         if len(ids) == 0:
-            return
+            return None
         ids_arr = np.asarray(ids, dtype=np.int64)
         vecs = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(ids_arr), self.dim)
         with self._lock:
             self._active.add(ids_arr, vecs)
             if self._delta is not None:
                 self._delta.append(("add", ids_arr.copy(), vecs.copy()))
-        self.maybe_promote()
+        return self.maybe_promote()
 
     def remove(self, ids: Sequence[int] | np.ndarray) -> int:
         if len(ids) == 0:
@@ -125,15 +125,17 @@ class TieredDenseIndex:
     def building(self) -> bool:
         return self._building is not None and not self._building.done()
 
-    def maybe_promote(self) -> bool:
-        """Schedules a background build when the tier rules call for one; True if one was scheduled."""
+    def maybe_promote(self) -> Future[bool] | None:
+        """Schedules a background build when the tier rules call for one and returns its future: it
+        resolves True once the new index is swapped in (False: closed first, nothing swapped). The owner
+        (the shard) decides what follows a swap, e.g. a snapshot; the index never calls up."""
         if self._builder is None or self._closed:
-            return False
+            return None
         with self._lock:
             if self.building or not should_build(len(self._active), rules=self.rules, built_n=self._built_n):
-                return False
-            self._building = self._builder.submit(self._build)
-        return True
+                return None
+            self._building = future = self._builder.submit(self._build)
+        return future
 
     def wait_built(self, timeout_s: float | None = None) -> None:
         """Blocks until a scheduled build (if any) has finished; re-raises its error."""
@@ -141,12 +143,12 @@ class TieredDenseIndex:
         if future is not None:
             future.result(timeout_s)
 
-    def _build(self) -> None:
+    def _build(self) -> bool:
         started = time.perf_counter()
         try:
             with self._lock:
                 if self._closed:
-                    return
+                    return False
                 self._delta = []    # from here on, every write is recorded for the replay
                 lossy = self._active.tier != "flat" and self._exact_source is not None
                 if not lossy:
@@ -158,7 +160,7 @@ class TieredDenseIndex:
             fresh = build_ivf(ids, vectors, rules=self.rules)
             del ids, vectors
             if not self._catch_up_and_swap(fresh):
-                return
+                return False
         except Exception:
             log.exception("dense index build failed; staying on %s", self._active.description)
             with self._lock:
@@ -167,8 +169,7 @@ class TieredDenseIndex:
         self.builds += 1
         self.last_build_s = time.perf_counter() - started
         log.info("dense index promoted to %s (%d vectors) in %.1fs", fresh.description, len(fresh), self.last_build_s)
-        if self._on_swap is not None:
-            self._on_swap(self)
+        return True
 
     def _catch_up_and_swap(self, fresh: IvfDenseIndex) -> bool:
         while True:
@@ -184,12 +185,6 @@ class TieredDenseIndex:
                     self._delta = None
                     return True
             _replay(fresh, pending)   # a large delta: replay without blocking writers, then look again
-
-    def set_on_swap(self, callback: Callable[[TieredDenseIndex], None] | None) -> None:
-        self._on_swap = callback
-
-    def set_exact_source(self, source: Callable[[], tuple[np.ndarray, np.ndarray]] | None) -> None:
-        self._exact_source = source
 
     def close(self) -> None:
         """Stops a build in flight from swapping in (the build itself finishes and is dropped)."""

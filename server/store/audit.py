@@ -30,6 +30,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from server.domain import AuditEntry, AuditOp, AuditRef
@@ -114,6 +115,23 @@ def expire_segments(directory: Path, *, now_s: float, retention_s: float, max_by
             path.unlink(missing_ok=True)
             log.info("audit: segment %s expired", path.name)
     return len(doomed)
+
+
+@dataclass(frozen=True)
+class AuditPolicy:
+    """How a tenant's audit log rotates and expires (``memory.audit_*``); ``open`` makes the shard's log."""
+
+    retention_s: float = 0.0
+    max_bytes: int = 0
+    segment_bytes: int = 64 << 20
+
+    def open(self, directory: Path) -> AuditLog:
+        return AuditLog(directory, retention_s=self.retention_s, max_bytes=self.max_bytes,
+                        segment_bytes=self.segment_bytes)
+
+    def expire(self, directory: Path, *, now_s: float) -> int:
+        """Retention for a tenant whose log is not open (not loaded): its newest segment is kept."""
+        return expire_segments(directory, now_s=now_s, retention_s=self.retention_s, max_bytes=self.max_bytes)
 
 
 class AuditLog:

@@ -32,6 +32,7 @@ from server.text import memory_text
 log = logging.getLogger(__name__)
 
 
+LOG_FILE = "memories.wal"   # the store's log, in the tenant's directory
 _RECORD_FIXED_BYTES = 370   # header, JSON keys and fixed fields of a put (measured: 343 with 6-digit times, ~370 with ms times)
 
 
@@ -69,7 +70,7 @@ class TenantStore:
 
     @classmethod
     def open(cls, directory: Path, *, dim: int) -> tuple[TenantStore, Replayed]:
-        wal, records = WriteAheadLog.open(directory / "memories.wal")
+        wal, records = WriteAheadLog.open(directory / LOG_FILE)
         store = cls(directory, wal, dim=dim)
         replayed = Replayed()
         for meta, blob in records:
@@ -223,10 +224,7 @@ class TenantStore:
         what was committed since the plan, swaps it in; returns the new size. Commits go on meanwhile:
         only the final copy and swap hold the store's lock. A failure (ENOSPC) leaves the old log."""
         try:
-            vectors: dict[int, bytes] = {}
-            for meta, blob in read_records(self._wal.path, upto=plan.upto):
-                if meta.get("op") == "put" and blob:
-                    vectors[int(meta["m"]["doc"])] = blob
+            vectors = self._logged_blobs(upto=plan.upto)
             records: list[Record] = [({"op": "put", "seq": plan.seq, "m": memory_to_json(m)}, vectors[m.doc_id])
                                      for m in plan.live]
             tmp = self._wal.write_replacement(records)
@@ -239,6 +237,22 @@ class TenantStore:
             return size
         finally:
             self._compact_lock.release()
+
+    def _logged_blobs(self, *, upto: int | None = None) -> dict[int, bytes]:
+        """The last logged vector of each doc id, as bytes, read back from the log (up to ``upto`` bytes)."""
+        blobs: dict[int, bytes] = {}
+        for meta, blob in read_records(self._wal.path, upto=upto):
+            if meta.get("op") == "put" and blob:
+                blobs[int(meta["m"]["doc"])] = blob
+        return blobs
+
+    def exact_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) of the live memories, exactly as embedded (read back from the log: a rebuild of an
+        SQ8/PQ index must not train on decoded vectors). Safe on a build thread while commits go on."""
+        blobs = self._logged_blobs()
+        live = [doc for doc in blobs if self.by_doc(doc) is not None]
+        vectors = np.frombuffer(b"".join(blobs[d] for d in live), dtype=np.float32).reshape(len(live), self.dim)
+        return np.asarray(live, dtype=np.int64), vectors
 
     def compact(self) -> int:
         """Rewrites the log as one put per memory it still holds (with its vector), atomically: every

@@ -29,10 +29,11 @@ from server.errors import NotFound, is_storage_full
 from server.index.dense import FlatDenseIndex
 from server.index.tiered import VectorIndex
 from server.index.tiers import TierRules
-from server.store.audit import audit_bytes
+from server.store.audit import AuditPolicy, audit_bytes
 from server.store.space import DiskSpace
 from server.tenants.catalog import Catalog
-from server.tenants.shard import WAL_NAME, TenantShard
+from server.store.memory_store import LOG_FILE
+from server.tenants.shard import TenantShard
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ log = logging.getLogger(__name__)
 # search's slowest stage many times over and leave the budget soft by at most the tenants used in them.
 EVICT_IDLE_S = 2.0
 BUILD_THREADS = 1   # background index builds: one at a time, so a build never takes a second core from searches
+
+AUDIT_SWEEP_EVERY_S = 3600.0   # how often audit retention also visits the tenants that are not loaded
 
 
 def tenant_dirname(tenant_id: str) -> str:
@@ -50,7 +53,8 @@ class TenantRegistry:
     def __init__(self, *, data_dir: Path, catalog: Catalog, dim: int, rules: TierRules | None = None,
                  memory_budget_bytes: int = 0, evict_idle_s: float = EVICT_IDLE_S, build_threads: int = BUILD_THREADS,
                  flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex, space: DiskSpace | None = None,
-                 compact_ratio: float = 2.0, compact_min_bytes: int = 4 << 20) -> None:
+                 compact_ratio: float = 2.0, compact_min_bytes: int = 4 << 20,
+                 audit: AuditPolicy | None = None) -> None:
         self.root = data_dir / "tenants"
         self.root.mkdir(parents=True, exist_ok=True)
         self.catalog = catalog
@@ -59,10 +63,8 @@ class TenantRegistry:
         self.memory_budget_bytes = memory_budget_bytes
         self.evict_idle_s = evict_idle_s
         self.flat_factory = flat_factory   # the exact small tier (FAISS flat; a GPU twin may go here)
-        # Hooks for the engine: may this shard be evicted now (e.g. no search in flight)? and what to do
-        # with it just before it closes (e.g. commit pending access touches).
-        self.can_evict: Callable[[TenantShard], bool] = lambda shard: True
-        self.before_evict: list[Callable[[TenantShard], None]] = []
+        self.audit = audit or AuditPolicy()   # each shard's audit log; retention also visits unloaded tenants
+        self._audit_swept_s = 0.0
         self._builder = ThreadPoolExecutor(max(1, build_threads), thread_name_prefix="index-build")
         self.space = space
         self.compact_ratio = compact_ratio
@@ -125,7 +127,7 @@ class TenantRegistry:
                     raise NotFound(f"tenant {tenant_id!r} does not exist")
                 started = time.perf_counter()
                 shard = TenantShard.load(tenant_id, self.directory(tenant_id), dim=self.dim, rules=self.rules,
-                                         builder=self._builder, flat_factory=self.flat_factory)
+                                         builder=self._builder, flat_factory=self.flat_factory, audit=self.audit)
                 with self._lock:
                     self._shards[tenant_id] = shard
                     self.loads += 1
@@ -149,26 +151,21 @@ class TenantRegistry:
                     return evicted
                 now = time.monotonic()
                 victim = next((t for t, s in self._shards.items()
-                               if t != keep and now - s.last_used_s >= self.evict_idle_s and not s.dense.building
-                               and not s.compacting and self.can_evict(s)), None)
+                               if t != keep and now - s.last_used_s >= self.evict_idle_s and s.evictable()), None)
             if victim is None:
                 return evicted
             if self.evict(victim):
                 evicted += 1
 
     def evict(self, tenant_id: str) -> bool:
-        """Flushes, snapshots and unloads one tenant; the next request reloads it."""
+        """Closes one tenant's shard (it commits its touches, snapshots and closes its files); the next
+        request reloads it."""
         with self._gate(tenant_id):
             with self._lock:
                 shard = self._shards.pop(tenant_id, None)
             if shard is None:
                 return False
             started = time.perf_counter()
-            for hook in self.before_evict:
-                try:
-                    hook(shard)
-                except Exception:
-                    log.exception("tenant %s: before-evict hook failed", tenant_id)
             shard.close()
             with self._lock:
                 self.evictions += 1
@@ -183,6 +180,16 @@ class TenantRegistry:
             self.catalog.drop_tenant(tenant_id)
             with self._lock:
                 return self._shards.pop(tenant_id, None)
+
+    def destroy(self, shard: TenantShard | None, tenant_id: str) -> int:
+        """After :meth:`drop` and the shard's drain: closes the shard (if it was loaded) and removes the
+        tenant's directory; returns how many memories the shard held."""
+        count = 0
+        if shard is not None:
+            count = len(shard.store)
+            shard.close()
+        shutil.rmtree(self.directory(tenant_id), ignore_errors=True)
+        return count
 
     def sweep_orphans(self) -> int:
         """Removes tenant directories the catalog no longer knows (a drop interrupted by a crash)."""
@@ -205,7 +212,7 @@ class TenantRegistry:
         for tenant_id in self.catalog.tenants():
             directory = self.directory(tenant_id)
             try:
-                log_bytes = (directory / WAL_NAME).stat().st_size
+                log_bytes = (directory / LOG_FILE).stat().st_size
             except FileNotFoundError:
                 log_bytes = 0
             out.append({"tenant_id": tenant_id, "log_bytes": log_bytes, "audit_bytes": audit_bytes(directory)})
@@ -232,13 +239,23 @@ class TenantRegistry:
                 "tenants": tenants}
 
     def flush(self) -> None:
-        for shard in self.loaded():
+        """Each loaded shard's periodic flush (touches, audit, Lucene), and once an hour audit retention for
+        the tenants that are not loaded."""
+        loaded = self.loaded()
+        for shard in loaded:
             try:
                 shard.flush()
             except Exception as exc:
                 if not is_storage_full(exc):
                     raise
                 self._note_full()
+        now_s = time.time()
+        if now_s - self._audit_swept_s >= AUDIT_SWEEP_EVERY_S:
+            self._audit_swept_s = now_s
+            open_dirs = {s.directory for s in loaded}
+            for directory in self.root.iterdir():
+                if directory not in open_dirs and directory.is_dir():
+                    self.audit.expire(directory, now_s=now_s)
 
     def _note_full(self) -> None:
         if self.space is not None:

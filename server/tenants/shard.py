@@ -1,4 +1,7 @@
-"""One tenant's data: its store, dense index and Lucene index, loaded together, changed together.
+"""One tenant's shard: the one owner of everything per tenant — its store, dense index and Lucene index,
+its pending access touches, its audit log, the searches in flight and its state (loaded / building /
+dropped / closed). Loaded together, changed together, flushed, evicted and purged as one unit: the
+registry asks the shard whether it may be evicted and closes it; nothing else holds per-tenant state.
 
 A shard only sees its own tenant's directory; there is no object that spans tenants. The dense index
 is tiered (flat → IVF-HNSW, see ``server/index/tiered.py``); an IVF index is snapshotted to
@@ -18,31 +21,34 @@ is an optimisation of the next load).
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import enum
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, Future
 from pathlib import Path
 
 import numpy as np
 
-from server.domain import Memory
-from server.errors import is_storage_full
-from server.index.ivf import ivf_from_payload, ivf_payload
+from server.domain import AuditOp, AuditRef, Memory, MemoryStatus, is_expired
+from server.errors import NotFound, is_storage_full
 from server.index.dense import FlatDenseIndex
+from server.index.ivf import ivf_payload
 from server.index.tiered import TieredDenseIndex, VectorIndex
 from server.index.tiers import TierRules
 from server.lexical.lucene import LuceneIndex
-from server.store.memory_store import Replayed, TenantStore
-from server.store.snapshot import read_snapshot, write_snapshot
-from server.store.wal import read_records
+from server.store.access import TouchBuffer
+from server.store.audit import AuditLog, AuditPolicy, refs_of
+from server.store.memory_store import TenantStore
+from server.store.snapshot import write_snapshot
+from server.tenants.loading import DENSE_SNAPSHOT, load_dense, load_lexical
 from server.text import memory_text
 
 log = logging.getLogger(__name__)
 
-DENSE_SNAPSHOT = "dense.snap"
-WAL_NAME = "memories.wal"           # the store's log (TenantStore.open)
 SHARD_FIXED_BYTES = 512 * 1024      # measured: an open Lucene index ~50 KiB heap, ~300 KiB RSS, 1 fd (+1 WAL fd)
 MEMORY_BYTES = 700                  # a Memory object, its ids and its map entries, beside its content
 LEXICAL_BYTES_PER_MEMORY = 400      # a rebuilt Lucene index on disk, conservative (thresholds.py's short texts: 38)
@@ -50,13 +56,27 @@ REPAIR_BACKOFF_S = (1.0, 60.0)      # after a rebuild that met a full disk: firs
 LEXICAL_SWAP_WAIT_S = 30.0          # a search waits at most this for a repair's swap (measured: tens of ms)
 
 
+class ShardState(enum.Enum):
+    LOADED = "LOADED"
+    BUILDING = "BUILDING"     # loaded; a dense index build runs in the background
+    DROPPED = "DROPPED"       # the tenant was deleted: every call answers NotFound; it closes once drained
+    CLOSED = "CLOSED"         # evicted or shut down: unusable
+
+
 class TenantShard:
     def __init__(self, tenant_id: str, directory: Path, store: TenantStore, dense: TieredDenseIndex,
-                 lexical: LuceneIndex, *, dense_snapshot_seq: int = 0, load_s: float = 0.0) -> None:
+                 lexical: LuceneIndex, *, audit: AuditLog | None = None, dense_snapshot_seq: int = 0,
+                 load_s: float = 0.0) -> None:
         self.tenant_id = tenant_id
         self.directory = directory
         self.store = store
         self.dense = dense
+        self.touches = TouchBuffer()          # accesses not yet committed (the periodic flush commits them)
+        self.audit = audit if audit is not None else AuditPolicy().open(directory)
+        self._in_flight = 0                   # searches holding the shard (event loop only)
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._dropped = False
+        self._build: Future[None] | None = None   # the last dense build and its snapshot (see _after_build)
         self._lexical = lexical
         self._lexical_ready = threading.Event()   # cleared while a repair swaps the index (see ``lexical``)
         self._lexical_ready.set()
@@ -78,36 +98,128 @@ class TenantShard:
     @classmethod
     def load(cls, tenant_id: str, directory: Path, *, dim: int, rules: TierRules | None = None,
              builder: Executor | None = None, flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex,
-             ) -> TenantShard:
+             audit: AuditPolicy | None = None) -> TenantShard:
         started = time.perf_counter()
         rules = rules or TierRules()
         store, replayed = TenantStore.open(directory, dim=dim)
-        dense, snap_seq = _load_dense(directory, store, replayed, dim=dim, rules=rules, builder=builder,
-                                      flat_factory=flat_factory)
+        dense, snap_seq = load_dense(directory, store, replayed, dim=dim, rules=rules, builder=builder,
+                                     flat_factory=flat_factory)
         replayed.vectors = {}   # the indexes hold them now
-        lexical = LuceneIndex.open(directory / "lucene")
-        committed = lexical.committed_seq()
-        if committed > store.seq:
-            # The index claims changes the log does not hold: rebuild it from the store.
-            log.warning("tenant %s: lexical index ahead of the log (%d > %d); rebuilding",
-                        tenant_id, committed, store.seq)
-            lexical.delete_all()
-            committed = 0
-            live = store.all()
-            lexical.upsert([(m.doc_id, memory_text(m)) for m in live])
-        else:
-            _replay_lexical(lexical, [op for op in replayed.lexical_ops if op[0] > committed])
-        lexical.refresh()
-        lexical.commit(store.seq)
+        lexical = load_lexical(tenant_id, directory, store, replayed)
         load_s = time.perf_counter() - started
         log.info("tenant %s loaded: %d memories, dense %s, in %.3fs", tenant_id, len(store),
                  dense.description, load_s)
-        shard = cls(tenant_id, directory, store, dense, lexical, dense_snapshot_seq=snap_seq, load_s=load_s)
-        dense.set_on_swap(lambda _index: shard.save_dense_snapshot())
-        dense.set_exact_source(shard.logged_vectors)
-        dense.maybe_promote()
+        shard = cls(tenant_id, directory, store, dense, lexical, audit=(audit or AuditPolicy()).open(directory),
+                    dense_snapshot_seq=snap_seq, load_s=load_s)
+        shard._after_build(dense.maybe_promote())
         return shard
 
+    def _after_build(self, build: Future[bool] | None) -> None:
+        """A dense build this shard started: once it swaps a new index in, the shard snapshots it.
+        :meth:`wait_built` waits for both."""
+        if build is None:
+            return
+        settled: Future[None] = Future()
+        self._build = settled
+
+        def snapshot(f: Future[bool]) -> None:
+            try:
+                if not f.cancelled() and f.exception() is None and f.result():
+                    self.save_dense_snapshot()
+            finally:
+                settled.set_result(None)
+
+        build.add_done_callback(snapshot)
+
+    @property
+    def building(self) -> bool:
+        """A dense build (or the snapshot after it) is running."""
+        return self._build is not None and not self._build.done()
+
+    def wait_built(self, timeout_s: float | None = None) -> None:
+        """Blocks until a dense build this shard started, and its snapshot, are done (re-raises the build's
+        error)."""
+        settled = self._build
+        if settled is not None:
+            settled.result(timeout_s)
+        self.dense.wait_built(timeout_s)
+
+    # -- state and use (the event loop counts searches; the rest may run anywhere) ---------------------
+    @property
+    def state(self) -> ShardState:
+        if self._dropped:
+            return ShardState.DROPPED
+        if self.closed:
+            return ShardState.CLOSED
+        return ShardState.BUILDING if self.building else ShardState.LOADED
+
+    def check_live(self) -> None:
+        """NotFound once the tenant was dropped (a request that reached the shard before the drop)."""
+        if self._dropped:
+            raise NotFound(f"tenant {self.tenant_id!r} does not exist")
+
+    def enter(self) -> None:
+        """A search starts holding the shard (a drop waits for it; eviction skips the shard meanwhile)."""
+        self.check_live()
+        self._in_flight += 1
+
+    def leave(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            for waiter in self._drain_waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            self._drain_waiters.clear()
+
+    async def drained(self) -> None:
+        """Returns once no search holds the shard (after :meth:`mark_dropped`)."""
+        if self._in_flight > 0:
+            waiter = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
+
+    def evictable(self) -> bool:
+        """Whether the registry may close the shard now: nothing in flight, building or compacting."""
+        return self._in_flight == 0 and not self.building and not self.compacting and not self._dropped
+
+    def mark_dropped(self) -> None:
+        with self.write_lock:   # no write is half-way through when the flag flips
+            self._dropped = True
+
+    # -- accesses and the audit log -------------------------------------------------------------------
+    def view(self, memory: Memory, *, now_ms: int) -> Memory:
+        """A memory as a client should see it: pending touches applied, a passed expiry shown as EXPIRED
+        (and queued to be persisted by the next flush)."""
+        memory = self.touches.overlay(memory)
+        if is_expired(memory, now_ms):
+            self.touches.expired([memory.memory_id])
+            memory = dataclasses.replace(memory, status=MemoryStatus.EXPIRED)
+        return memory
+
+    def record_uses(self, memory_ids: Iterable[str], *, now_ms: int) -> None:
+        self.touches.record(memory_ids, now_ms=now_ms)
+
+    def log_audit(self, op: AuditOp, refs: Sequence[AuditRef], *, at_ms: int, key_id: str = "", query: str = "",
+                  note: str = "") -> None:
+        """One audit line (none for a change that named no memory; a search always has one)."""
+        if refs or op == AuditOp.SEARCH:
+            self.audit.append(op, refs, at_ms=at_ms, key_id=key_id, query=query, note=note)
+
+    def flush_touches(self) -> int:
+        """Commits pending accesses (one compact log record) and found expiries (full updates)."""
+        with self.write_lock:
+            if self._dropped or self.closed or not len(self.touches):
+                return 0
+            now = int(time.time() * 1000)
+            updates, expired = self.touches.drain(self.store.get, now_ms=now)
+            if updates:
+                expired_ids = {m.memory_id for m in expired}
+                self.apply(updates=[m for m in updates if m.memory_id in expired_ids],
+                           accesses=[m for m in updates if m.memory_id not in expired_ids])
+            self.log_audit(AuditOp.EXPIRE, refs_of(expired), at_ms=now)
+            return len(updates)
+
+    # -- changes ----------------------------------------------------------------------------------------
     def apply(self, *, puts: Sequence[tuple[Memory, np.ndarray]] = (), updates: Sequence[Memory] = (),
               deletes: Sequence[str] = (), accesses: Sequence[Memory] = ()) -> int:
         """Durably commits a change, then makes it visible to dense and lexical search. Caller holds
@@ -115,7 +227,7 @@ class TenantShard:
         doomed = [m.doc_id for m in (self.store.get(i) for i in deletes) if m is not None]
         seq = self.store.commit(puts=puts, updates=updates, deletes=deletes, accesses=accesses)
         if puts:
-            self.dense.add([m.doc_id for m, _ in puts], np.stack([v for _, v in puts]))
+            self._after_build(self.dense.add([m.doc_id for m, _ in puts], np.stack([v for _, v in puts])))
             self._store_bytes += sum(len(m.content) + MEMORY_BYTES for m, _ in puts)
         if doomed:
             self.dense.remove(doomed)
@@ -201,23 +313,21 @@ class TenantShard:
         log.warning("tenant %s: lexical index rebuilt from the store (%d memories)", self.tenant_id, len(self.store))
         return True
 
-    def logged_vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        """Exact vectors of the live memories, read back from the log (a rebuild of an SQ8/PQ index must
-        not train on decoded vectors). Runs on the build thread; the WAL may grow meanwhile."""
-        blobs: dict[int, bytes] = {}
-        for meta, blob in read_records(self.directory / WAL_NAME):
-            if meta.get("op") == "put" and blob:
-                blobs[int(meta["m"]["doc"])] = blob
-        live = [doc for doc in blobs if self.store.by_doc(doc) is not None]
-        ids = np.asarray(live, dtype=np.int64)
-        vectors = np.frombuffer(b"".join(blobs[d] for d in live), dtype=np.float32).reshape(len(live), self.dense.dim)
-        return ids, vectors
-
     def touch(self) -> None:
         self.last_used_s = time.monotonic()
 
     def flush(self) -> None:
-        """Commits the Lucene index up to the store's sequence number (cheap when nothing changed)."""
+        """The periodic flush: pending touches committed (a full disk drops this interval's access counts,
+        a ranking signal, and nothing else), the audit log fsynced and its retention applied, Lucene
+        committed up to the store's seq (cheap when nothing changed)."""
+        try:
+            self.flush_touches()
+        except Exception as exc:
+            if not is_storage_full(exc):
+                raise
+            log.warning("tenant %s: no space to flush access counts", self.tenant_id)
+        self.audit.sync()
+        self.audit.maintain()   # retention: a listdir and a stat per segment
         with self.write_lock:
             self._commit_lexical_locked()
 
@@ -289,12 +399,14 @@ class TenantShard:
         return True
 
     def close(self) -> None:
-        """Flushes Lucene, snapshots an IVF index, closes everything. The shard is unusable after."""
+        """Commits pending touches, flushes Lucene, snapshots an IVF index, closes everything (the audit log
+        too). The shard is unusable after."""
         self.dense.close()
         self.flush()
         self.save_dense_snapshot()
         with self.write_lock:
             self.closed = True
+        self.audit.close()
         try:
             self.lexical.close()
         except Exception:
@@ -302,73 +414,41 @@ class TenantShard:
                 raise
         self.store.close()
 
+    # -- purges -------------------------------------------------------------------------------------------
+    def purge_locked(self, memory_ids: Sequence[str], *, key_id: str, now_ms: int, compact: bool,
+                     note: str = "") -> int:
+        """Deletes memories from the store, FAISS and Lucene in one log group, and strips them from the
+        supersede links of the memories that remain (so History never names them). With ``compact``, the
+        Lucene commit and the log rewrite follow, so nothing of them stays on disk in the store. Caller
+        holds ``write_lock``."""
+        get = self.store.get
+        doomed = {i: m for i in dict.fromkeys(memory_ids) if (m := get(i)) is not None}
+        if not doomed:
+            return 0
+        relinked: dict[str, Memory] = {}
+        for m in doomed.values():
+            for other_id in (*m.supersedes, m.superseded_by):
+                other = relinked.get(other_id) or get(other_id) if other_id else None
+                if other is None or other.memory_id in doomed:
+                    continue
+                relinked[other.memory_id] = dataclasses.replace(
+                    other, supersedes=tuple(s for s in other.supersedes if s not in doomed),
+                    superseded_by="" if other.superseded_by in doomed else other.superseded_by)
+        self.apply(updates=list(relinked.values()), deletes=list(doomed))
+        self.log_audit(AuditOp.DELETE, refs_of(list(doomed.values())), at_ms=now_ms, key_id=key_id, note=note)
+        if compact:
+            self.lexical.commit(self.store.seq)
+            size = self.store.compact()
+            log.info("tenant %s: purged %d memories; log compacted to %d bytes", self.tenant_id, len(doomed), size)
+        return len(doomed)
+
     def ram_bytes(self) -> int:
         return SHARD_FIXED_BYTES + self.dense.ram_bytes() + self._store_bytes
 
     def stats(self) -> dict[str, object]:
-        return {"tenant_id": self.tenant_id, "state": "BUILDING" if self.dense.building else "LOADED",
+        return {"tenant_id": self.tenant_id, "state": self.state.value,
                 "memories": len(self.store), "dense_tier": self.dense.tier, "dense_index": self.dense.description,
                 "ram_bytes": self.ram_bytes(), "idle_s": time.monotonic() - self.last_used_s,
                 "load_ms": self.load_s * 1000.0, "seq": self.store.seq, "log_bytes": self.store.log_bytes,
                 "live_bytes": self.store.live_bytes_estimate, "compactions": self.store.compactions,
                 "lexical_stale": self.lexical_stale}
-
-
-def _load_dense(directory: Path, store: TenantStore, replayed: Replayed, *, dim: int, rules: TierRules,
-                builder: Executor | None, flat_factory: Callable[[int], VectorIndex],
-                ) -> tuple[TieredDenseIndex, int]:
-    """The IVF snapshot caught up with the log when usable; otherwise a flat index of the logged vectors."""
-    snap = read_snapshot(directory / DENSE_SNAPSHOT)
-    if snap is not None:
-        header, payload = snap
-        seq = int(header.get("seq", -1))
-        if header.get("dim") == dim and 0 <= seq <= store.seq:
-            try:
-                ivf = ivf_from_payload(payload, dim=dim, rules=rules, description=str(header.get("description", "")))
-            except (RuntimeError, ValueError) as exc:
-                log.warning("tenant dir %s: dense snapshot unreadable (%s); rebuilding", directory.name, exc)
-            else:
-                del payload
-                replayed_changes = _catch_up(ivf, replayed, after_seq=seq)
-                if len(ivf) == len(replayed.vectors):
-                    index = TieredDenseIndex(dim, rules=rules, builder=builder, initial=ivf,
-                                             built_n=int(header.get("built_n", len(ivf))))
-                    return index, 0 if replayed_changes else seq   # 0: snapshot again on close
-                log.warning("tenant dir %s: dense snapshot holds %d vectors, the store %d; rebuilding",
-                            directory.name, len(ivf), len(replayed.vectors))
-        else:
-            log.warning("tenant dir %s: dense snapshot is stale (seq %d, store %d, dim %s); rebuilding",
-                        directory.name, seq, store.seq, header.get("dim"))
-    index = TieredDenseIndex(dim, rules=rules, builder=builder, flat_factory=flat_factory)
-    if replayed.vectors:
-        ids = np.fromiter(replayed.vectors.keys(), dtype=np.int64, count=len(replayed.vectors))
-        index.active.add(ids, np.stack(list(replayed.vectors.values())))
-    return index, 0
-
-
-def _catch_up(index: object, replayed: Replayed, *, after_seq: int) -> int:
-    """Applies the log's vector changes after ``after_seq``: docs put since are (re)added, docs deleted
-    since are removed. Removing first makes a re-add (content change) never duplicate an id."""
-    touched = {doc for seq, _, doc, _ in replayed.lexical_ops if seq > after_seq}
-    if not touched:
-        return 0
-    ids = np.fromiter(touched, dtype=np.int64, count=len(touched))
-    index.remove(ids)  # type: ignore[attr-defined]
-    live = [d for d in touched if d in replayed.vectors]
-    if live:
-        index.add(np.asarray(live, dtype=np.int64), np.stack([replayed.vectors[d] for d in live]))  # type: ignore[attr-defined]
-    return len(touched)
-
-
-def _replay_lexical(lexical: LuceneIndex, ops: list[tuple[int, str, int, str]]) -> None:
-    batch: list[tuple[int, str]] = []
-    for _, op, doc_id, text in ops:
-        if op == "put":
-            batch.append((doc_id, text))
-            continue
-        if batch:
-            lexical.upsert(batch)
-            batch = []
-        lexical.delete([doc_id])
-    if batch:
-        lexical.upsert(batch)

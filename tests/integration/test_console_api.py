@@ -295,6 +295,6 @@ def test_a_full_disk_is_507_storage_full_not_a_500(alice: ConsoleHttp, running: 
     def enospc(*args: object, **kwargs: object) -> None:   # the disk itself is full (ENOSPC from the log)
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(running.app.engine.lifecycle, "delete", enospc)
+    monkeypatch.setattr(running.app.engine.memories, "delete", enospc)
     full = alice.post("/api/delete", {"tenant": t, "ids": [seeded.pending_id]})
     assert full.status == 507 and "storage full" in full.json()["error"]["message"], full.body

@@ -1,37 +1,48 @@
-"""The async batcher: full queue, cancellation before device work, failure isolation, batching, waits."""
+"""The async batcher: full queue, cancellation before device work, failure isolation, batching, waits.
+
+Event-driven: each test waits on the recorder's events or lets ready tasks run (``settle``), never on the
+wall clock; the straggler wait is the one timed behaviour, and its test waits for the batch to form.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 import pytest
 from async_support import run_async
 
-from server.batching.batcher import Batcher, Entry
+from server.batching.batcher import Batcher, Entry, Stage
 from server.errors import DeadlineExceeded, Overloaded
 
 
-class Recorder:
-    """A run_batch that records what it ran and can be held until released."""
+class Recorder(Stage[str, None]):
+    """A stage that records what it ran and can be held in its device step (``device``) or after it
+    (``gate``) until released."""
 
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
         self.gate = asyncio.Event()
         self.gate.set()
-        self.device = asyncio.Event()   # held batches finish their device stage when this is set
-        self.device.set()
+        self.device_open = asyncio.Event()   # held batches finish their device step when this is set
+        self.device_open.set()
+        self.formed = asyncio.Event()        # set (and cleared by the test) as each batch starts
         self.in_flight = 0
         self.max_in_flight = 0
 
-    async def __call__(self, batch: list[Entry[str]], device_done: Callable[[], None]) -> None:
+    async def device(self, batch: list[Entry[str]]) -> None:
         self.batches.append([e.payload for e in batch])
+        self.formed.set()
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            await self.device.wait()
-            device_done()
+            await self.device_open.wait()
+        except BaseException:
+            self.in_flight -= 1
+            raise
+
+    async def finish(self, batch: list[Entry[str]], state: None) -> None:
+        try:
             await self.gate.wait()
             for entry in batch:
                 if entry.payload.startswith("boom"):
@@ -42,7 +53,7 @@ class Recorder:
 
 
 def make(run: Recorder, **kw: object) -> Batcher[str]:
-    opts: dict[str, object] = dict(name="t", run_batch=run, max_tokens=10_000, max_requests=8, max_wait_ms=2.0,
+    opts: dict[str, object] = dict(name="t", stage=run, max_tokens=10_000, max_requests=8, max_wait_ms=2.0,
                                    capacity=64, device_slots=2)
     opts.update(kw)
     return Batcher(**opts)  # type: ignore[arg-type]
@@ -53,6 +64,19 @@ def submit(b: Batcher[str], payload: str, tenant: str = "a", deadline_ns: int | 
                                           deadline_ns=deadline_ns))
 
 
+async def settle() -> None:
+    """Lets every ready task run (event-loop turns, no timers)."""
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+async def formed(run: Recorder, count: int) -> None:
+    """Waits until ``count`` batches have started (an event per batch; the timeout only guards a hang)."""
+    while len(run.batches) < count:
+        run.formed.clear()
+        await asyncio.wait_for(run.formed.wait(), timeout=10)
+
+
 @run_async
 async def test_full_queue_is_rejected_at_once_and_nothing_is_queued() -> None:
     run = Recorder()
@@ -60,17 +84,16 @@ async def test_full_queue_is_rejected_at_once_and_nothing_is_queued() -> None:
     b = make(run, capacity=3, max_requests=1)
     b.start()
     first = submit(b, "x0")
-    await asyncio.sleep(0.01)          # x0 is running (held); the queue is empty again
+    await formed(run, 1)               # x0 is running (held); the queue is empty again
     queued = [submit(b, f"q{i}") for i in range(3)]
-    await asyncio.sleep(0.01)
-    assert b.depth >= 2
-    while b.depth < 3:   # two batches are held in flight; fill the queue to its capacity
-        queued.append(submit(b, f"q{len(queued)}"))
-        await asyncio.sleep(0.01)
-    started = time.monotonic()
-    with pytest.raises(Overloaded):
-        await b.submit(tenant_id="a", tokens=1, payload="over", deadline_ns=None)
-    assert time.monotonic() - started < 0.05
+    await settle()                     # q0 joins x0 in flight (two batches in the pipeline) ...
+    assert len(run.batches) == 2 and b.depth == 2
+    queued.append(submit(b, "q3"))     # ... and the queue fills to its capacity
+    await settle()
+    assert b.depth == 3
+    over = submit(b, "over")
+    await asyncio.sleep(0)             # one loop turn: the answer needs no wait
+    assert over.done() and isinstance(over.exception(), Overloaded)
     assert b.stats.rejected == 1 and b.depth == 3
     run.gate.set()
     assert await first == "X0"
@@ -86,13 +109,15 @@ async def test_cancelled_and_expired_requests_never_reach_the_device() -> None:
     b = make(run, max_requests=1, max_in_flight=1)
     b.start()
     head = submit(b, "head")
-    await asyncio.sleep(0.01)
+    await formed(run, 1)
     doomed = submit(b, "cancelled")
-    expiring = submit(b, "expired", deadline_ns=time.monotonic_ns() + 5_000_000)
+    deadline = time.monotonic_ns() + 2_000_000
+    expiring = submit(b, "expired", deadline_ns=deadline)
     kept = submit(b, "kept")
-    await asyncio.sleep(0.01)
+    await settle()
     doomed.cancel()
-    await asyncio.sleep(0.02)           # the expiring one's deadline passes while queued
+    while time.monotonic_ns() <= deadline:   # the expiring one's deadline passes while queued
+        await asyncio.sleep(0)
     run.gate.set()
     assert await head == "HEAD" and await kept == "KEPT"
     with pytest.raises(DeadlineExceeded):
@@ -109,12 +134,30 @@ async def test_a_failed_batch_fails_only_its_own_requests() -> None:
     b = make(run, max_requests=2, max_wait_ms=0.0)
     b.start()
     bad = submit(b, "boom")
-    await asyncio.sleep(0.01)
+    await formed(run, 1)
     good = submit(b, "fine")
     with pytest.raises(RuntimeError):
         await bad
     assert await good == "FINE"
     assert await b.submit(tenant_id="a", tokens=1, payload="after", deadline_ns=None) == "AFTER"
+    await b.close()
+
+
+@run_async
+async def test_a_failed_device_step_frees_its_device_slot() -> None:
+    class Failing(Recorder):
+        async def device(self, batch: list[Entry[str]]) -> None:
+            await super().device(batch)
+            if batch[0].payload == "boom":
+                self.in_flight -= 1
+                raise RuntimeError("forward pass failed")
+
+    run = Failing()
+    b = make(run, max_requests=1, device_slots=1, max_in_flight=1, max_wait_ms=0.0)
+    b.start()
+    with pytest.raises(RuntimeError):
+        await submit(b, "boom")
+    assert await asyncio.wait_for(submit(b, "next"), timeout=10) == "NEXT"
     await b.close()
 
 
@@ -125,8 +168,9 @@ async def test_concurrent_requests_share_batches_and_at_most_two_run_at_once() -
     b = make(run, max_requests=8)
     b.start()
     jobs = [submit(b, f"p{i}", tenant=f"t{i % 3}") for i in range(40)]
-    await asyncio.sleep(0.05)
-    assert run.max_in_flight == 2
+    await formed(run, 2)
+    await settle()
+    assert run.max_in_flight == 2 and len(run.batches) == 2
     run.gate.set()
     assert sorted(await asyncio.gather(*jobs)) == sorted(f"P{i}" for i in range(40))
     assert max(len(batch) for batch in run.batches) == 8
@@ -137,44 +181,45 @@ async def test_concurrent_requests_share_batches_and_at_most_two_run_at_once() -
 @run_async
 async def test_an_idle_device_does_not_wait_for_stragglers() -> None:
     run = Recorder()
-    b = make(run, max_wait_ms=100.0)
+    b = make(run, max_wait_ms=60_000.0)   # a minute: a wait would show as the timeout below
     b.start()
-    started = time.monotonic()
-    assert await b.submit(tenant_id="a", tokens=1, payload="solo", deadline_ns=None) == "SOLO"
-    assert time.monotonic() - started < 0.05
+    solo = b.submit(tenant_id="a", tokens=1, payload="solo", deadline_ns=None)
+    assert await asyncio.wait_for(solo, timeout=10) == "SOLO"
     await b.close()
 
 
 @run_async
 async def test_a_busy_device_waits_at_most_max_wait_for_a_fuller_batch() -> None:
     run = Recorder()
-    run.device.clear()                  # the first batch stays on the device
-    b = make(run, max_wait_ms=30.0, max_requests=8)
+    run.device_open.clear()             # the first batch stays on the device
+    b = make(run, max_wait_ms=200.0, max_requests=8)
     b.start()
     first = submit(b, "first")          # runs at once: the device was idle
-    await asyncio.sleep(0.005)
+    await formed(run, 1)
     a = submit(b, "a")                  # the device is busy: the next batch waits for stragglers ...
-    await asyncio.sleep(0.01)
-    c = submit(b, "c")                  # ... so this one joins it
-    await asyncio.sleep(0.06)
-    run.device.set()
+    await settle()
+    assert len(run.batches) == 1        # ... so it has not formed yet ...
+    c = submit(b, "c")                  # ... and this one joins it
+    await formed(run, 2)                # it forms when max_wait has passed, not full (8) and not released
+    assert sorted(run.batches[1]) == ["a", "c"]
+    run.device_open.set()
     await asyncio.gather(first, a, c)
-    assert run.batches[0] == ["first"] and sorted(run.batches[1]) == ["a", "c"]
+    assert run.batches[0] == ["first"]
     await b.close()
 
 
 @run_async
 async def test_with_one_device_slot_the_next_batch_forms_when_the_device_frees() -> None:
     run = Recorder()
-    run.device.clear()                  # the first batch stays in its device stage
+    run.device_open.clear()             # the first batch stays in its device step
     b = make(run, max_requests=8, device_slots=1, max_wait_ms=0.0)
     b.start()
     first = submit(b, "first")
-    await asyncio.sleep(0.01)
+    await formed(run, 1)
     waiting = [submit(b, f"w{i}") for i in range(5)]
-    await asyncio.sleep(0.02)
+    await settle()
     assert run.batches == [["first"]] and b.depth == 5   # a pipeline slot is free, the device is not
-    run.device.set()                    # the first batch's forward pass ends: everything queued forms one batch
+    run.device_open.set()               # the first batch's forward pass ends: everything queued forms one batch
     assert await first == "FIRST" and [await w for w in waiting] == [f"W{i}" for i in range(5)]
     assert run.batches == [["first"], [f"w{i}" for i in range(5)]]
     await b.close()
@@ -183,11 +228,12 @@ async def test_with_one_device_slot_the_next_batch_forms_when_the_device_frees()
 @run_async
 async def test_a_batch_past_its_device_stage_overlaps_the_next_one() -> None:
     run = Recorder()
-    run.gate.clear()                    # batches finish their device stage at once, then are held
+    run.gate.clear()                    # batches finish their device step at once, then are held
     b = make(run, max_requests=2, device_slots=1, max_in_flight=2, max_wait_ms=0.0)
     b.start()
     jobs = [submit(b, f"p{i}") for i in range(6)]
-    await asyncio.sleep(0.05)
+    await formed(run, 2)
+    await settle()
     assert run.max_in_flight == 2 and len(run.batches) == 2   # the pipeline bound still holds
     run.gate.set()
     assert sorted(await asyncio.gather(*jobs)) == [f"P{i}" for i in range(6)]

@@ -4,13 +4,12 @@ that applies them, driven by events (held batches, released on cue), never by sl
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 from async_support import run_async
 
-from server.batching.batcher import Batcher, Entry
+from server.batching.batcher import Batcher, Entry, Stage
 from server.batching.scheduler import admit, next_batch, tenant_caps
 from server.errors import Overloaded
 
@@ -71,19 +70,20 @@ def test_queue_share_rejects_a_flood_and_lets_a_tenant_within_its_share_push_it_
     assert not full.accept
 
 
-class Held:
-    """A run_batch that records batches and holds each until ``release`` is set."""
+class Held(Stage[str, None]):
+    """A stage that records batches and holds each in its device step until ``release`` is set."""
 
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
         self.release = asyncio.Event()
         self.started = asyncio.Event()
 
-    async def __call__(self, batch: list[Entry[str]], device_done: Callable[[], None]) -> None:
+    async def device(self, batch: list[Entry[str]]) -> None:
         self.batches.append([e.payload for e in batch])
         self.started.set()
         await self.release.wait()
-        device_done()
+
+    async def finish(self, batch: list[Entry[str]], state: None) -> None:
         for entry in batch:
             entry.resolve(entry.payload)
 
@@ -97,7 +97,7 @@ async def settle() -> None:
 @run_async
 async def test_batcher_caps_a_flood_per_batch_pushes_it_out_and_counts_rejections_per_tenant() -> None:
     run = Held()
-    b: Batcher[str] = Batcher(name="t", run_batch=run, max_tokens=10_000, max_requests=64, max_wait_ms=0.0,
+    b: Batcher[str] = Batcher(name="t", stage=run, max_tokens=10_000, max_requests=64, max_wait_ms=0.0,
                               capacity=8, device_slots=1, max_in_flight=1, tenant_quantum=2)
 
     def submit(payload: str, tenant: str) -> asyncio.Task:

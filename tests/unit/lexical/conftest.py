@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from server import lexical
+from server.lexical.jvm import start_jvm
 from server.lexical.lucene import LuceneIndex
 
 
 @pytest.fixture(scope="session")
 def jvm() -> None:
-    lexical.start(heap_mb=512)
+    start_jvm(heap_mb=512)
 
 
 @pytest.fixture

@@ -68,7 +68,7 @@ def test_snapshot_round_trip_and_catch_up_from_the_log(tmp_path: Path, jvm: None
     vecs = vectors(800, seed=0)
     shard = load(tmp_path, builder)
     ids = write(shard, [f"memory {i}" for i in range(600)], vecs[:600])
-    shard.dense.wait_built(60)
+    shard.wait_built(60)
     assert shard.dense.tier == "ivf" and (tmp_path / DENSE_SNAPSHOT).exists()   # written after the swap
     # Changes after the snapshot live only in the log until the next snapshot.
     write(shard, [f"memory {i}" for i in range(600, 800)], vecs[600:])
@@ -97,7 +97,7 @@ def test_stale_snapshot_is_rebuilt_from_the_store(tmp_path: Path, jvm: None, bui
     vecs = vectors(700, seed=1)
     shard = load(tmp_path, builder)
     write(shard, [f"memory {i}" for i in range(520)], vecs[:520])
-    shard.dense.wait_built(60)
+    shard.wait_built(60)
     shard.close()
     early_log = tmp_path / "early.wal"
     shutil.copy(tmp_path / "memories.wal", early_log)
@@ -111,7 +111,7 @@ def test_stale_snapshot_is_rebuilt_from_the_store(tmp_path: Path, jvm: None, bui
     try:
         assert len(again.store) == 520
         assert set(again.dense.export()[0].tolist()) == live_docs(again)   # nothing from the future
-        again.dense.wait_built(60)                                          # re-promoted in the background
+        again.wait_built(60)                                          # re-promoted in the background
         assert again.dense.tier == "ivf" and set(again.dense.export()[0].tolist()) == live_docs(again)
     finally:
         again.close()
@@ -121,7 +121,7 @@ def test_corrupt_snapshot_is_rebuilt(tmp_path: Path, jvm: None, builder) -> None
     vecs = vectors(520, seed=2)
     shard = load(tmp_path, builder)
     write(shard, [f"memory {i}" for i in range(520)], vecs)
-    shard.dense.wait_built(60)
+    shard.wait_built(60)
     shard.close()
     snap = tmp_path / DENSE_SNAPSHOT
     data = bytearray(snap.read_bytes())
@@ -130,7 +130,7 @@ def test_corrupt_snapshot_is_rebuilt(tmp_path: Path, jvm: None, builder) -> None
     again = load(tmp_path, builder)
     try:
         assert again.dense.tier == "flat" or again.dense.building or again.dense.builds == 1
-        again.dense.wait_built(60)
+        again.wait_built(60)
         assert set(again.dense.export()[0].tolist()) == live_docs(again)
     finally:
         again.close()

@@ -1,0 +1,142 @@
+"""The ranking stage: one decay × importance × temporal kernel call over every candidate of a batch
+(segmented by query), then each query's top_k with its score breakdown. ``final = relevance × recency ×
+importance × temporal`` (README "Ranking"); the kernel (CuPy on CUDA, its NumPy twin elsewhere) is
+``kernels/decay.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from kernels.decay import DecayRanker
+from server.config import ScoringConfig
+from server.domain import Breakdown, Hit, MemoryType, QueryResult, SearchQuery, Timings
+from server.engine.candidates import Candidates, SearchItem
+from server.store.access import access_boost_inputs
+from server.temporal import parse_time_windows, window_weight
+
+TEMPORAL_AFTER = 1.0   # window_weight's fall-off after a window's end, in window lengths
+
+
+def _ranks_of(docs: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> tuple[list[int], list[float]]:
+    """Each doc's 1-based rank and score in one retriever's filtered list; (0, 0.0) where it is absent."""
+    if len(docs) == 0 or len(ids) == 0:
+        return [0] * len(docs), [0.0] * len(docs)
+    match = docs[:, None] == ids[None, :]
+    found = match.any(axis=1)
+    at = match.argmax(axis=1)
+    return np.where(found, at + 1, 0).tolist(), np.where(found, scores[at], 0.0).tolist()
+
+
+class RankStage:
+    def __init__(self, *, ranker: DecayRanker, scoring: ScoringConfig, default_top_k: int, access_step: float = 0.0,
+                 access_cap: float = 1.0) -> None:
+        self.ranker = ranker
+        self.scoring = scoring
+        self.default_top_k = default_top_k
+        self.access_step = access_step
+        self.access_cap = access_cap
+
+    def _half_lives(self, query: SearchQuery) -> np.ndarray:
+        """Half-life in seconds by ``int(MemoryType)`` (0: never decays)."""
+        s, cfg = query.scoring, self.scoring
+        by_type = np.zeros(len(MemoryType) + 1, dtype=np.float64)
+        if s.disable_decay:
+            return by_type
+        defaults = cfg.half_lives()
+        for t in MemoryType:
+            override = getattr(s, f"{t.name.lower()}_half_life_s")
+            by_type[int(t)] = defaults[t.name] if override is None else override
+        return by_type
+
+    def _importance_weight(self, query: SearchQuery) -> float:
+        if query.scoring.disable_importance:
+            return 0.0
+        w = query.scoring.importance_weight
+        return self.scoring.importance_weight if w is None else w
+
+    def _recency_weight(self, query: SearchQuery) -> float:
+        if query.scoring.disable_decay:
+            return 0.0
+        w = query.scoring.recency_weight
+        return self.scoring.recency_weight if w is None else w
+
+    def _decay_floor(self, query: SearchQuery) -> float:
+        floor = query.scoring.decay_floor
+        return self.scoring.decay_floor if floor is None else floor
+
+    def _temporal(self, it: SearchItem, created_ms: np.ndarray) -> np.ndarray:
+        """1 + boost × (how far each memory's creation lies inside a time the query names), else 1."""
+        if it.query.scoring.disable_temporal or self.scoring.temporal_boost <= 0:
+            return np.ones(len(created_ms))
+        windows = parse_time_windows(it.query.text, now_ms=it.now_ms)
+        if not windows:
+            return np.ones(len(created_ms))
+        # Memories are written at or after what they describe: the fall-off after a window is wider.
+        return 1.0 + self.scoring.temporal_boost * window_weight(created_ms, windows, after_fraction=TEMPORAL_AFTER)
+
+    def __call__(self, items: Sequence[SearchItem], cands: list[Candidates], timings: Timings) -> list[QueryResult]:
+        """One decay × importance kernel call over every candidate of the batch (segmented)."""
+        t0 = time.monotonic_ns()
+        names = ("relevance", "age_s", "half_life", "weight", "pinned", "floor", "recency_w", "boost", "cap", "factor")
+        parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
+        offsets = [0]
+        for it, cand in zip(items, cands, strict=True):
+            cols = it.shard.store.columns()
+            rows = cand.ids  # every fused doc passed the filter, so it has a row in this (later, never shorter) view
+            n = len(rows)
+            w = self._importance_weight(it.query)
+            importance = cols.importance[rows]
+            boost, cap = access_boost_inputs(importance, cols.access_count[rows], weight=w, step=self.access_step,
+                                             cap=self.access_cap)
+            parts["relevance"].append(cand.relevance)
+            parts["age_s"].append(np.maximum(0.0, (it.now_ms - cols.last_access_ms[rows]) / 1000.0))
+            parts["half_life"].append(self._half_lives(it.query)[cols.type[rows]])
+            # Per-query importance weights ride in one launch: pass the finished weight, w = 1.
+            parts["weight"].append((1.0 - w) + w * importance)
+            parts["pinned"].append(cols.pinned[rows])
+            parts["floor"].append(np.full(n, self._decay_floor(it.query)))
+            parts["recency_w"].append(np.full(n, self._recency_weight(it.query)))
+            parts["boost"].append(boost)
+            parts["cap"].append(cap)
+            parts["factor"].append(self._temporal(it, cols.created_ms[rows]))
+            offsets.append(offsets[-1] + n)
+
+        def joined(name: str, dtype: type = np.float32) -> np.ndarray:
+            return np.concatenate(parts[name]).astype(dtype, copy=False) if parts[name] else np.zeros(0, dtype=dtype)
+
+        top_k = max((it.query.top_k or self.default_top_k) for it in items)
+
+        ranked = self.ranker(joined("relevance"), joined("age_s"), joined("half_life"), joined("weight"),
+                             joined("pinned", np.bool_), np.asarray(offsets, dtype=np.int64), top_k=top_k,
+                             importance_weight=1.0, decay_floor=joined("floor"), recency_weight=joined("recency_w"),
+                             boost=joined("boost"), weight_cap=joined("cap"), factor=joined("factor"))
+        recency = ranked.recency if ranked.recency is not None else ranked.decay
+        factor = joined("factor")
+        timings.decay_ns = time.monotonic_ns() - t0
+        results: list[QueryResult] = []
+        for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
+            top = ranked.indices[qi, : it.query.top_k or self.default_top_k]
+            top = top[top >= 0]
+            cis = top - offsets[qi]
+            docs = cand.ids[cis]
+            d_ranks, d_scores = _ranks_of(docs, cand.dense_ids, cand.dense_scores)
+            l_ranks, l_scores = _ranks_of(docs, cand.lexical_ids, cand.lexical_scores)
+            by_doc = it.shard.store.by_doc
+            hits: list[Hit] = []
+            for j, (gi, ci, doc) in enumerate(zip(top.tolist(), cis.tolist(), docs.tolist(), strict=True)):
+                memory = by_doc(doc)
+                if memory is None:  # purged since fusion
+                    continue
+                rerank = float(cand.rerank[ci])
+                hits.append(Hit(memory=memory, breakdown=Breakdown(
+                    dense_rank=d_ranks[j], dense_score=d_scores[j], bm25_rank=l_ranks[j], bm25_score=l_scores[j],
+                    rrf=float(cand.rrf[ci]), rerank=None if np.isnan(rerank) else rerank,
+                    relevance=float(cand.relevance[ci]), decay=float(ranked.decay[gi]),
+                    importance_weight=float(ranked.weight[gi]), final=float(ranked.final[gi]),
+                    recency=float(recency[gi]), temporal=float(factor[gi]))))
+            results.append(QueryResult(hits=tuple(hits), timings=timings))
+        return results

@@ -1,0 +1,85 @@
+"""The Search RPC on one tenant's shard, after authorization: the recall gate, the query-embedding cache, the
+batched pipeline (``server/engine/search.py``), then what happens after a search — hits purged meanwhile
+dropped, expiry shown, uses recorded, the audit line, the context block.
+
+Decisions: what counts as a use is the first ``memory.access_top_hits`` hits of a live search (what enters
+a prompt), not a whole top-100 list; a search "as of" a time (``scoring.now_ms`` set) records nothing: it
+replays the past and must not change it. The context block holds only hits at or above the relevance floor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from server.batching.batcher import Batcher
+from server.batching.query_cache import QueryEmbeddingCache
+from server.config import ServerConfig
+from server.domain import AuditOp, KeyScope, QueryResult, SearchQuery
+from server.engine.context import build_context_block
+from server.engine.search import SearchItem
+from server.engine.validation import validate_queries
+from server.hygiene.gate import RecallGate
+from server.hygiene.normalise import normalise_text
+from server.store.audit import refs_of
+from server.tenants.shard import TenantShard
+
+
+class Recall:
+    def __init__(self, *, config: ServerConfig, batcher: Batcher[SearchItem], cache: QueryEmbeddingCache,
+                 gate: RecallGate, tokens: Callable[[Sequence[str]], int], clock: Callable[[], int]) -> None:
+        self.config = config
+        self.batcher = batcher
+        self.cache = cache
+        self.gate = gate
+        self.tokens = tokens
+        self.clock = clock
+
+    async def search(self, shard: TenantShard, principal: KeyScope, queries: Sequence[SearchQuery], *,
+                     deadline_ns: int | None = None) -> list[QueryResult]:
+        queries = [dataclasses.replace(q, text=normalise_text(q.text)[0]) for q in queries]
+        validate_queries(queries, limits=self.config.limits)
+        gated = await self.gate.skips(shard, queries)   # small talk: answered at once, nothing searched
+        if gated:
+            rest = [dataclasses.replace(q, gate=False) for i, q in enumerate(queries) if i not in gated]
+            found = iter(await self.search(shard, principal, rest, deadline_ns=deadline_ns) if rest else [])
+            return [gated[i] if i in gated else next(found) for i in range(len(queries))]
+        now = self.clock()
+        tenant_id = shard.tenant_id
+        jobs = []
+        for q in queries:
+            # A cached embedding (same tenant, same text, recent) skips the forward pass; a write cannot
+            # change an embedding, and the search itself always runs on the live indexes.
+            vector = None if q.lexical_only else self.cache.get(tenant_id, q.text)
+            jobs.append(self.batcher.submit(
+                tenant_id=tenant_id, tokens=1 if vector is not None else self.tokens([q.text]),
+                deadline_ns=deadline_ns,
+                payload=SearchItem(shard=shard, query=q, now_ms=q.scoring.now_ms or now, vector=vector)))
+        shard.enter()   # a tenant purge waits for the searches holding it
+        try:
+            results = list(await asyncio.gather(*jobs))
+        finally:
+            shard.leave()
+        return self.after_search(shard, principal, queries, results, now_ms=now)
+
+    def after_search(self, shard: TenantShard, principal: KeyScope, queries: Sequence[SearchQuery],
+                     results: list[QueryResult], *, now_ms: int) -> list[QueryResult]:
+        """Drops hits purged while the search ran, shows expiry, records uses (not for "as of" searches),
+        appends the audit lines and builds the context blocks."""
+        shard.check_live()
+        memory = self.config.memory
+        out: list[QueryResult] = []
+        for query, result in zip(queries, results, strict=True):
+            hits = tuple(dataclasses.replace(h, memory=shard.view(h.memory, now_ms=now_ms))
+                         for h in result.hits if shard.store.get(h.memory.memory_id) is not None)
+            if not query.scoring.now_ms and memory.access_top_hits:
+                shard.record_uses((h.memory.memory_id for h in hits[:memory.access_top_hits]), now_ms=now_ms)
+            if memory.audit_searches:
+                shard.log_audit(AuditOp.SEARCH, refs_of([h.memory for h in hits]), at_ms=now_ms,
+                                key_id=principal.key_id, query=query.text)
+            floor = self.config.search.min_relevance if query.min_relevance is None else query.min_relevance
+            block = (build_context_block([h for h in hits if h.breakdown.relevance >= floor],
+                                         max_items=query.context_items) if query.context_block else "")
+            out.append(dataclasses.replace(result, hits=hits, context_block=block))
+        return out

@@ -1,0 +1,104 @@
+"""Loading a tenant shard's indexes from its store: the dense index from its snapshot caught up with the log
+(or rebuilt from the logged vectors), the Lucene index replayed from the log past its last commit (or rebuilt
+when it claims more than the log holds). Pure functions of the store's replay; the shard calls them once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+from pathlib import Path
+
+import numpy as np
+
+from server.index.ivf import ivf_from_payload
+from server.index.tiered import TieredDenseIndex, VectorIndex
+from server.index.tiers import TierRules
+from server.lexical.lucene import LuceneIndex
+from server.store.memory_store import Replayed, TenantStore
+from server.store.snapshot import read_snapshot
+from server.text import memory_text
+
+log = logging.getLogger(__name__)
+
+DENSE_SNAPSHOT = "dense.snap"
+
+
+def load_lexical(tenant_id: str, directory: Path, store: TenantStore, replayed: Replayed) -> LuceneIndex:
+    """The tenant's Lucene index at the store's seq: replayed past its last commit, or rebuilt from the
+    store when it claims changes the log does not hold."""
+    lexical = LuceneIndex.open(directory / "lucene")
+    committed = lexical.committed_seq()
+    if committed > store.seq:
+        log.warning("tenant %s: lexical index ahead of the log (%d > %d); rebuilding",
+                    tenant_id, committed, store.seq)
+        lexical.delete_all()
+        lexical.upsert([(m.doc_id, memory_text(m)) for m in store.all()])
+    else:
+        _replay_lexical(lexical, [op for op in replayed.lexical_ops if op[0] > committed])
+    lexical.refresh()
+    lexical.commit(store.seq)
+    return lexical
+
+
+def load_dense(directory: Path, store: TenantStore, replayed: Replayed, *, dim: int, rules: TierRules,
+                builder: Executor | None, flat_factory: Callable[[int], VectorIndex],
+                ) -> tuple[TieredDenseIndex, int]:
+    """The IVF snapshot caught up with the log when usable; otherwise a flat index of the logged vectors."""
+    snap = read_snapshot(directory / DENSE_SNAPSHOT)
+    if snap is not None:
+        header, payload = snap
+        seq = int(header.get("seq", -1))
+        if header.get("dim") == dim and 0 <= seq <= store.seq:
+            try:
+                ivf = ivf_from_payload(payload, dim=dim, rules=rules, description=str(header.get("description", "")))
+            except (RuntimeError, ValueError) as exc:
+                log.warning("tenant dir %s: dense snapshot unreadable (%s); rebuilding", directory.name, exc)
+            else:
+                del payload
+                replayed_changes = _catch_up(ivf, replayed, after_seq=seq)
+                if len(ivf) == len(replayed.vectors):
+                    index = TieredDenseIndex(dim, rules=rules, builder=builder, initial=ivf,
+                                             built_n=int(header.get("built_n", len(ivf))),
+                                             exact_source=store.exact_vectors)
+                    return index, 0 if replayed_changes else seq   # 0: snapshot again on close
+                log.warning("tenant dir %s: dense snapshot holds %d vectors, the store %d; rebuilding",
+                            directory.name, len(ivf), len(replayed.vectors))
+        else:
+            log.warning("tenant dir %s: dense snapshot is stale (seq %d, store %d, dim %s); rebuilding",
+                        directory.name, seq, store.seq, header.get("dim"))
+    index = TieredDenseIndex(dim, rules=rules, builder=builder, flat_factory=flat_factory,
+                             exact_source=store.exact_vectors)
+    if replayed.vectors:
+        ids = np.fromiter(replayed.vectors.keys(), dtype=np.int64, count=len(replayed.vectors))
+        index.active.add(ids, np.stack(list(replayed.vectors.values())))
+    return index, 0
+
+
+def _catch_up(index: object, replayed: Replayed, *, after_seq: int) -> int:
+    """Applies the log's vector changes after ``after_seq``: docs put since are (re)added, docs deleted
+    since are removed. Removing first makes a re-add (content change) never duplicate an id."""
+    touched = {doc for seq, _, doc, _ in replayed.lexical_ops if seq > after_seq}
+    if not touched:
+        return 0
+    ids = np.fromiter(touched, dtype=np.int64, count=len(touched))
+    index.remove(ids)  # type: ignore[attr-defined]
+    live = [d for d in touched if d in replayed.vectors]
+    if live:
+        index.add(np.asarray(live, dtype=np.int64), np.stack([replayed.vectors[d] for d in live]))  # type: ignore[attr-defined]
+    return len(touched)
+
+
+def _replay_lexical(lexical: LuceneIndex, ops: list[tuple[int, str, int, str]]) -> None:
+    batch: list[tuple[int, str]] = []
+    for _, op, doc_id, text in ops:
+        if op == "put":
+            batch.append((doc_id, text))
+            continue
+        if batch:
+            lexical.upsert(batch)
+            batch = []
+        lexical.delete([doc_id])
+    if batch:
+        lexical.upsert(batch)
