@@ -205,12 +205,12 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
     """Builds every component (models load and warm up here; the JVM starts here). Tests and benchmarks
     may hand in models already loaded, to share them between several apps in one process, and other index
     tier rules than server/index/tiers.py's (a low promotion threshold, to reach IVF with few memories)."""
-    from server.lexical.jvm import start_jvm
+    from server import lexical
 
     log.info("effective config: %s", config.effective())
     device = resolve_device(config.models.device)
     set_process_threads(config.models.cpu_threads)
-    start_jvm(heap_mb=config.jvm_heap_mb)
+    lexical.start(heap_mb=config.jvm_heap_mb)
     if embedder is None:
         embedder = load_embedder(config, device)
     if reranker is None:

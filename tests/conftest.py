@@ -16,9 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 @pytest.fixture(scope="session")
 def jvm() -> None:
-    from server.lexical.jvm import start_jvm
+    from server import lexical
 
-    start_jvm(heap_mb=1024)
+    lexical.start(heap_mb=1024)
 
 
 @pytest.fixture(scope="session")

@@ -98,9 +98,9 @@ def main() -> None:
     args = parser.parse_args()
     from server.app import load_embedder
     from server.config import load_config
-    from server.lexical.jvm import start_jvm
+    from server import lexical
 
-    start_jvm(heap_mb=1024)
+    lexical.start(heap_mb=1024)
     embedder = load_embedder(load_config(env={}), "cpu")
     embedder.warmup()
     results = {name: run_variant(name, VARIANTS[name], cycles=args.cycles, every=args.every, embedder=embedder)

@@ -117,11 +117,11 @@ def measure_size(size_mb: float) -> dict[str, Any]:
 def shard_fixed_cost(repeats: int = 5) -> dict[str, float]:
     """What every shard load costs beside the replay: an empty tenant loaded (Lucene opened) ``repeats`` times;
     and Lucene's bytes per memory (20k memories of the benchmark's text, committed, then force-merged)."""
-    from server.lexical.jvm import start_jvm
+    from server import lexical
     from server.lexical.lucene import LuceneIndex
     from server.tenants.shard import TenantShard
 
-    start_jvm(heap_mb=1024)
+    lexical.start(heap_mb=1024)
     times = []
     with tempfile.TemporaryDirectory(prefix="thresholds-shard-") as tmp:
         for _ in range(repeats):

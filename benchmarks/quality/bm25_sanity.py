@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.quality.datasets import default_data_dir, load_scifact, ndcg_at_k
-from server.lexical.jvm import start_jvm
+from server import lexical
 from server.lexical.lucene import LuceneIndex
 
 _log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def main() -> None:
     corpus = [(int(d.id), d.text) for d in scifact.docs]
     queries = {q.id: q.text for q in scifact.queries}
     qrels = scifact.qrels
-    start_jvm(heap_mb=1024)
+    lexical.start(heap_mb=1024)
     with tempfile.TemporaryDirectory() as tmp:
         index = LuceneIndex.open(Path(tmp) / "scifact")
         try:

@@ -61,14 +61,14 @@ def dataset_dir(*, tenants: int, per_tenant: int, embedder: str = "") -> Path:
 def build(embedder, *, tenants: int, per_tenant: int, chunk: int = 5000) -> Path:  # type: ignore[no-untyped-def]
     """The data directory for ``tenants`` × ``per_tenant`` memories, built unless already cached."""
     from server.app import guard_vector_space
-    from server.lexical.jvm import start_jvm
+    from server import lexical
 
     directory = dataset_dir(tenants=tenants, per_tenant=per_tenant)
     if (directory / "complete.json").is_file():
         return directory
     if directory.exists():
         shutil.rmtree(directory)
-    start_jvm(heap_mb=2048)
+    lexical.start(heap_mb=2048)
     pool, pool_vecs = pool_vectors(embedder)
     started = time.perf_counter()
     catalog = Catalog(directory / "system")

@@ -19,9 +19,9 @@ from concurrent.futures import Executor
 
 from server.domain import Memory, QueryResult, SearchQuery, Timings
 from server.tenants.shard import TenantShard
+from server.text import has_cjk
 
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*", re.UNICODE)
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
 # Words that carry no request for memory on their own: greetings, thanks, acknowledgements, fillers.
 SMALL_TALK = frozenset("""
@@ -56,7 +56,7 @@ def needs_memory(text: str, *, known_names: frozenset[str] = frozenset()) -> tup
     words = [w.lower() for w in _WORD.findall(text)]
     if known_names and any(w in known_names for w in words):
         return True, "names a known entity"
-    if _CJK.search(text):
+    if has_cjk(text):
         rest = text
         for phrase in _SMALL_TALK_ZH:
             rest = rest.replace(phrase, "")

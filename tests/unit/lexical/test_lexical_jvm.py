@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from server import lexical
 from server.lexical import jvm as jvm_module
 
 
 def test_start_jvm_is_idempotent_and_reported(jvm: None) -> None:
     assert jvm_module.jvm_started()
-    jvm_module.start_jvm(heap_mb=2048)  # second call: no-op, no error
+    lexical.start(heap_mb=2048)  # second call: no-op, no error
     assert jvm_module.jvm_started()
     runtime = jvm_module.jclass("java.lang.System").getProperty("java.version")
     assert int(str(runtime).split(".")[0]) >= 21

@@ -1,4 +1,4 @@
-"""``python -m server.healthcheck [HOST:PORT]``: exit 0 when the server's gRPC health says SERVING.
+"""``python -m server.grpc.healthcheck [HOST:PORT]``: exit 0 when the server's gRPC health says SERVING.
 
 The container's HEALTHCHECK runs this; it uses the standard ``grpc.health.v1`` service, so any gRPC
 health prober (grpc_health_probe, Kubernetes gRPC probes) sees the same answer.
