@@ -44,16 +44,13 @@ from server.store.access import TouchBuffer
 from server.store.audit import AuditLog, AuditPolicy, refs_of
 from server.store.memory_store import TenantStore
 from server.store.snapshot import write_snapshot
+from server.tenants.lexical_slot import LexicalSlot
 from server.tenants.loading import DENSE_SNAPSHOT, load_dense, load_lexical
-from server.text import memory_text
 
 log = logging.getLogger(__name__)
 
 SHARD_FIXED_BYTES = 512 * 1024      # measured: an open Lucene index ~50 KiB heap, ~300 KiB RSS, 1 fd (+1 WAL fd)
 MEMORY_BYTES = 700                  # a Memory object, its ids and its map entries, beside its content
-LEXICAL_BYTES_PER_MEMORY = 400      # a rebuilt Lucene index on disk, conservative (thresholds.py's short texts: 38)
-REPAIR_BACKOFF_S = (1.0, 60.0)      # after a rebuild that met a full disk: first wait, longest wait
-LEXICAL_SWAP_WAIT_S = 30.0          # a search waits at most this for a repair's swap (measured: tens of ms)
 
 
 class ShardState(enum.Enum):
@@ -77,11 +74,8 @@ class TenantShard:
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._dropped = False
         self._build: Future[None] | None = None   # the last dense build and its snapshot (see _after_build)
-        self._lexical = lexical
-        self._lexical_ready = threading.Event()   # cleared while a repair swaps the index (see ``lexical``)
-        self._lexical_ready.set()
+        self._lexical = LexicalSlot(tenant_id, directory, lexical)
         self.write_lock = threading.Lock()   # one writer per tenant; searches never take it
-        self._lexical_seq = lexical.committed_seq()
         self._snapshot_lock = threading.Lock()
         self._dense_snapshot_seq = dense_snapshot_seq
         self._dense_changes = 0              # adds/removes since load; touches and status updates are not
@@ -90,9 +84,6 @@ class TenantShard:
         self.last_used_s = time.monotonic()
         self.load_s = load_s
         self.closed = False
-        self.lexical_stale = False           # a lexical write met a full disk: rebuild once space returns
-        self._repair_failures = 0
-        self._repair_after_s = 0.0           # monotonic: no rebuild before (a backoff after a failed one)
         self.compacting = False
 
     @classmethod
@@ -234,82 +225,35 @@ class TenantShard:
             self._store_bytes -= len(doomed) * MEMORY_BYTES
         if puts or doomed:
             self._dense_changes += 1
-            self._lexical_write(puts, doomed)
+            self._lexical.write([m for m, _ in puts], doomed)
         return seq
 
+    # -- the lexical index (server/tenants/lexical_slot.py) ------------------------------------------------
     @property
     def lexical(self) -> LuceneIndex:
-        """The tenant's Lucene index. While a repair swaps it (the stale one closed, the new one not yet open)
-        a search waits here, briefly, instead of meeting a closed index (LexicalIndexClosedError)."""
-        self._lexical_ready.wait(LEXICAL_SWAP_WAIT_S)
-        return self._lexical
+        """The tenant's Lucene index (a search waits briefly while a repair swaps it)."""
+        return self._lexical.index
 
-    @lexical.setter
-    def lexical(self, index: LuceneIndex) -> None:
-        self._lexical = index
+    @property
+    def lexical_stale(self) -> bool:
+        """A lexical write met a full disk: searches use its last state until a repair rebuilds it."""
+        return self._lexical.stale
 
-    def _lexical_write(self, puts: Sequence[tuple[Memory, np.ndarray]], doomed: Sequence[int]) -> None:
-        if self.lexical_stale:
-            return   # the rebuild reads the store: nothing is lost by skipping
-        try:
-            if puts:
-                self.lexical.upsert([(m.doc_id, memory_text(m)) for m, _ in puts], refresh=False)
-            if doomed:
-                self.lexical.delete(doomed, refresh=False)
-            self.lexical.refresh()
-        except Exception as exc:
-            if not is_storage_full(exc):
-                raise
-            self._lexical_lost(exc)
-
-    def _lexical_lost(self, exc: BaseException) -> None:
-        self.lexical_stale = True
-        log.warning("tenant %s: the lexical index met a full disk (%s); it is rebuilt from the store once space "
-                    "returns (searches use its last state meanwhile)", self.tenant_id, str(exc).splitlines()[0][:200])
+    @lexical_stale.setter
+    def lexical_stale(self, stale: bool) -> None:
+        self._lexical.stale = stale
 
     def lexical_rebuild_bytes(self) -> int:
-        """About the disk a rebuild of the lexical index writes (its new segments, beside the last commit's)."""
-        return (1 << 20) + LEXICAL_BYTES_PER_MEMORY * len(self.store)
+        return LexicalSlot.rebuild_bytes(len(self.store))
 
     def repair_due(self) -> bool:
-        return self.lexical_stale and not self.closed and time.monotonic() >= self._repair_after_s
+        return not self.closed and self._lexical.repair_due()
 
     def repair_lexical(self) -> bool:
-        """Rebuilds a stale lexical index from the store. The IndexWriter Lucene closed on ENOSPC keeps the
-        directory's write lock, so the old index closes first (waiting for the searches that hold its
-        reader) and the fresh one, opened at the last commit, is swapped in at once (searches read that
-        commit meanwhile), then rebuilt. On another full disk it stays stale and the next try waits a
-        backoff (see the module docstring)."""
+        """Rebuilds a stale lexical index from the store, under the write lock (see LexicalSlot.repair)."""
         with self.write_lock:
-            if not self.lexical_stale or self.closed:
+            if self.closed or not self._lexical.repair(self.store.all(), self.store.seq):
                 return False
-            self._lexical_ready.clear()
-            try:
-                try:
-                    self._lexical.close()
-                except Exception as exc:  # noqa: BLE001 - its writer is already closed; nothing of it is needed
-                    log.info("tenant %s: closing the stale lexical index failed (%s)", self.tenant_id,
-                             str(exc).splitlines()[0][:200])
-                self._lexical = LuceneIndex.open(self.directory / "lucene")
-            finally:
-                self._lexical_ready.set()
-            try:
-                self.lexical.delete_all(refresh=False)
-                self.lexical.upsert([(m.doc_id, memory_text(m)) for m in self.store.all()], refresh=False)
-                self.lexical.refresh()
-                self.lexical.commit(self.store.seq)
-            except Exception as exc:
-                if not is_storage_full(exc):
-                    raise
-                wait_s = min(REPAIR_BACKOFF_S[1], REPAIR_BACKOFF_S[0] * 2 ** self._repair_failures)
-                self._repair_failures += 1
-                self._repair_after_s = time.monotonic() + wait_s
-                log.warning("tenant %s: the lexical rebuild met a full disk again; next try in %.0fs",
-                            self.tenant_id, wait_s)
-                return False
-            self._lexical_seq = self.store.seq
-            self.lexical_stale = False
-            self._repair_failures, self._repair_after_s = 0, 0.0
         log.warning("tenant %s: lexical index rebuilt from the store (%d memories)", self.tenant_id, len(self.store))
         return True
 
@@ -332,19 +276,8 @@ class TenantShard:
             self._commit_lexical_locked()
 
     def _commit_lexical_locked(self) -> bool:
-        """Commits Lucene at the store's seq; False when it could not (stale, or the disk is full)."""
-        if self.closed or self.lexical_stale:
-            return False
-        if self._lexical_seq != self.store.seq:
-            try:
-                self.lexical.commit(self.store.seq)
-            except Exception as exc:
-                if not is_storage_full(exc):
-                    raise
-                self._lexical_lost(exc)
-                return False
-            self._lexical_seq = self.store.seq
-        return True
+        """Commits Lucene at the store's seq; False when it could not (closed, stale, or the disk is full)."""
+        return not self.closed and self._lexical.commit(self.store.seq)
 
     def compact(self) -> int | None:
         """Compacts the store's log in the background (a compaction thread): Lucene is committed at the
@@ -407,11 +340,7 @@ class TenantShard:
         with self.write_lock:
             self.closed = True
         self.audit.close()
-        try:
-            self.lexical.close()
-        except Exception:
-            if not self.lexical_stale:
-                raise
+        self._lexical.close()
         self.store.close()
 
     # -- purges -------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from server.config import MemoryConfig
 from server.domain import MemoryInput
 from server.engine.write import commit_writes
 from server.lexical.lucene import LuceneIndex
-from server.tenants import shard as shard_module
+from server.tenants import lexical_slot as slot_module
 from server.tenants.shard import TenantShard
 
 DIM = 8
@@ -71,7 +71,7 @@ def test_a_rebuild_that_meets_a_full_disk_backs_off(tmp_path: Path, jvm: None, m
     def full(self: LuceneIndex, seq: int) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(shard_module, "REPAIR_BACKOFF_S", (0.3, 60.0))
+    monkeypatch.setattr(slot_module, "REPAIR_BACKOFF_S", (0.3, 60.0))
     with monkeypatch.context() as m:
         m.setattr(LuceneIndex, "commit", full)
         assert shard.repair_due()
