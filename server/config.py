@@ -153,17 +153,9 @@ class ScoringConfig:
         "relevance calibration JSON (server/fusion/calibration.py; `python -m benchmarks.quality.calibrate` fits one "
         "for other models); \"\" = the bundled fit for the shipped models"))
 
-    def half_lives(self) -> dict[str, float]:
-        """Half-life in seconds by memory type name (EPISODIC, SEMANTIC, PROCEDURAL); 0 = never decays."""
-        return {"EPISODIC": self.episodic_half_life_s, "SEMANTIC": self.semantic_half_life_s,
-                "PROCEDURAL": self.procedural_half_life_s}
-
 
 @dataclass(frozen=True)
 class MemoryConfig:
-    default_importance: float = option(0.5, (
-        "importance of a memory written without one, before salience moves it (memory.salience_importance_span)"))
-    pending_below_confidence: float = option(0.5, "writes with confidence below this are stored PENDING")
     dedupe_cosine: float = option(0.0, (
         "a write this similar to a memory merges into it; 0 = the embedder's own threshold (MiniLM 0.95, e5 0.985: "
         "the same share of merges); above 1 = never merge"))
@@ -176,24 +168,15 @@ class MemoryConfig:
         "writes whose salience is below this are not stored (outcome SKIPPED, counted in the reply) unless they "
         "carry an importance or are pinned; 0 = never; a tenant's own min_salience setting (UpdateSettings) "
         "overrides it (README \"Memory hygiene\")"))
-    salience_importance_span: float = option(0.4, (
-        "a write without an importance gets default_importance + span x (salience - 0.5); 0 = salience does not touch"
-        " importance"))
     consolidate_interval_s: float = option(600.0, (
         "how often the background job folds a written tenant's repeated episodic memories (from different sessions, "
         "sharing a name or number) into one semantic memory; 0 = only the Consolidate RPC"))
-    consolidate_cosine: float = option(0.96, (
-        "episodic memories at least this similar (and sharing a name or number) form a cluster"))
     extractor_url: str = option("", (
         "OpenAI-compatible chat completions URL of the optional fact extractor (e.g. "
         "http://127.0.0.1:8000/v1/chat/completions); it gets a conversation's recent turns every 8 turns, "
         "asynchronously, and its facts become semantic memories; \"\" = off"))
     extractor_model: str = option("", "the model name sent to the extractor endpoint")
     extractor_key: str = option("", "bearer key for the extractor endpoint (\"\": none sent)")
-    extract_every_turns: int = option(8, "the extractor runs after every N episodic turns of a conversation")
-    extract_window: int = option(10, "how many recent turns one extraction sends")
-    extractor_timeout_s: float = option(30.0, "per-request timeout of the extractor endpoint")
-    extractor_retries: int = option(3, "retries (exponential backoff from 0.5 s) of a failed or malformed extraction")
     access_importance_step: float = option(0.02, "importance the ranking adds per recorded use (fading with recency)")
     access_importance_max: float = option(0.9, "the access boost never lifts importance above this")
     access_top_hits: int = option(3, "a live search counts its first N hits as used; 0 = only Touch does")
@@ -295,8 +278,6 @@ class ServerConfig:
             (self.search.latency_target_ms >= 0, "search.latency_target_ms must be >= 0 (0 = off)"),
             (self.search.pair_cache_entries >= 0, "search.pair_cache_entries must be >= 0 (0 = off)"),
             (0.0 <= self.scoring.importance_weight <= 1.0, "scoring.importance_weight must be in [0, 1]"),
-            (0.0 <= self.memory.default_importance <= 1.0, "memory.default_importance must be in [0, 1]"),
-            (0.0 <= self.memory.pending_below_confidence <= 1.0, "memory.pending_below_confidence in [0, 1]"),
             (0.0 <= self.memory.dedupe_cosine <= 1.01, "memory.dedupe_cosine must be 0 (auto) or in (0, 1.01]"),
             (0.0 <= self.memory.access_importance_step <= 0.5, "memory.access_importance_step in [0, 0.5]"),
             (0.0 <= self.memory.access_importance_max <= 1.0, "memory.access_importance_max in [0, 1]"),
@@ -305,12 +286,7 @@ class ServerConfig:
             (self.search.feedback_docs >= 0 and self.search.feedback_weight >= 0 and 0 <= self.search.feedback_below <= 1,
              "search.feedback_docs >= 0, search.feedback_weight >= 0, search.feedback_below in [0, 1]"),
             (0.0 <= self.memory.min_salience <= 1.0, "memory.min_salience must be in [0, 1]"),
-            (0.0 <= self.memory.salience_importance_span <= 1.0, "memory.salience_importance_span must be in [0, 1]"),
-            (self.memory.consolidate_interval_s >= 0 and 0.5 <= self.memory.consolidate_cosine <= 1.0,
-             "memory.consolidate_interval_s >= 0 (0 = only the RPC) and memory.consolidate_cosine in [0.5, 1]"),
-            (self.memory.extract_every_turns >= 1 and self.memory.extract_window >= 1
-             and self.memory.extractor_timeout_s > 0 and self.memory.extractor_retries >= 0,
-             "memory.extract_every_turns, extract_window >= 1; extractor_timeout_s > 0; extractor_retries >= 0"),
+            (self.memory.consolidate_interval_s >= 0, "memory.consolidate_interval_s must be >= 0 (0 = only the RPC)"),
             (not self.memory.extractor_url or bool(self.memory.extractor_model),
              "memory.extractor_url needs memory.extractor_model"),
             (0.0 <= self.scoring.decay_floor <= 1.0, "scoring.decay_floor must be in [0, 1]"),
@@ -382,6 +358,12 @@ REMOVED: dict[str, str] = {
        for name in ("promote_at", "codes", "nprobe", "ef_search", "ef_construction", "regrow_factor")},
     "tenants.evict_idle_s": "server/tenants/registry.py EVICT_IDLE_S",
     "tenants.build_threads": "server/tenants/registry.py BUILD_THREADS",
+    "memory.default_importance": "server/hygiene/salience.py DEFAULT_IMPORTANCE",
+    "memory.salience_importance_span": "server/hygiene/salience.py SALIENCE_IMPORTANCE_SPAN (chosen on LoCoMo dev)",
+    "memory.pending_below_confidence": "server/engine/write.py PENDING_BELOW_CONFIDENCE",
+    "memory.consolidate_cosine": "server/hygiene/consolidate.py CONSOLIDATE_COSINE (chosen on LoCoMo dev)",
+    **{f"memory.{name}": f"server/hygiene/extractor.py {name.upper()}"
+       for name in ("extract_every_turns", "extract_window", "extractor_timeout_s", "extractor_retries")},
 }
 _ABSENT = object()
 

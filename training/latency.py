@@ -1,7 +1,7 @@
 """Search latency with and without the reranker at several depths, on the cached 10k-memory tenant.
 
 ``python -m training.latency [--depths 0,5,10,20,30] [--queries 60]``: two servers in one process,
-the trained reranker loaded in each, one with ``models.unpad`` (packed tokens, the default) and one
+the trained reranker loaded in each, one with the CPU models' ``unpad`` flag (packed tokens, the default) and one
 padding its batches; one query per Search, sequential, distinct query texts (no embedding-cache hits);
 depth 0 sends ``rerank_depth = -1`` (off). Every (server, depth) runs over the same queries, interleaved,
 so load from other processes falls on all of them alike. Writes ``benchmarks/results/reranker/latency.json``.

@@ -1,7 +1,7 @@
 """Memory hygiene on the LoCoMo dev conversations, at the server defaults, side by side (README "Memory hygiene").
 
 Two servers over the same turns (written one by one as "<speaker>: <text>", the quality harness's headline):
-``before`` (salience does not touch importance: memory.salience_importance_span 0, no consolidation: the
+``before`` (salience does not touch importance: SALIENCE_IMPORTANCE_SPAN 0, no consolidation: the
 figure of the ranking issue) and ``defaults`` (this issue's defaults), then ``defaults`` again after the
 Consolidate RPC. Reported: recall@10 of each; for each memory.min_salience threshold the share of turns it
 would drop and the recall@10 left (top 30 at the defaults with the dropped turns taken out, then the first 10:
@@ -22,13 +22,16 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from benchmarks.quality.datasets import Query, evaluate, load_locomo, repo_root
 from benchmarks.quality.harness import DEFAULTS, EvalServer, Ingested
 from benchmarks.quality.suites import locomo_inputs
 from engram_proto.v1 import messages_pb2 as pb
 from engram_proto.v1 import service_pb2 as spb
-from server.hygiene.salience import load_salience
+from server.hygiene import writes
+from server.hygiene.consolidate import CONSOLIDATE_COSINE
+from server.hygiene.salience import DEFAULT_IMPORTANCE, load_salience
 
 log = logging.getLogger(__name__)
 OUT = repo_root() / "benchmarks" / "results" / "hygiene"
@@ -67,10 +70,10 @@ SPANS = (0.0, 0.1, 0.2, 0.4, 0.6, 0.8)
 
 def _span_sweep(server: EvalServer, conversations: list, tenants: dict, by_conv: dict, qrels: dict,
                 salience: dict[str, float]) -> list[dict]:
-    """recall@10 for each memory.salience_importance_span, recomputed from the top 30 of a span-0 run: each hit's
+    """recall@10 for each salience importance span, recomputed from the top 30 of a span-0 run: each hit's
     final score has its importance factor (0.5 + 0.5 x 0.5) replaced by the one its salience would give."""
     b = server.config.scoring.importance_weight
-    default = server.config.memory.default_importance
+    default = DEFAULT_IMPORTANCE
     rows = []
     for span in SPANS:
         run = {}
@@ -131,20 +134,21 @@ def main() -> None:
     out: dict[str, Any] = {"dataset": "LoCoMo dev (5 conversations)", "turns": len(salience),
                            "questions": len(qrels), "variants": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        overrides = {"memory": {"salience_importance_span": 0.0, "consolidate_interval_s": 0.0}}
-        with EvalServer(Path(tmp) / "before", overrides=overrides) as server:
+        overrides = {"memory": {"consolidate_interval_s": 0.0}}
+        # the span is a constant of the salience step: this server's SaliencePolicy is built with 0
+        with mock.patch.object(writes, "SALIENCE_IMPORTANCE_SPAN", 0.0), \
+                EvalServer(Path(tmp) / "before", overrides=overrides) as server:
             tenants, hits = _ingest_and_search(server, "before", conversations, top_k=30)
             by_conv = {c.id: {q.id: hits[q.id] for q in c.questions} for c in conversations}
             out["variants"]["before"] = {"recall@10": _recall(
                 {q: r for c in conversations for q, r in _run(tenants[c.id], by_conv[c.id]).items()}, qrels)}
             out["salience_importance_span"] = _span_sweep(server, conversations, tenants, by_conv, qrels, salience)
         with EvalServer(Path(tmp) / "defaults", overrides={"memory": {"consolidate_interval_s": 0.0}}) as server:
-            cfg = server.config.memory
             tenants, hits = _ingest_and_search(server, "defaults", conversations, top_k=30)
             by_conv = {c.id: {q.id: hits[q.id] for q in c.questions} for c in conversations}
             run = {q: r for c in conversations for q, r in _run(tenants[c.id], by_conv[c.id]).items()}
             out["variants"]["defaults"] = {"recall@10": _recall(run, qrels),
-                                           "salience_importance_span": cfg.salience_importance_span}
+                                           "salience_importance_span": writes.SALIENCE_IMPORTANCE_SPAN}
             rows = []
             for t in THRESHOLDS:
                 keep = {d for d, s in salience.items() if s >= t}
@@ -189,7 +193,7 @@ def main() -> None:
                 after.update(server.search_hits(tenants[c.id], queries, DEFAULTS, now_ms=c.now * 1000, top_k=10))
             run_after = {q: r for c in conversations for q, r in _run(
                 tenants[c.id], {q.id: after[q.id] for q in c.questions}).items()}
-            out["consolidation"] = {"consolidate_cosine": cfg.consolidate_cosine, "clusters": clusters,
+            out["consolidation"] = {"consolidate_cosine": CONSOLIDATE_COSINE, "clusters": clusters,
                                     "episodic_consolidated": consolidated,
                                     "duplicate_share_top10_before": _duplicate_share(hits, cluster_of),
                                     "duplicate_share_top10_after": _duplicate_share(after, cluster_of)}

@@ -113,7 +113,7 @@ def add_commands(sub: Any) -> None:
     p = add("extract", extract, "run the server's configured extractor on a conversation's recent turns now")
     p.add_argument("tenant")
     p.add_argument("--conversation", default="", help="the turns' source_ref before '#' (else their scope)")
-    p.add_argument("--turns", type=int, default=0, help="recent turns to send (default memory.extract_window)")
+    p.add_argument("--turns", type=int, default=0, help="recent turns to send (default: the server's window, 10)")
 
     p = add("import", import_file, "import memories from JSONL or CSV (batched writes, progress bar)")
     p.add_argument("tenant")

@@ -15,9 +15,11 @@ import numpy as np
 from server.config import MemoryConfig
 from server.domain import Memory, MemoryInput, MemoryStatus, WriteOutcome, WriteResult, is_expired
 from server.errors import InvalidArgument
+from server.hygiene.salience import DEFAULT_IMPORTANCE
 from server.tenants.shard import TenantShard
 
 _LIVE = (MemoryStatus.ACTIVE, MemoryStatus.PENDING)
+PENDING_BELOW_CONFIDENCE = 0.5   # a write less confident than this is stored PENDING until a Confirm
 _NUMBER_RE = re.compile(r"\d+")
 
 
@@ -92,7 +94,7 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
     doc_ids = shard.store.allocate_doc_ids(len(inputs))
     for inp, vector, doc_id in zip(inputs, vectors, doc_ids, strict=True):
         confidence = 1.0 if inp.confidence is None else inp.confidence
-        confident = confidence >= cfg.pending_below_confidence
+        confident = confidence >= PENDING_BELOW_CONFIDENCE
         if not inp.supersedes:
             target = _duplicate_of(staging, inp, vector, cfg=cfg, confident=confident, now_ms=now_ms)
             if target is not None:
@@ -109,7 +111,7 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
         created = inp.created_at_ms or now_ms
         memory = Memory(
             memory_id=new_memory_id(), doc_id=doc_id, content=inp.content, type=inp.type,
-            importance=cfg.default_importance if inp.importance is None else inp.importance,
+            importance=DEFAULT_IMPORTANCE if inp.importance is None else inp.importance,
             created_at_ms=created, last_access_at_ms=inp.last_access_at_ms or created, access_count=0,
             entities=inp.entities, source_ref=inp.source_ref, scope=inp.scope, confidence=confidence,
             key=inp.key, status=MemoryStatus.ACTIVE if confident else MemoryStatus.PENDING,

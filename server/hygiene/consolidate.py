@@ -1,5 +1,5 @@
 """Episodic → semantic consolidation. Episodic memories that say the same thing over time — cosine at least
-``memory.consolidate_cosine``, a shared name or number, written in different sessions (an hour or more
+``CONSOLIDATE_COSINE``, a shared name or number, written in different sessions (an hour or more
 apart) — form a cluster; one SEMANTIC memory stands for it: content and context of the best representative
 (highest salience, then the most central, then the newest; no model writes anything), ``source_refs`` and
 ``consolidates`` = the members, importance lifted by repetition, entities their union. The members stay
@@ -24,6 +24,9 @@ import numpy as np
 from server.domain import Memory, MemoryStatus, MemoryType
 
 SESSION_GAP_MS = 3600 * 1000          # "over time": members at least this far apart
+# Members are at least this similar (e5 cosine; with a shared name or number). On LoCoMo dev it makes 40 clusters of
+# 104 turns, the duplicate share in the top 10 0.4% → 0.0%, recall@10 unchanged at 0.752 (benchmarks/hygiene/run.py)
+CONSOLIDATE_COSINE = 0.96
 NEIGHBOURS = 16
 IMPORTANCE_PER_REPEAT = 0.1
 _KEY = re.compile(r"\b[A-Z][a-z]{2,}\b|\d+")

@@ -16,8 +16,10 @@ import numpy as np
 
 from server.config import MemoryConfig
 from server.domain import AuditOp, AuditRef, Consolidation, ConsolidationReport, MemoryStatus
+from server.engine.lifecycle import Lifecycle
 from server.engine.write import new_memory_id
-from server.hygiene.consolidate import Cluster, candidates, find_clusters, mark_members, orphans, semantic_for
+from server.hygiene.consolidate import (CONSOLIDATE_COSINE, Cluster, candidates, find_clusters, mark_members, orphans,
+                                        semantic_for)
 from server.store.audit import refs_of
 from server.tenants.registry import TenantRegistry
 from server.tenants.shard import TenantShard
@@ -33,9 +35,10 @@ def _now_ms() -> int:
 
 
 class Consolidator:
-    def __init__(self, *, cfg: MemoryConfig, registry: TenantRegistry, embed: Embed,
+    def __init__(self, *, cfg: MemoryConfig, lifecycle: Lifecycle, registry: TenantRegistry, embed: Embed,
                  cpu_pool: Executor, write_pool: Executor) -> None:
         self.cfg = cfg
+        self.lifecycle = lifecycle
         self.registry = registry
         self.embed = embed
         self.cpu_pool = cpu_pool
@@ -66,13 +69,13 @@ class Consolidator:
         ids, vectors = shard.dense.export()
         row = {int(d): i for i, d in enumerate(ids.tolist())}
         memories = [m for m in memories if m.doc_id in row]
-        return find_clusters(memories, vectors[[row[m.doc_id] for m in memories]], cosine=self.cfg.consolidate_cosine)
+        return find_clusters(memories, vectors[[row[m.doc_id] for m in memories]], cosine=CONSOLIDATE_COSINE)
 
     def _commit(self, shard: TenantShard, clusters: Sequence[Cluster], vectors: np.ndarray,
                 key_id: str) -> list[Consolidation]:
         done: list[Consolidation] = []
         with shard.write_lock:
-            shard.check_live()
+            self.lifecycle.check_live(shard)
             now = _now_ms()
             puts, updates, audit = [], [], []
             doc_ids = shard.store.allocate_doc_ids(len(clusters))
@@ -90,10 +93,10 @@ class Consolidator:
                                           content=semantic.content))
             if puts:
                 shard.apply(puts=puts, updates=updates)
-                shard.log_audit(AuditOp.WRITE, refs_of([s for s, _ in puts]), at_ms=now, key_id=key_id,
+                self.lifecycle.audit(shard, AuditOp.WRITE, refs_of([s for s, _ in puts]), at_ms=now, key_id=key_id,
                                      note="consolidation")
                 for semantic, refs in audit:
-                    shard.log_audit(AuditOp.CONSOLIDATE, refs, at_ms=now, key_id=key_id,
+                    self.lifecycle.audit(shard, AuditOp.CONSOLIDATE, refs, at_ms=now, key_id=key_id,
                                          note=f"{len(refs)} episodic memories -> {semantic.memory_id}")
         if done:
             log.info("tenant %s: %d clusters consolidated", shard.tenant_id, len(done))
@@ -106,7 +109,7 @@ class Consolidator:
             back = orphans(memories, {m.memory_id for m in memories})
             if back:
                 shard.apply(updates=back)
-                shard.log_audit(AuditOp.CONSOLIDATE, [AuditRef(memory_id=m.memory_id) for m in back],
+                self.lifecycle.audit(shard, AuditOp.CONSOLIDATE, [AuditRef(memory_id=m.memory_id) for m in back],
                                      at_ms=_now_ms(), key_id=key_id, note="restored: the semantic memory was deleted")
             return len(back)
 

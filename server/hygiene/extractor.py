@@ -1,14 +1,14 @@
 """The optional model-backed extractor (``memory.extractor_url``, off by default). After every
-``memory.extract_every_turns`` episodic turns of a conversation — counted as writes commit, on the event
-loop, without waiting for anything — a background task sends the conversation's last ``extract_window``
+``EXTRACT_EVERY_TURNS`` episodic turns of a conversation — counted as writes commit, on the event
+loop, without waiting for anything — a background task sends the conversation's last ``EXTRACT_WINDOW``
 turns to an OpenAI-compatible chat endpoint and writes the facts it returns (:mod:`.extract_parse`) as
 SEMANTIC memories in one Write: ``source_refs`` = the turns' memory ids, the model's confidence (below
-``memory.pending_below_confidence`` → PENDING, as for any write). The facts also become extra key text of
+``server.engine.write.PENDING_BELOW_CONFIDENCE`` → PENDING, as for any write). The facts also become extra key text of
 their source turns ("fact-augmented keys": appended to the turn's indexed context and re-embedded), so a
 question phrased like the fact finds the turn.
 
 A failed call, a timeout or a malformed reply is logged and retried with exponential backoff (0.5 s, 1 s,
-2 s, …) up to ``memory.extractor_retries`` times; after that the window is left for the next trigger (the
+2 s, …) up to ``EXTRACTOR_RETRIES`` times; after that the window is left for the next trigger (the
 turn counter is only reset by a success), so nothing is lost and nothing is half-written. A conversation is
 the part of a turn's ``source_ref`` before its last ``#`` (what the SDK's ``write_conversation`` writes),
 else its ``scope``.
@@ -40,6 +40,14 @@ WriteFacts = Callable[[str, list[MemoryInput]], Awaitable[list[WriteResult]]]
 Embed = Callable[[str, list[str]], Awaitable[np.ndarray]]
 FACTS_MARK = "\n[facts] "
 BACKOFF_S = 0.5
+# When the optional extractor runs and what it sends: after every EXTRACT_EVERY_TURNS episodic turns of a
+# conversation, its last EXTRACT_WINDOW turns (each window overlaps the previous one by two turns); one request
+# may take EXTRACTOR_TIMEOUT_S and is tried EXTRACTOR_RETRIES more times with backoff (0.5, 1, 2 s) before the
+# turns wait for the next trigger. The tests drive them against a scripted endpoint (tests/integration).
+EXTRACT_EVERY_TURNS = 8
+EXTRACT_WINDOW = 10
+EXTRACTOR_TIMEOUT_S = 30.0
+EXTRACTOR_RETRIES = 3
 
 
 def conversation_of(m: Memory) -> str:
@@ -72,7 +80,7 @@ class Extractor:
                 continue
             key = (shard.tenant_id, conversation_of(memory))
             self._counts[key] = self._counts.get(key, 0) + 1
-            if self._counts[key] >= self.cfg.extract_every_turns and key not in self._running:
+            if self._counts[key] >= EXTRACT_EVERY_TURNS and key not in self._running:
                 task = asyncio.get_running_loop().create_task(self._background(shard, key))
                 self._running[key] = task
 
@@ -89,7 +97,7 @@ class Extractor:
     async def extract(self, shard: TenantShard, *, conversation: str, turns: int = 0) -> Extraction:
         if not self.enabled:
             raise FailedPrecondition("no extractor is configured (memory.extractor_url)")
-        window = recent_turns(shard, conversation, turns or self.cfg.extract_window)
+        window = recent_turns(shard, conversation, turns or EXTRACT_WINDOW)
         if not window:
             return Extraction()
         texts = [m.content for m in window]
@@ -116,7 +124,7 @@ class Extractor:
         body = json.dumps(request_body(model=self.cfg.extractor_model, turns=turns)).encode()
         loop = asyncio.get_running_loop()
         last = ""
-        for attempt in range(self.cfg.extractor_retries + 1):
+        for attempt in range(EXTRACTOR_RETRIES + 1):
             if attempt:
                 await asyncio.sleep(BACKOFF_S * 2 ** (attempt - 1))
             try:
@@ -124,16 +132,16 @@ class Extractor:
                 return parse_facts(reply_content(raw), turns=turns)
             except (OSError, MalformedReply, ValueError) as exc:   # URLError, timeouts, HTTP errors are OSErrors
                 last = f"{type(exc).__name__}: {exc}"
-                log.warning("extractor attempt %d of %d failed: %s", attempt + 1, self.cfg.extractor_retries + 1, last)
+                log.warning("extractor attempt %d of %d failed: %s", attempt + 1, EXTRACTOR_RETRIES + 1, last)
         self.failures += 1
-        raise NotReady(f"the extractor endpoint failed {self.cfg.extractor_retries + 1} times; last: {last[:200]}")
+        raise NotReady(f"the extractor endpoint failed {EXTRACTOR_RETRIES + 1} times; last: {last[:200]}")
 
     def _post(self, body: bytes) -> bytes:
         headers = {"Content-Type": "application/json"}
         if self.cfg.extractor_key:
             headers["Authorization"] = f"Bearer {self.cfg.extractor_key}"
         request = urllib.request.Request(self.cfg.extractor_url, data=body, headers=headers, method="POST")
-        with urllib.request.urlopen(request, timeout=self.cfg.extractor_timeout_s) as reply:  # noqa: S310 (configured URL)
+        with urllib.request.urlopen(request, timeout=EXTRACTOR_TIMEOUT_S) as reply:  # noqa: S310 (configured URL)
             return reply.read(4 << 20)
 
     async def _augment(self, shard: TenantShard, window: list[Memory], facts: list[Fact]) -> None:

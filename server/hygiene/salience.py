@@ -16,6 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BUNDLED_WEIGHTS = Path(__file__).with_name("salience.json")
+# A write without an importance starts at DEFAULT_IMPORTANCE, moved by up to ±SALIENCE_IMPORTANCE_SPAN / 2 with
+# its salience (importance_from_salience). The span was chosen on LoCoMo dev (benchmarks/hygiene/run.py, recall@10
+# by span, re-scored from a span-0 run: 0.0 → 0.749, 0.1 → 0.751, 0.2 → 0.752, 0.4 → 0.752, 0.6 → 0.750,
+# 0.8 → 0.750; README "Memory hygiene").
+DEFAULT_IMPORTANCE = 0.5
+SALIENCE_IMPORTANCE_SPAN = 0.4
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*|\d+(?:[.,:/-]\d+)*|[\u4e00-\u9fff]")
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from server.config import MemoryConfig
 from server.domain import MemoryInput, MemoryStatus, WriteOutcome, WriteResult
-from server.hygiene.salience import SalienceModel, importance_from_salience
+from server.hygiene.salience import (DEFAULT_IMPORTANCE, SALIENCE_IMPORTANCE_SPAN, SalienceModel,
+                                     importance_from_salience)
 
 
 @dataclass(frozen=True)
@@ -22,9 +23,11 @@ class Prepared:
 
 
 class SaliencePolicy:
-    def __init__(self, *, cfg: MemoryConfig, model: SalienceModel) -> None:
+    def __init__(self, *, cfg: MemoryConfig, model: SalienceModel, importance_span: float | None = None) -> None:
+        """``importance_span``: other than SALIENCE_IMPORTANCE_SPAN (an ablation: 0 = salience leaves importance)."""
         self.cfg = cfg
         self.model = model
+        self.importance_span = SALIENCE_IMPORTANCE_SPAN if importance_span is None else importance_span
 
     def prepare(self, memories: Sequence[MemoryInput], *, min_salience: float | None = None) -> Prepared:
         """``min_salience``: the tenant's threshold; None: ``memory.min_salience``."""
@@ -37,7 +40,7 @@ class SaliencePolicy:
             if s < threshold and m.importance is None and not m.pinned:
                 continue
             importance = (m.importance if m.importance is not None else
-                          importance_from_salience(s, default=cfg.default_importance, span=cfg.salience_importance_span))
+                          importance_from_salience(s, default=DEFAULT_IMPORTANCE, span=self.importance_span))
             kept.append(dataclasses.replace(m, salience=s, importance=importance))
             positions.append(i)
         return Prepared(inputs=kept, positions=positions, saliences=saliences)

@@ -17,6 +17,7 @@ from support import start_server
 
 from engram_proto.v1 import messages_pb2 as pb
 from engram_proto.v1 import service_pb2 as spb
+from server.hygiene import extractor
 
 TURNS = ["User: Hi there!", "Assistant: Hello! How can I help?", "User: I'm planning a trip to Kyoto in April",
          "Assistant: Lovely, cherry blossoms then.", "User: I only eat vegetarian food, remember that",
@@ -89,10 +90,12 @@ def endpoint() -> Iterator[Scripted]:
 
 
 @pytest.fixture
-def engram(tmp_path: Path, jvm: None, embedder, endpoint: Scripted):  # type: ignore[no-untyped-def]
+def engram(tmp_path: Path, jvm: None, embedder, endpoint: Scripted,  # type: ignore[no-untyped-def]
+           monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(extractor, "EXTRACTOR_TIMEOUT_S", 1.0)   # the scripted slow reply takes 2 s
+    monkeypatch.setattr(extractor, "EXTRACTOR_RETRIES", 2)
     running = start_server(tmp_path / "data", embedder=embedder, memory={
-        "extractor_url": endpoint.url, "extractor_model": "scripted-1", "extractor_timeout_s": 1.0,
-        "extractor_retries": 2})
+        "extractor_url": endpoint.url, "extractor_model": "scripted-1"})
     yield running
     running.stop()
 
