@@ -153,6 +153,11 @@ class ScoringConfig:
         "relevance calibration JSON (server/fusion/calibration.py; `python -m benchmarks.quality.calibrate` fits one "
         "for other models); \"\" = the bundled fit for the shipped models"))
 
+    def half_lives(self) -> dict[str, float]:
+        """Half-life in seconds by memory type name (EPISODIC, SEMANTIC, PROCEDURAL); 0 = never decays."""
+        return {"EPISODIC": self.episodic_half_life_s, "SEMANTIC": self.semantic_half_life_s,
+                "PROCEDURAL": self.procedural_half_life_s}
+
 
 @dataclass(frozen=True)
 class MemoryConfig:

@@ -16,7 +16,6 @@ import numpy as np
 
 from server.config import MemoryConfig
 from server.domain import AuditOp, AuditRef, Consolidation, ConsolidationReport, MemoryStatus
-from server.engine.lifecycle import Lifecycle
 from server.engine.write import new_memory_id
 from server.hygiene.consolidate import (CONSOLIDATE_COSINE, Cluster, candidates, find_clusters, mark_members, orphans,
                                         semantic_for)
@@ -35,10 +34,9 @@ def _now_ms() -> int:
 
 
 class Consolidator:
-    def __init__(self, *, cfg: MemoryConfig, lifecycle: Lifecycle, registry: TenantRegistry, embed: Embed,
+    def __init__(self, *, cfg: MemoryConfig, registry: TenantRegistry, embed: Embed,
                  cpu_pool: Executor, write_pool: Executor) -> None:
         self.cfg = cfg
-        self.lifecycle = lifecycle
         self.registry = registry
         self.embed = embed
         self.cpu_pool = cpu_pool
@@ -75,7 +73,7 @@ class Consolidator:
                 key_id: str) -> list[Consolidation]:
         done: list[Consolidation] = []
         with shard.write_lock:
-            self.lifecycle.check_live(shard)
+            shard.check_live()
             now = _now_ms()
             puts, updates, audit = [], [], []
             doc_ids = shard.store.allocate_doc_ids(len(clusters))
@@ -93,10 +91,10 @@ class Consolidator:
                                           content=semantic.content))
             if puts:
                 shard.apply(puts=puts, updates=updates)
-                self.lifecycle.audit(shard, AuditOp.WRITE, refs_of([s for s, _ in puts]), at_ms=now, key_id=key_id,
+                shard.log_audit(AuditOp.WRITE, refs_of([s for s, _ in puts]), at_ms=now, key_id=key_id,
                                      note="consolidation")
                 for semantic, refs in audit:
-                    self.lifecycle.audit(shard, AuditOp.CONSOLIDATE, refs, at_ms=now, key_id=key_id,
+                    shard.log_audit(AuditOp.CONSOLIDATE, refs, at_ms=now, key_id=key_id,
                                          note=f"{len(refs)} episodic memories -> {semantic.memory_id}")
         if done:
             log.info("tenant %s: %d clusters consolidated", shard.tenant_id, len(done))
@@ -109,7 +107,7 @@ class Consolidator:
             back = orphans(memories, {m.memory_id for m in memories})
             if back:
                 shard.apply(updates=back)
-                self.lifecycle.audit(shard, AuditOp.CONSOLIDATE, [AuditRef(memory_id=m.memory_id) for m in back],
+                shard.log_audit(AuditOp.CONSOLIDATE, [AuditRef(memory_id=m.memory_id) for m in back],
                                      at_ms=_now_ms(), key_id=key_id, note="restored: the semantic memory was deleted")
             return len(back)
 
