@@ -70,10 +70,6 @@ def rpc_names() -> dict[str, str]:
     return out
 
 
-def method_path(service: str, method: str) -> str:
-    return f"/engram.v1.{service}/{method}"
-
-
 def response_class(service: str, method: str) -> type[Message]:
     descriptor = spb.DESCRIPTOR.services_by_name[service].methods_by_name[method].output_type
     return _message_class(descriptor.name)

@@ -55,10 +55,6 @@ class TokenBatch:
         return len(self.input_ids)
 
     @property
-    def total_tokens(self) -> int:
-        return int(self.lengths.sum())
-
-    @property
     def padded_tokens(self) -> int:
         """Cost of running the whole batch padded to its longest item (longest × count)."""
         return int(self.lengths.max()) * len(self) if len(self) else 0

@@ -75,11 +75,3 @@ def read_snapshot(path: Path) -> tuple[dict[str, Any], np.ndarray] | None:
     except (OSError, ValueError) as exc:
         log.warning("snapshot %s unusable (%s); it will be rebuilt", path, exc)
         return None
-
-
-def remove_snapshot(path: Path) -> None:
-    for p in (path, path.with_name(path.name + ".tmp")):
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
