@@ -96,9 +96,9 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=25)
     parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args()
+    from server import lexical
     from server.app import load_embedder
     from server.config import load_config
-    from server import lexical
 
     lexical.start(heap_mb=1024)
     embedder = load_embedder(load_config(env={}), "cpu")

@@ -60,8 +60,8 @@ def dataset_dir(*, tenants: int, per_tenant: int, embedder: str = "") -> Path:
 
 def build(embedder, *, tenants: int, per_tenant: int, chunk: int = 5000) -> Path:  # type: ignore[no-untyped-def]
     """The data directory for ``tenants`` × ``per_tenant`` memories, built unless already cached."""
-    from server.app import guard_vector_space
     from server import lexical
+    from server.app import guard_vector_space
 
     directory = dataset_dir(tenants=tenants, per_tenant=per_tenant)
     if (directory / "complete.json").is_file():
