@@ -196,12 +196,13 @@ class TenantShard:
         if refs or op == AuditOp.SEARCH:
             self.audit.append(op, refs, at_ms=at_ms, key_id=key_id, query=query, note=note)
 
-    def flush_touches(self) -> int:
-        """Commits pending accesses (one compact log record) and found expiries (full updates)."""
+    def flush_touches(self, *, now_ms: int | None = None) -> int:
+        """Commits pending accesses (one compact log record) and found expiries (full updates) as of
+        ``now_ms`` (default: the wall clock)."""
         with self.write_lock:
             if self._dropped or self.closed or not len(self.touches):
                 return 0
-            now = int(time.time() * 1000)
+            now = int(time.time() * 1000) if now_ms is None else now_ms
             updates, expired = self.touches.drain(self.store.get, now_ms=now)
             if updates:
                 expired_ids = {m.memory_id for m in expired}
