@@ -280,6 +280,12 @@ def forget_request(tenant_id: str, *, filter: FilterLike, older_than_ms: int, de
                              mode=mode, include_pinned=include_pinned, all=all, dry_run=dry_run)
 
 
+def update_settings_request(tenant_id: str, *, min_salience: float | None, reset: Sequence[str]) -> Message:
+    """Sets what is given (None: leave as it is) and returns ``reset``'s names to the server's default."""
+    settings = spb.TenantSettings(min_salience=min_salience) if min_salience is not None else spb.TenantSettings()
+    return spb.UpdateSettingsRequest(tenant_id=tenant_id, settings=settings, reset=list(reset))
+
+
 def audit_request(tenant_id: str, *, ops: Sequence[str | int], memory_id: str, page_size: int,
                   page_token: str) -> Message:
     def code(op: str | int) -> Any:

@@ -198,6 +198,18 @@ class EngramClient:
         request = spb.ExtractRequest(tenant_id=tenant_id, conversation=conversation, turns=turns)
         return self.call("Extract", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
 
+    def get_settings(self, tenant_id: str, *, timeout_s: float | None = None) -> spb.SettingsResponse:
+        """The tenant's own settings (``settings``; unset fields follow the server) and ``effective``: what applies."""
+        request = spb.GetSettingsRequest(tenant_id=tenant_id)
+        return self.call("GetSettings", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
+
+    def update_settings(self, tenant_id: str, *, min_salience: float | None = None, reset: Sequence[str] = (),
+                        timeout_s: float | None = None) -> spb.SettingsResponse:
+        """Per-tenant settings, applied together or not at all: ``min_salience`` skips writes below it (0 = never);
+        ``reset=["min_salience"]`` returns to the server's ``memory.min_salience``."""
+        request = _core.update_settings_request(tenant_id, min_salience=min_salience, reset=reset)
+        return self.call("UpdateSettings", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
+
     def forget(self, tenant_id: str, *, filter: FilterLike = None, older_than_ms: int = 0,  # noqa: A002
                delete: bool = False, include_pinned: bool = False, all: bool = False,  # noqa: A002
                dry_run: bool = False, timeout_s: float | None = None) -> spb.ForgetResponse:

@@ -53,7 +53,7 @@ def add_commands(sub: Any) -> None:
     """The client commands (tenant, key, write, search, consolidate, extract, import, export, info, stats, mcp,
     audit) as subcommands of ``sub``."""
     from engram_client.cli import commands as c
-    from engram_client.cli.hygiene import consolidate, extract
+    from engram_client.cli.hygiene import consolidate, extract, settings
     from engram_client.cli.importer import import_file
 
     common = argparse.ArgumentParser(add_help=False)  # the connection flags, also after the command
@@ -114,6 +114,12 @@ def add_commands(sub: Any) -> None:
     p.add_argument("tenant")
     p.add_argument("--conversation", default="", help="the turns' source_ref before '#' (else their scope)")
     p.add_argument("--turns", type=int, default=0, help="recent turns to send (default: the server's window, 10)")
+
+    p = add("settings", settings, "show or change a tenant's settings (its own key or an admin key)")
+    p.add_argument("tenant")
+    p.add_argument("--min-salience", type=float, help="skip writes below this salience (0 = never); this tenant only")
+    p.add_argument("--reset", action="append", default=[], metavar="NAME",
+                   help="return a setting (e.g. min_salience) to the server's default (repeatable)")
 
     p = add("import", import_file, "import memories from JSONL or CSV (batched writes, progress bar)")
     p.add_argument("tenant")

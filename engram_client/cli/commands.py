@@ -98,7 +98,8 @@ def write(args: argparse.Namespace, client: EngramClient) -> int:
     result = client.write(args.tenant, [{k: v for k, v in fields.items() if v not in ("", None)}]).results[0]
     outcome = _short(spb.WriteOutcome, result.outcome, "WRITE_OUTCOME_")
     merged = f" into {result.merged_into}" if result.merged_into else ""
-    _out(f"{outcome}{merged}: {result.memory_id or '(not stored: salience below memory.min_salience)'}"
+    skipped = "(not stored: salience below the tenant's min_salience; see engram settings)"
+    _out(f"{outcome}{merged}: {result.memory_id or skipped}"
          f" (salience {result.salience:.2f})")
     return 0
 

@@ -1,4 +1,5 @@
-"""``engram consolidate`` and ``engram extract``: the memory-hygiene RPCs from the command line."""
+"""``engram consolidate``, ``engram extract`` and ``engram settings``: the memory-hygiene RPCs from the command
+line."""
 
 from __future__ import annotations
 
@@ -23,4 +24,17 @@ def extract(args: argparse.Namespace, client: EngramClient) -> int:
     _out(f"{reply.facts} facts extracted: {len(reply.memory_ids)} memories written ({reply.pending} pending)")
     for memory_id in reply.memory_ids:
         _out(f"  {memory_id}")
+    return 0
+
+
+def settings(args: argparse.Namespace, client: EngramClient) -> int:
+    """Prints each setting in effect and where it comes from; with --min-salience / --reset, changes them first."""
+    if args.min_salience is not None or args.reset:
+        reply = client.update_settings(args.tenant, min_salience=args.min_salience, reset=args.reset)
+    else:
+        reply = client.get_settings(args.tenant)
+    for field in reply.effective.DESCRIPTOR.fields:
+        own = reply.settings.HasField(field.name)
+        _out(f"{field.name}: {getattr(reply.effective, field.name):.6g} "
+             f"({'set for ' + args.tenant if own else 'server default: memory.' + field.name})")
     return 0

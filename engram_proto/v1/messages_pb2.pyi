@@ -246,7 +246,7 @@ class Timings(_message.Message):
     def __init__(self, queue_ns: _Optional[int] = ..., embed_ns: _Optional[int] = ..., ann_ns: _Optional[int] = ..., bm25_ns: _Optional[int] = ..., fusion_ns: _Optional[int] = ..., rerank_ns: _Optional[int] = ..., decay_ns: _Optional[int] = ..., total_ns: _Optional[int] = ..., batch_size: _Optional[int] = ..., rerank_depth_used: _Optional[int] = ...) -> None: ...
 
 class ScoreBreakdown(_message.Message):
-    __slots__ = ("dense_rank", "dense_score", "bm25_rank", "bm25_score", "rrf", "rerank", "relevance", "decay", "importance_weight", "final", "recency", "temporal")
+    __slots__ = ("dense_rank", "dense_score", "bm25_rank", "bm25_score", "rrf", "rerank", "relevance", "decay", "importance_weight", "final", "recency", "temporal", "salience")
     DENSE_RANK_FIELD_NUMBER: _ClassVar[int]
     DENSE_SCORE_FIELD_NUMBER: _ClassVar[int]
     BM25_RANK_FIELD_NUMBER: _ClassVar[int]
@@ -259,6 +259,7 @@ class ScoreBreakdown(_message.Message):
     FINAL_FIELD_NUMBER: _ClassVar[int]
     RECENCY_FIELD_NUMBER: _ClassVar[int]
     TEMPORAL_FIELD_NUMBER: _ClassVar[int]
+    SALIENCE_FIELD_NUMBER: _ClassVar[int]
     dense_rank: int
     dense_score: float
     bm25_rank: int
@@ -271,7 +272,8 @@ class ScoreBreakdown(_message.Message):
     final: float
     recency: float
     temporal: float
-    def __init__(self, dense_rank: _Optional[int] = ..., dense_score: _Optional[float] = ..., bm25_rank: _Optional[int] = ..., bm25_score: _Optional[float] = ..., rrf: _Optional[float] = ..., rerank: _Optional[float] = ..., relevance: _Optional[float] = ..., decay: _Optional[float] = ..., importance_weight: _Optional[float] = ..., final: _Optional[float] = ..., recency: _Optional[float] = ..., temporal: _Optional[float] = ...) -> None: ...
+    salience: float
+    def __init__(self, dense_rank: _Optional[int] = ..., dense_score: _Optional[float] = ..., bm25_rank: _Optional[int] = ..., bm25_score: _Optional[float] = ..., rrf: _Optional[float] = ..., rerank: _Optional[float] = ..., relevance: _Optional[float] = ..., decay: _Optional[float] = ..., importance_weight: _Optional[float] = ..., final: _Optional[float] = ..., recency: _Optional[float] = ..., temporal: _Optional[float] = ..., salience: _Optional[float] = ...) -> None: ...
 
 class Hit(_message.Message):
     __slots__ = ("memory", "breakdown")

@@ -549,3 +549,35 @@ class ExtractResponse(_message.Message):
     facts: int
     pending: int
     def __init__(self, memory_ids: _Optional[_Iterable[str]] = ..., facts: _Optional[int] = ..., pending: _Optional[int] = ...) -> None: ...
+
+class TenantSettings(_message.Message):
+    __slots__ = ("min_salience",)
+    MIN_SALIENCE_FIELD_NUMBER: _ClassVar[int]
+    min_salience: float
+    def __init__(self, min_salience: _Optional[float] = ...) -> None: ...
+
+class GetSettingsRequest(_message.Message):
+    __slots__ = ("tenant_id",)
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    def __init__(self, tenant_id: _Optional[str] = ...) -> None: ...
+
+class UpdateSettingsRequest(_message.Message):
+    __slots__ = ("tenant_id", "settings", "reset")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    RESET_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    settings: TenantSettings
+    reset: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tenant_id: _Optional[str] = ..., settings: _Optional[_Union[TenantSettings, _Mapping]] = ..., reset: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SettingsResponse(_message.Message):
+    __slots__ = ("tenant_id", "settings", "effective")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    settings: TenantSettings
+    effective: TenantSettings
+    def __init__(self, tenant_id: _Optional[str] = ..., settings: _Optional[_Union[TenantSettings, _Mapping]] = ..., effective: _Optional[_Union[TenantSettings, _Mapping]] = ...) -> None: ...

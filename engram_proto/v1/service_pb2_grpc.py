@@ -100,6 +100,16 @@ class MemoryServiceStub:
                 request_serializer=engram_dot_v1_dot_service__pb2.ExtractRequest.SerializeToString,
                 response_deserializer=engram_dot_v1_dot_service__pb2.ExtractResponse.FromString,
                 _registered_method=True)
+        self.GetSettings = channel.unary_unary(
+                '/engram.v1.MemoryService/GetSettings',
+                request_serializer=engram_dot_v1_dot_service__pb2.GetSettingsRequest.SerializeToString,
+                response_deserializer=engram_dot_v1_dot_service__pb2.SettingsResponse.FromString,
+                _registered_method=True)
+        self.UpdateSettings = channel.unary_unary(
+                '/engram.v1.MemoryService/UpdateSettings',
+                request_serializer=engram_dot_v1_dot_service__pb2.UpdateSettingsRequest.SerializeToString,
+                response_deserializer=engram_dot_v1_dot_service__pb2.SettingsResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -191,6 +201,20 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSettings(self, request, context):
+        """the tenant's settings and what applies
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSettings(self, request, context):
+        """set or reset the tenant's settings
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -258,6 +282,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Extract,
                     request_deserializer=engram_dot_v1_dot_service__pb2.ExtractRequest.FromString,
                     response_serializer=engram_dot_v1_dot_service__pb2.ExtractResponse.SerializeToString,
+            ),
+            'GetSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSettings,
+                    request_deserializer=engram_dot_v1_dot_service__pb2.GetSettingsRequest.FromString,
+                    response_serializer=engram_dot_v1_dot_service__pb2.SettingsResponse.SerializeToString,
+            ),
+            'UpdateSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSettings,
+                    request_deserializer=engram_dot_v1_dot_service__pb2.UpdateSettingsRequest.FromString,
+                    response_serializer=engram_dot_v1_dot_service__pb2.SettingsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -612,6 +646,60 @@ class MemoryService:
             '/engram.v1.MemoryService/Extract',
             engram_dot_v1_dot_service__pb2.ExtractRequest.SerializeToString,
             engram_dot_v1_dot_service__pb2.ExtractResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.v1.MemoryService/GetSettings',
+            engram_dot_v1_dot_service__pb2.GetSettingsRequest.SerializeToString,
+            engram_dot_v1_dot_service__pb2.SettingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.v1.MemoryService/UpdateSettings',
+            engram_dot_v1_dot_service__pb2.UpdateSettingsRequest.SerializeToString,
+            engram_dot_v1_dot_service__pb2.SettingsResponse.FromString,
             options,
             channel_credentials,
             insecure,

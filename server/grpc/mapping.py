@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from server.domain import (AuditEntry, AuditOp, Breakdown, ConsolidationReport, Extraction, Filter, ForgetMode,
@@ -11,6 +12,7 @@ from server.batching.controller import ControllerState
 from server.errors import InvalidArgument
 from engram_proto.v1 import messages_pb2 as pb
 from engram_proto.v1 import service_pb2 as spb
+from server.tenants.settings import TenantSettings
 
 
 def memory_type_from_pb(value: int, *, where: str, allow_unspecified: bool) -> MemoryType | None:
@@ -101,7 +103,9 @@ def breakdown_to_pb(b: Breakdown) -> pb.ScoreBreakdown:
 
 
 def hit_to_pb(h: Hit) -> pb.Hit:
-    return pb.Hit(memory=memory_to_pb(h.memory), breakdown=breakdown_to_pb(h.breakdown))
+    out = pb.Hit(memory=memory_to_pb(h.memory), breakdown=breakdown_to_pb(h.breakdown))
+    out.breakdown.salience = h.memory.salience   # what set the importance a writer left unset
+    return out
 
 
 def timings_to_pb(t: Timings) -> pb.Timings:
@@ -209,6 +213,18 @@ def consolidate_to_pb(report: ConsolidationReport) -> spb.ConsolidateResponse:
         restored=report.restored,
         consolidations=[spb.Consolidation(memory_id=c.memory_id, consolidates=list(c.members), content=c.content)
                         for c in report.clusters])
+
+
+def settings_values_from_pb(s: spb.TenantSettings) -> dict[str, float]:
+    """The fields an UpdateSettings request sets (an unset optional field is left as it is)."""
+    return {f.name: float(getattr(s, f.name)) for f in s.DESCRIPTOR.fields if s.HasField(f.name)}
+
+
+def settings_to_pb(tenant_id: str, own: TenantSettings, effective: TenantSettings) -> spb.SettingsResponse:
+    def one(t: TenantSettings) -> spb.TenantSettings:
+        return spb.TenantSettings(**{k: v for k, v in dataclasses.asdict(t).items() if v is not None})
+
+    return spb.SettingsResponse(tenant_id=tenant_id, settings=one(own), effective=one(effective))
 
 
 def extraction_to_pb(e: Extraction) -> spb.ExtractResponse:

@@ -75,6 +75,18 @@ class MemoryServicer(sgrpc.MemoryServiceServicer):
                                          turns=request.turns)
         return mapping.extraction_to_pb(done)
 
+    async def GetSettings(self, request: spb.GetSettingsRequest,
+                          context: grpc.aio.ServicerContext) -> spb.SettingsResponse:
+        own, effective = await self.engine.settings(principal(), request.tenant_id)
+        return mapping.settings_to_pb(request.tenant_id, own, effective)
+
+    async def UpdateSettings(self, request: spb.UpdateSettingsRequest,
+                             context: grpc.aio.ServicerContext) -> spb.SettingsResponse:
+        own, effective = await self.engine.update_settings(
+            principal(), request.tenant_id, values=mapping.settings_values_from_pb(request.settings),
+            reset=list(request.reset))
+        return mapping.settings_to_pb(request.tenant_id, own, effective)
+
     async def Forget(self, request: spb.ForgetRequest, context: grpc.aio.ServicerContext) -> spb.ForgetResponse:
         count, ids = await self.engine.forget(principal(), request.tenant_id, mapping.forget_from_pb(request))
         return spb.ForgetResponse(count=count, memory_ids=ids)

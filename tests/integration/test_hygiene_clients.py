@@ -31,6 +31,7 @@ def test_sdk_and_cli(server, capsys: pytest.CaptureFixture[str]) -> None:  # typ
         assert engram.recall("h", "thanks, bye!", gate=False).hits          # asked to search anyway
         recalled = engram.recall("h", "where does Max go?")
         assert recalled.skipped == "" and recalled.hits[0].memory.salience > 0
+        assert [h.breakdown.salience for h in recalled.hits] == [h.memory.salience for h in recalled.hits]
         dry = engram.consolidate("h", dry_run=True)
         assert dry.clusters == 1 and dry.consolidated == 3
     code, out = run(capsys, server, "search", "h", "thanks, bye!", "--gate")
@@ -41,3 +42,25 @@ def test_sdk_and_cli(server, capsys: pytest.CaptureFixture[str]) -> None:  # typ
     assert code == 0 and " sal. " in out.splitlines()[0] and "semantic" in out.splitlines()[2]
     code, out = run(capsys, server, "write", "h", "I moved to Lisbon in March 2023")
     assert code == 0 and out.startswith("created: m_") and "(salience 0." in out
+
+
+def test_min_salience_setting_from_sdk_and_cli(server, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    with EngramClient(server.address, key=ADMIN_KEY) as admin:
+        admin.create_tenant("s")
+        key = admin.create_key("s-only", tenant_ids=["s"]).secret
+    with EngramClient(server.address, key=key) as engram:     # the tenant's own key may set it
+        assert not engram.get_settings("s").settings.HasField("min_salience")
+        reply = engram.update_settings("s", min_salience=0.05)
+        assert abs(reply.effective.min_salience - 0.05) < 1e-6
+        written = engram.write("s", ["Caroline: Thanks!", "Caroline: I moved to Lisbon in March 2023"])
+        assert written.skipped == 1 and written.results[0].memory_id == "" and written.results[1].memory_id
+    code, out = run(capsys, server, "settings", "s")
+    assert code == 0 and out == "min_salience: 0.05 (set for s)\n"
+    code, out = run(capsys, server, "write", "s", "Bye!", "--type", "episodic")
+    assert code == 0 and out.startswith("skipped: (not stored: salience below")
+    code, out = run(capsys, server, "settings", "s", "--reset", "min_salience")
+    assert code == 0 and out == "min_salience: 0 (server default: memory.min_salience)\n"
+    code, out = run(capsys, server, "write", "s", "Bye!", "--type", "episodic")
+    assert code == 0 and out.startswith("created: m_")
+    assert run(capsys, server, "settings", "s", "--min-salience", "2")[0] == 1     # INVALID_ARGUMENT
+    assert run(capsys, server, "settings", "s")[1] == "min_salience: 0 (server default: memory.min_salience)\n"

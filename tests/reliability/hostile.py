@@ -56,6 +56,7 @@ def admin_metadata(key: str = ADMIN_KEY) -> list[tuple[str, str]]:
 class Snapshot:
     tenants: tuple[str, ...]
     memories: tuple[tuple[str, bytes], ...]   # (tenant, serialized memory) for every memory of every tenant
+    settings: tuple[bytes, ...] = ()          # every tenant's GetSettings reply
 
 
 def snapshot(channel: grpc.Channel) -> Snapshot:
@@ -64,7 +65,11 @@ def snapshot(channel: grpc.Channel) -> Snapshot:
     assert code == grpc.StatusCode.OK, code
     tenants = tuple(spb.ListTenantsResponse.FromString(raw).tenant_ids)
     memories: list[tuple[str, bytes]] = []
+    settings: list[bytes] = []
     for tenant in tenants:
+        code, raw = call(channel, "MemoryService/GetSettings", spb.GetSettingsRequest(tenant_id=tenant), metadata=md)
+        assert code == grpc.StatusCode.OK, code
+        settings.append(raw)
         token = ""
         while True:
             code, raw = call(channel, "MemoryService/List",
@@ -76,7 +81,7 @@ def snapshot(channel: grpc.Channel) -> Snapshot:
             token = reply.next_page_token
             if not token:
                 break
-    return Snapshot(tenants=tenants, memories=tuple(memories))
+    return Snapshot(tenants=tenants, memories=tuple(memories), settings=tuple(settings))
 
 
 def assert_serving(channel: grpc.Channel) -> None:

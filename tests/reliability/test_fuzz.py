@@ -26,7 +26,7 @@ CLIENT_ERRORS = {C.OK, C.INVALID_ARGUMENT, C.NOT_FOUND, C.PERMISSION_DENIED, C.A
                  C.FAILED_PRECONDITION, C.OUT_OF_RANGE, C.RESOURCE_EXHAUSTED}
 # Fuzzed RPCs: every MemoryService RPC and the admin RPCs that cannot lock the test out.
 SKIP = {"AdminService/DeleteTenant", "AdminService/RevokeKey", "AdminService/RotateKey"}
-MUTATING = {"Write", "Delete", "Confirm", "Forget", "CreateTenant"}
+MUTATING = {"Write", "Delete", "Confirm", "Forget", "CreateTenant", "UpdateSettings"}
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "120"))
 
 texts = st.one_of(

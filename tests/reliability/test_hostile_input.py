@@ -127,6 +127,20 @@ ROWS: list[Row] = [
     Row("MemoryService/Consolidate", "unknown tenant", spb.ConsolidateRequest(tenant_id="nobody"), NOT_FOUND),
     Row("MemoryService/Extract", "no extractor configured", spb.ExtractRequest(tenant_id="acme"),
         C.FAILED_PRECONDITION),
+    *[Row("MemoryService/UpdateSettings", name, spb.UpdateSettingsRequest(
+        tenant_id="acme", settings=spb.TenantSettings(**values), reset=reset), INVALID, auth="tenant")
+      for name, values, reset in (("nothing to update", {}, []), ("negative min_salience", {"min_salience": -0.5}, []),
+                                  ("min_salience above 1", {"min_salience": 2.0}, []),
+                                  ("NaN min_salience", {"min_salience": NAN}, []),
+                                  ("unknown setting reset", {}, ["min_salience", "max_salience"]),
+                                  ("set and reset together", {"min_salience": 0.1}, ["min_salience"]))],
+    Row("MemoryService/UpdateSettings", "look-alike tenant", spb.UpdateSettingsRequest(
+        tenant_id="acme2", settings=spb.TenantSettings(min_salience=0.1)), DENIED, auth="tenant"),
+    Row("MemoryService/UpdateSettings", "unknown tenant", spb.UpdateSettingsRequest(
+        tenant_id="ghost", settings=spb.TenantSettings(min_salience=0.1)), NOT_FOUND),
+    Row("MemoryService/GetSettings", "unknown tenant", spb.GetSettingsRequest(tenant_id="ghost"), NOT_FOUND),
+    Row("MemoryService/GetSettings", "look-alike tenant", spb.GetSettingsRequest(tenant_id="acme2"), DENIED,
+        auth="tenant"),
     Row(S, "look-alike tenant", search(q(text="tea"), tenant="acme2"), DENIED, auth="tenant"),
     Row(S, "unknown tenant", search(q(text="tea"), tenant="ghost"), NOT_FOUND),
     Row(S, "invalid UTF-8 query", utf8_bad(2, utf8_bad(1)), INVALID),
