@@ -51,6 +51,20 @@ class NotReady(EngramError):
     code = "UNAVAILABLE"
 
 
+class StoreUnavailable(NotReady):
+    """The durable log's store (object storage) did not answer in time or failed transiently: nothing was
+    acknowledged; retry. ``outcome_unknown``: a write may have landed (the log must be reloaded to know)."""
+
+    def __init__(self, message: str, *, outcome_unknown: bool = False) -> None:
+        super().__init__(message)
+        self.outcome_unknown = outcome_unknown
+
+
+class NotOwner(NotReady):
+    """Another replica took the tenant over (its fence is in the log): this one may no longer append;
+    retry reaches the new owner."""
+
+
 class FailedPrecondition(EngramError):
     code = "FAILED_PRECONDITION"
 
@@ -65,6 +79,11 @@ class Cancelled(EngramError):
 
 class ConfigError(Exception):
     """Bad configuration: raised at startup, never reaches a client."""
+
+
+class UnsafeObjectStore(ConfigError):
+    """The object store does not honour conditional writes (If-None-Match / If-Match): fencing would be
+    silently broken, so the server refuses to run on it."""
 
 
 # The one table: domain error → gRPC status code name.

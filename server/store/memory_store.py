@@ -26,7 +26,8 @@ import numpy as np
 from server.domain import Memory
 from server.store.codec import memory_from_json, memory_to_json
 from server.store.columns import Columns, DocColumns
-from server.store.wal import Record, WriteAheadLog, read_records
+from server.store.durable_log import LogOpener, TenantLog
+from server.store.wal import Record, WriteAheadLog
 from server.text import memory_text
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class Replayed:
 
 
 class TenantStore:
-    def __init__(self, directory: Path, wal: WriteAheadLog, *, dim: int) -> None:
+    def __init__(self, directory: Path, wal: TenantLog, *, dim: int) -> None:
         self.directory = directory
         self.dim = dim
         self._wal = wal
@@ -69,8 +70,10 @@ class TenantStore:
         self.closed = False
 
     @classmethod
-    def open(cls, directory: Path, *, dim: int) -> tuple[TenantStore, Replayed]:
-        wal, records = WriteAheadLog.open(directory / LOG_FILE)
+    def open(cls, directory: Path, *, dim: int, open_log: LogOpener | None = None) -> tuple[TenantStore, Replayed]:
+        """Replays the tenant's log: the local file by default, or the one ``open_log`` opens (a
+        :data:`server.store.durable_log.LogOpener`, e.g. ``ObjectLogBackend.opener(tenant_id)``)."""
+        wal, records = open_log(directory) if open_log is not None else WriteAheadLog.open(directory / LOG_FILE)
         store = cls(directory, wal, dim=dim)
         replayed = Replayed()
         for meta, blob in records:
@@ -227,7 +230,7 @@ class TenantStore:
             vectors = self._logged_blobs(upto=plan.upto)
             records: list[Record] = [({"op": "put", "seq": plan.seq, "m": memory_to_json(m)}, vectors[m.doc_id])
                                      for m in plan.live]
-            tmp = self._wal.write_replacement(records)
+            tmp = self._wal.write_replacement(records, upto=plan.upto)
             with self._lock:
                 if self.closed:
                     tmp.unlink(missing_ok=True)
@@ -241,7 +244,7 @@ class TenantStore:
     def _logged_blobs(self, *, upto: int | None = None) -> dict[int, bytes]:
         """The last logged vector of each doc id, as bytes, read back from the log (up to ``upto`` bytes)."""
         blobs: dict[int, bytes] = {}
-        for meta, blob in read_records(self._wal.path, upto=upto):
+        for meta, blob in self._wal.read(upto=upto):
             if meta.get("op") == "put" and blob:
                 blobs[int(meta["m"]["doc"])] = blob
         return blobs

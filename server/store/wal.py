@@ -87,12 +87,23 @@ def _read_groups(data: bytes) -> Iterator[tuple[int, list[Record]]]:
             expected = remaining - 1
 
 
+def encode_group(records: Sequence[Record]) -> bytes:
+    """The bytes ``append`` writes for one group: each record tagged with how many of its group follow it."""
+    last = len(records) - 1
+    return b"".join(encode_record({**meta, _GROUP_KEY: last - i}, blob) for i, (meta, blob) in enumerate(records))
+
+
+def parse_records(data: bytes) -> list[Record]:
+    """Every record of the complete groups in ``data`` (log bytes: a file's, or an object's)."""
+    return [record for _, group in _read_groups(data) for record in group]
+
+
 def read_records(path: Path, *, upto: int | None = None) -> list[Record]:
     """Every record of the complete groups of the log at ``path`` (its first ``upto`` bytes when given),
     read-only (a compaction reads vectors back with it)."""
     with open(path, "rb") as f:
         data = f.read() if upto is None else f.read(upto)
-    return [record for _, group in _read_groups(data) for record in group]
+    return parse_records(data)
 
 
 class WriteAheadLog:
@@ -131,9 +142,7 @@ class WriteAheadLog:
         """Writes the records as one group and fsyncs before returning."""
         if not records:
             return
-        last = len(records) - 1
-        payload = b"".join(encode_record({**meta, _GROUP_KEY: last - i}, blob)
-                           for i, (meta, blob) in enumerate(records))
+        payload = encode_group(records)
         with self._lock:
             start = self._size
             try:
@@ -152,13 +161,18 @@ class WriteAheadLog:
         with self._lock:
             return self._size
 
+    def read(self, *, upto: int | None = None) -> list[Record]:
+        """Every record of the log's complete groups (its first ``upto`` bytes when given), read back."""
+        return read_records(self.path, upto=upto)
+
     def rewrite(self, records: Sequence[Record]) -> None:
         """Replaces the whole log with ``records`` atomically (temp file, fsync, os.replace)."""
         self.publish(self.write_replacement(records), tail_from=None)
 
-    def write_replacement(self, records: Sequence[Record]) -> Path:
+    def write_replacement(self, records: Sequence[Record], *, upto: int | None = None) -> Path:
         """Writes ``records`` to the log's temp file and fsyncs it; the live log is untouched (appends may
-        go on meanwhile). On any failure (ENOSPC) the temp file is removed and the error raised."""
+        go on meanwhile). On any failure (ENOSPC) the temp file is removed and the error raised. ``upto``
+        (the log's size the records stand for) is what a remote log needs; a file has its own (``publish``)."""
         tmp = _tmp_of(self.path)
         try:
             with open(tmp, "wb") as f:

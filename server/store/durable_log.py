@@ -1,0 +1,47 @@
+"""The durable log of one tenant: the seam between the store and where its records are made durable.
+
+A :class:`TenantLog` is what :class:`server.store.memory_store.TenantStore` writes through:
+
+* ``append(records)`` makes one group commit durable and returns only then (raises when it could not: the
+  store applies nothing of a group whose ``append`` raised);
+* opening it (a :data:`LogOpener`) replays every record, base first, in log order;
+* compaction is two calls: ``write_replacement(records, upto=...)`` writes a base that stands for the log's
+  first ``upto`` bytes (slow; commits go on meanwhile), then ``publish(tmp, tail_from=upto)`` (under the
+  store's lock) swaps it in, keeping what was appended after ``upto``. Records superseded by a base are
+  dropped (at once on disk; after a grace period in object storage);
+* ``read(upto=...)`` reads records back (a compaction's vectors, an index rebuild's exact vectors).
+
+Two implementations: :class:`server.store.wal.WriteAheadLog` (a local file with fsync; its format is
+unchanged) and :class:`server.store.object_wal.ObjectBackedLog` (S3-compatible object storage is the source
+of truth, one immutable object per group commit, fenced against deposed owners; the local file is a cache).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from server.store.wal import Record
+
+
+class TenantLog(Protocol):
+    @property
+    def path(self) -> Path: ...   # the log's local file (a rebuildable cache when the log is remote)
+
+    def append(self, records: Sequence[Record]) -> None: ...
+
+    def size_bytes(self) -> int: ...
+
+    def read(self, *, upto: int | None = None) -> list[Record]: ...
+
+    def write_replacement(self, records: Sequence[Record], *, upto: int | None = None) -> Path: ...
+
+    def publish(self, tmp: Path, *, tail_from: int | None) -> int: ...
+
+    def close(self) -> None: ...
+
+
+# directory of the tenant → (its log, every record to replay); TenantStore.open's default is the local file
+LogOpener = Callable[[Path], "tuple[TenantLog, list[Record]]"]
+

@@ -1,0 +1,163 @@
+"""A :class:`server.store.durable_log.TenantLog` whose source of truth is object storage.
+
+Every group commit is one fenced segment object (:class:`server.store.objectlog.ObjectLog`); the local
+``memories.wal`` (the local log's own format) is only a cache that reads go to (a compaction's vectors, an
+index rebuild's exact vectors). Opening always takes the tenant over, replays from the manifest's base and
+rewrites the cache from scratch, so a fresh process with an empty data dir rebuilds the tenant from the
+bucket, and a stale cache (another owner appended since) is never believed.
+
+Compaction: ``write_replacement(records, upto=...)`` writes the base object and swaps the manifest (slow,
+outside the store's lock), then the cache file's own replacement; ``publish`` swaps the cache in. The
+cache's byte offsets are mapped to wal sequence numbers (``_seq_at``), so a base made from the cache's
+first ``upto`` bytes is a base for exactly the segments they hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from server.errors import StoreUnavailable
+from server.store.durable_log import TenantLog
+from server.store.memory_store import LOG_FILE
+from server.store.objectlog import ObjectLog
+from server.store.s3 import ObjectStore, make_client, verify_conditional_writes
+from server.store.wal import Record, WriteAheadLog, encode_group, encode_record, fsync_dir
+
+if TYPE_CHECKING:
+    from server.config import ObjectStoreConfig
+
+log = logging.getLogger(__name__)
+
+
+class ObjectBackedLog:
+    def __init__(self, objects: ObjectLog, cache: WriteAheadLog, seq_at: dict[int, int]) -> None:
+        self.objects = objects
+        self._cache = cache
+        self._seq_at = seq_at       # cache byte offset at a segment's end → that segment's wal seq
+        self._cache_ok = True       # False after a cache write failed (ENOSPC): reads go to the bucket
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, directory: Path, objects: ObjectLog) -> tuple[ObjectBackedLog, list[Record]]:
+        """Takes the tenant over (owner CAS, replay, fence) and rebuilds the local cache from the replay."""
+        replay = objects.acquire()
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / LOG_FILE
+        parts = [b"".join(encode_record(meta, blob) for meta, blob in replay.base)]
+        seq_at = {len(parts[0]): replay.base_seq}
+        size = len(parts[0])
+        for seq, group in replay.segments:
+            if group:
+                parts.append(encode_group(group))
+                size += len(parts[-1])
+            seq_at[size] = seq
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            f.write(b"".join(parts))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(directory)
+        return cls(objects, WriteAheadLog(path), seq_at), replay.records()
+
+    def append(self, records: Sequence[Record]) -> None:
+        seq = self.objects.append(records)   # durable (acknowledged by the object store) from here on
+        with self._lock:
+            if not self._cache_ok:
+                return
+            try:
+                self._cache.append(records)
+            except OSError as exc:   # the commit is durable all the same: only the cache is lost
+                self._cache_ok = False
+                log.warning("tenant %s: the local cache of its log failed (%s); reading from the bucket until the "
+                            "tenant is reloaded", self.objects.tenant_id, exc)
+                return
+            self._seq_at[self._cache.size_bytes()] = seq
+
+    @property
+    def path(self) -> Path:
+        return self._cache.path
+
+    def size_bytes(self) -> int:
+        return self._cache.size_bytes()
+
+    def read(self, *, upto: int | None = None) -> list[Record]:
+        if not self._cache_ok:
+            if upto is not None:
+                raise StoreUnavailable(f"tenant {self.objects.tenant_id}: the log's local cache is lost; reload")
+            return self.objects.read().records()
+        return self._cache.read(upto=upto)
+
+    def write_replacement(self, records: Sequence[Record], *, upto: int | None = None,
+                          artefacts: Mapping[str, bytes] | None = None) -> Path:
+        with self._lock:
+            if not self._cache_ok:
+                raise StoreUnavailable(f"tenant {self.objects.tenant_id}: the log's local cache is lost; it is "
+                                       "compacted after a reload")
+            if upto is None:
+                raise ValueError("a base in object storage needs the log size it stands for (upto)")
+            seq = self._seq_at[upto]
+        self.objects.compact(records, upto_seq=seq, artefacts=artefacts)
+        self.objects.collect()
+        return self._cache.write_replacement(records)
+
+    def publish(self, tmp: Path, *, tail_from: int | None) -> int:
+        with self._lock:
+            before = self._cache.size_bytes()
+            tail = before if tail_from is None else tail_from
+            base_seq = self._seq_at[tail]
+            size = self._cache.publish(tmp, tail_from=tail_from)
+            head = size - (before - tail)     # the replacement's bytes; the tail was copied behind them
+            self._seq_at = {head: base_seq, **{head + off - tail: s for off, s in self._seq_at.items() if off > tail}}
+            return size
+
+    def collect_garbage(self) -> int:
+        """Deletes superseded segments and bases whose grace period has passed (see ObjectLog.collect)."""
+        return self.objects.collect()
+
+    def close(self) -> None:
+        self._cache.close()
+
+
+@dataclass(frozen=True)
+class ObjectLogBackend:
+    """Opens tenants' logs in one bucket as one owner (this process). Built once at start by the
+    composition root; :meth:`verify` is the start-up self-check."""
+
+    store: ObjectStore
+    owner_id: str
+    grace_s: float
+
+    @classmethod
+    def from_config(cls, config: ObjectStoreConfig, *, env: Mapping[str, str], owner_id: str = "") -> ObjectLogBackend:
+        client = make_client(endpoint=config.endpoint, region=config.region,
+                             access_key=env.get(config.access_key_env, ""), secret_key=env.get(config.secret_key_env, ""),
+                             timeout_s=config.timeout_s)
+        store = ObjectStore(client, bucket=config.bucket, prefix=config.prefix, attempts=config.attempts)
+        return cls(store=store, owner_id=owner_id or f"{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:8]}",
+                   grace_s=config.grace_s)
+
+    def verify(self) -> None:
+        """Raises UnsafeObjectStore when the endpoint ignores conditional writes (refuse to start)."""
+        verify_conditional_writes(self.store)
+
+    def opener(self, tenant_id: str) -> _Opener:
+        return _Opener(self, tenant_id)
+
+
+@dataclass(frozen=True)
+class _Opener:
+    backend: ObjectLogBackend
+    tenant_id: str
+
+    def __call__(self, directory: Path) -> tuple[TenantLog, list[Record]]:
+        objects = ObjectLog(self.backend.store, self.tenant_id, owner_id=self.backend.owner_id,
+                            grace_s=self.backend.grace_s)
+        return ObjectBackedLog.open(directory, objects)

@@ -1,0 +1,121 @@
+"""TenantStore on the object-storage log (moto): a fresh process with an empty data dir rebuilds the tenant
+from the bucket, a deposed owner's commit is refused and changes nothing, compaction (racing commits)
+leaves the same state as no compaction, and an unknown outcome is settled by the reload."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from server.errors import NotOwner, StoreUnavailable
+from server.store.memory_store import TenantStore
+from server.store.object_wal import ObjectLogBackend
+from tests.unit.store.s3_support import Faults, mocked, new_store
+from tests.unit.store.test_compaction import DIM, churn, memory, state, vec
+
+
+@pytest.fixture()
+def backend() -> Iterator[tuple[ObjectLogBackend, Faults]]:
+    with mocked():
+        store, faults = new_store()
+        yield ObjectLogBackend(store=store, owner_id="node-a", grace_s=0.0), faults
+
+
+def open_store(backend: ObjectLogBackend, directory: Path, tenant: str = "t1") -> TenantStore:
+    store, _ = TenantStore.open(directory, dim=DIM, open_log=backend.opener(tenant))
+    return store
+
+
+def vectors_of(store: TenantStore) -> dict[int, bytes]:
+    """The last logged vector of each live doc, read back through the store's log (its local cache)."""
+    blobs = {int(meta["m"]["doc"]): blob for meta, blob in store._wal.read() if meta.get("op") == "put" and blob}
+    return {d: b for d, b in blobs.items() if store.by_doc(d) is not None}
+
+
+def test_an_empty_data_dir_rebuilds_the_tenant_from_the_bucket(backend: tuple[ObjectLogBackend, Faults],
+                                                              tmp_path: Path) -> None:
+    objects, _ = backend
+    first = open_store(objects, tmp_path / "a")
+    churn(first, 30, rounds=3)
+    expected = state(first)
+    again = open_store(objects, tmp_path / "b")      # another process, nothing on its disk
+    assert state(again) == expected
+    assert vectors_of(again) == vectors_of(first)
+    with pytest.raises(NotOwner):                    # the first one was deposed by that open
+        first.commit(puts=[(memory(999), vec(999))])
+    assert first.get("m_000999") is None and state(first) == expected
+    again.commit(puts=[(memory(999), vec(999))])
+    assert open_store(objects, tmp_path / "c").get("m_000999") == memory(999)
+
+
+def test_compaction_racing_commits_equals_no_compaction(backend: tuple[ObjectLogBackend, Faults],
+                                                        tmp_path: Path) -> None:
+    objects, _ = backend
+    compacted = open_store(objects, tmp_path / "s3", tenant="compacted")
+    plain, _ = TenantStore.open(tmp_path / "local", dim=DIM)
+    for store in (compacted, plain):
+        churn(store, 40, rounds=5)
+    plan = compacted.begin_compaction()
+    assert plan is not None
+    for store in (compacted, plain):   # commits between the plan and the swap: the tail
+        store.commit(puts=[(memory(1000), vec(1000))], deletes=["m_000001"])
+        store.commit(accesses=[dataclasses.replace(store.get("m_000003"), access_count=99)])  # type: ignore[arg-type]
+    before = compacted.log_bytes
+    assert compacted.run_compaction(plan) < before
+    for store in (compacted, plain):
+        store.commit(puts=[(memory(1001), vec(1001))])
+    expected = state(plain)
+    assert state(compacted) == expected
+    reloaded = open_store(objects, tmp_path / "fresh", tenant="compacted")   # base + tail from the bucket
+    assert state(reloaded) == expected and vectors_of(reloaded) == vectors_of(plain)
+    plan = reloaded.begin_compaction()   # a second compaction on the reloaded cache
+    assert plan is not None
+    reloaded.run_compaction(plan)
+    assert state(open_store(objects, tmp_path / "fresh2", tenant="compacted")) == expected
+
+
+def test_a_lost_answer_commits_once(backend: tuple[ObjectLogBackend, Faults], tmp_path: Path) -> None:
+    objects, faults = backend
+    store = open_store(objects, tmp_path / "a")
+    faults.lost = 1
+    store.commit(puts=[(memory(1), vec(1))])
+    assert faults.puts_landed >= 2    # the fence, the commit (its retry met 412 and found its own bytes)
+    store.commit(puts=[(memory(2), vec(2))])
+    records = [r for r in open_store(objects, tmp_path / "b")._wal.read() if r[0].get("op") == "put"]
+    assert [r[0]["m"]["id"] for r in records] == ["m_000001", "m_000002"]
+
+
+def test_an_unknown_outcome_refuses_further_commits_until_a_reload_settles_it(
+        backend: tuple[ObjectLogBackend, Faults], tmp_path: Path) -> None:
+    objects, faults = backend
+    store = open_store(objects, tmp_path / "a")
+    store.commit(puts=[(memory(1), vec(1))])
+    faults.lost, faults.dark = 1, True    # the commit lands, then the endpoint goes dark
+    with pytest.raises(StoreUnavailable) as exc:
+        store.commit(puts=[(memory(2), vec(2))])
+    assert exc.value.outcome_unknown and store.get("m_000002") is None
+    faults.lost, faults.dark = 0, False
+    with pytest.raises(StoreUnavailable, match="reloaded"):
+        store.commit(puts=[(memory(3), vec(3))])
+    store.close()
+    again = open_store(objects, tmp_path / "a")           # the reload: replay says it landed
+    assert [m.memory_id for m in sorted(again.all(), key=lambda m: m.doc_id)] == ["m_000001", "m_000002"]
+    again.commit(puts=[(memory(3), vec(3))])
+    assert len(open_store(objects, tmp_path / "b")) == 3
+
+
+def test_a_refused_connection_fails_cleanly_and_the_next_commit_goes_through(
+        backend: tuple[ObjectLogBackend, Faults], tmp_path: Path) -> None:
+    objects, faults = backend
+    store = open_store(objects, tmp_path / "a")
+    faults.refused = 10
+    with pytest.raises(StoreUnavailable) as exc:
+        store.commit(puts=[(memory(1), vec(1))])
+    assert not exc.value.outcome_unknown and len(store) == 0
+    faults.refused = 0
+    store.commit(puts=[(memory(2), vec(2))])
+    assert [m.memory_id for m in open_store(objects, tmp_path / "b").all()] == ["m_000002"]
+
