@@ -230,6 +230,25 @@ class StorageConfig:
 
 
 @dataclass(frozen=True)
+class ObjectStoreConfig:
+    """S3-compatible object storage as the source of truth of tenant logs (server/store/object_wal.py)."""
+
+    bucket: str = option("", (
+        "S3 bucket that holds every tenant's log (one object per group commit, fenced owners, compacted bases); "
+        "the local log becomes a cache. \"\" = off: each tenant's log is a local file (fsync) only"))
+    endpoint: str = option("", "S3 endpoint URL (e.g. http://127.0.0.1:8333); \"\" = AWS S3 of object_store.region")
+    region: str = option("us-east-1", "signing region")
+    prefix: str = option("", "key prefix inside the bucket (e.g. \"engram/prod/\"); tenants live under it")
+    access_key_env: str = option("AWS_ACCESS_KEY_ID", "environment variable that holds the access key id")
+    secret_key_env: str = option("AWS_SECRET_ACCESS_KEY", "environment variable that holds the secret key")
+    grace_s: float = option(300.0, (
+        "superseded WAL segments and bases are deleted this long after the compaction that superseded them (a "
+        "replay that read the older manifest still finds them)"))
+    timeout_s: float = option(5.0, "connect and read timeout of one request to the object store")
+    attempts: int = option(4, "tries of one request on transient errors (5xx, timeouts, 409) before UNAVAILABLE")
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     listen: str = option("127.0.0.1:50051", "gRPC host:port (port 0: any free port)")
     data_dir: Path = option(Path("data"), "where tenants, WALs, indexes and the key catalog live")
@@ -254,6 +273,7 @@ class ServerConfig:
     limits: LimitsConfig = option(factory=LimitsConfig)
     tenants: TenantsConfig = option(factory=TenantsConfig)
     storage: StorageConfig = option(factory=StorageConfig)
+    object_store: ObjectStoreConfig = option(factory=ObjectStoreConfig)
 
     def validate(self) -> ServerConfig:
         checks: list[tuple[bool, str]] = [
@@ -306,6 +326,8 @@ class ServerConfig:
             (self.storage.min_free_mb >= 0, "storage.min_free_mb must be >= 0"),
             (self.storage.compact_ratio > 1.0, "storage.compact_ratio must be > 1"),
             (self.storage.compact_min_mb >= 0, "storage.compact_min_mb must be >= 0"),
+            (self.object_store.grace_s >= 0 and self.object_store.timeout_s > 0 and self.object_store.attempts >= 1,
+             "object_store.grace_s >= 0, object_store.timeout_s > 0, object_store.attempts >= 1"),
         ]
         for name in ("episodic_half_life_s", "semantic_half_life_s", "procedural_half_life_s"):
             value = getattr(self.scoring, name)
