@@ -40,13 +40,22 @@ def tiny_reranker(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-
     return HFCrossEncoder.load(path, device="cpu")
 
 
-@pytest.fixture
-def server(tmp_path: Path, jvm: None, embedder):  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory: pytest.TempPathFactory, jvm: None, embedder):  # type: ignore[no-untyped-def]
+    """One server for a test module (models warm once per module, not once per test)."""
     from support import start_server
 
-    running = start_server(tmp_path / "data", embedder=embedder)
+    running = start_server(tmp_path_factory.mktemp("server") / "data", embedder=embedder)
     yield running
     running.stop()
+
+
+@pytest.fixture
+def server(module_server):  # type: ignore[no-untyped-def]
+    """The module's server, fresh for each test: the tenants a test made are deleted after it (a test that
+    needs a server of its own, other config or a restart, starts one with support.start_server)."""
+    yield module_server
+    module_server.reset()
 
 
 @pytest.fixture

@@ -43,6 +43,21 @@ class RunningServer:
         self.channels.append(channel)
         return Client(channel, key)
 
+    def reset(self) -> None:
+        """Back to a fresh server's state between tests that share it (a module-scoped server): every
+        tenant is deleted through the engine (store, indexes, audit, caches, queues), client channels close."""
+        for channel in self.channels:
+            channel.close()
+        self.channels.clear()
+        engine = self.app.engine
+        admin = engine.registry.catalog.authenticate(ADMIN_KEY)
+
+        async def drop_all() -> None:
+            for tenant_id in engine.list_tenants(admin):
+                await engine.delete_tenant(admin, tenant_id)
+
+        self.call(drop_all())
+
     def stop(self) -> None:
         for channel in self.channels:
             channel.close()
@@ -53,9 +68,10 @@ class RunningServer:
 
 def start_server(data_dir: Path, *, embedder: Embedder, reranker: Reranker | None = None,
                  rules: TierRules | None = None, evict_idle_s: float | None = None,
-                 **overrides: Any) -> RunningServer:
-    """``overrides``: config options by section; ``rules`` (index tiers) and ``evict_idle_s`` (the registry's
-    idle grace) set internal constants of the components for this server, not config."""
+                 access_top_hits: int | None = None, **overrides: Any) -> RunningServer:
+    """``overrides``: config options by section; ``rules`` (index tiers), ``evict_idle_s`` (the registry's idle
+    grace) and ``access_top_hits`` (hits of a search that count as uses) set internal constants of the
+    components for this server, not config."""
     # No reranker unless a test hands one in or names one (the bundled engram-reranker-v1 is a default).
     overrides = {**overrides, "models": {"reranker": "", **overrides.get("models", {})}}
     config = load_config(env={}, overrides={"listen": "127.0.0.1:0", "data_dir": data_dir, "admin_key": ADMIN_KEY,
@@ -68,6 +84,8 @@ def start_server(data_dir: Path, *, embedder: Embedder, reranker: Reranker | Non
         app = build_app(config, embedder=embedder, reranker=reranker, rules=rules)
         if evict_idle_s is not None:
             app.engine.registry.evict_idle_s = evict_idle_s
+        if access_top_hits is not None:
+            app.engine.recall.access_top_hits = access_top_hits
         await app.start()
         return app
 
