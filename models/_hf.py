@@ -54,7 +54,10 @@ _SANE_MAX_LENGTH = 100_000  # tokenizers without a limit report int(1e30)
 
 
 def resolve_device(device: str) -> torch.device:
-    """``"cpu"``, ``"cuda"`` or ``"cuda:N"``; CUDA must exist when asked for."""
+    """``"auto"`` (CUDA when torch sees a device, else the CPU), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; CUDA
+    must exist when asked for. The one place a device name is resolved (the server's ``models.device`` too)."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         resolved = torch.device(device)
     except RuntimeError as exc:

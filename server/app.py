@@ -34,11 +34,10 @@ log = logging.getLogger(__name__)
 
 
 def resolve_device(requested: str) -> str:
-    if requested != "auto":
-        return requested
-    import torch
+    """``models.device`` as the device the models run on (``auto``: CUDA when present); see models/_hf.py."""
+    from models._hf import resolve_device as resolve
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return str(resolve(requested))
 
 
 @dataclass

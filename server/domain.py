@@ -59,10 +59,12 @@ class Memory:
     consolidates: tuple[str, ...] = ()  # a consolidation's semantic memory: the episodic memories it stands for
 
 
+LIVE_STATUSES = frozenset({MemoryStatus.ACTIVE, MemoryStatus.PENDING})   # what expiry, capacity and forget act on
+
+
 def is_expired(m: Memory, now_ms: int) -> bool:
     """A live (ACTIVE or PENDING) memory whose ``expires_at_ms`` has passed at ``now_ms``."""
-    return bool(now_ms and m.expires_at_ms and m.expires_at_ms <= now_ms
-                and m.status in (MemoryStatus.ACTIVE, MemoryStatus.PENDING))
+    return bool(now_ms and m.expires_at_ms and m.expires_at_ms <= now_ms and m.status in LIVE_STATUSES)
 
 
 def effective_status(m: Memory, now_ms: int) -> MemoryStatus:

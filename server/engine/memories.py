@@ -4,7 +4,7 @@ delete, the audit log's pages, and what follows a committed write (its audit lin
 Methods named ``*_locked`` expect the caller to hold ``shard.write_lock``; the others take it themselves.
 All of them are synchronous: the facade runs the ones that touch the disk on executor threads.
 
-Decisions: an access is a use: the first ``memory.access_top_hits`` hits of a live search (what enters a
+Decisions: an access is a use: the first ``recall.ACCESS_TOP_HITS`` hits of a live search (what enters a
 prompt) or an explicit Touch; Get, List, History and the rest of a hit list do not count. Forget ARCHIVE
 keeps memories (status ARCHIVED, listable, searchable by status); Forget DELETE purges them and then
 rewrites the tenant's log, so no byte of a purged memory stays in the store.
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from server.config import ServerConfig
-from server.domain import (AuditEntry, AuditOp, AuditRef, Filter, ForgetMode, ForgetSpec, Memory, MemoryInput,
+from server.domain import (LIVE_STATUSES, AuditEntry, AuditOp, AuditRef, Filter, ForgetMode, ForgetSpec, Memory, MemoryInput,
                            MemoryStatus, WriteOutcome, WriteResult, effective_status)
 from server.engine.validation import validate_filter
 from server.engine.write import Staging, activate
@@ -29,7 +29,6 @@ from server.tenants.shard import TenantShard
 
 log = logging.getLogger(__name__)
 
-LIVE = frozenset({MemoryStatus.ACTIVE, MemoryStatus.PENDING})
 MAX_LISTED_IDS = 1000
 
 
@@ -90,7 +89,7 @@ class Memories:
         shard.check_live()
         views = [shard.view(m, now_ms=now_ms) for m in chain]
         tips = [m for m in views if not m.superseded_by]
-        latest = next((m for m in reversed(tips) if m.status in LIVE), tips[-1] if tips else views[-1])
+        latest = next((m for m in reversed(tips) if m.status in LIVE_STATUSES), tips[-1] if tips else views[-1])
         return views, latest.memory_id
 
     def audit_page(self, shard: TenantShard, *, page_size: int, page_token: str, ops: frozenset[AuditOp],
@@ -142,7 +141,7 @@ class Memories:
         cap = self.memory.capacity_per_tenant
         if cap <= 0 or len(shard.store) <= cap:
             return []
-        live = [m for m in shard.store.all() if m.status in LIVE]
+        live = [m for m in shard.store.all() if m.status in LIVE_STATUSES]
         excess = len(live) - cap
         if excess <= 0:
             return []
@@ -185,7 +184,7 @@ class Memories:
             raise InvalidArgument("older_than_ms must be >= 0")
         if spec.filter == Filter() and not spec.older_than_ms and not spec.all:
             raise InvalidArgument("forget needs a filter or older_than_ms; set all=true to forget every memory")
-        statuses = spec.filter.statuses or (LIVE if spec.mode == ForgetMode.ARCHIVE else frozenset())
+        statuses = spec.filter.statuses or (LIVE_STATUSES if spec.mode == ForgetMode.ARCHIVE else frozenset())
         cutoff = now_ms - spec.older_than_ms if spec.older_than_ms else 0
         with shard.write_lock:
             shard.check_live()

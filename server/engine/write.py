@@ -13,12 +13,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from server.config import MemoryConfig
-from server.domain import Memory, MemoryInput, MemoryStatus, WriteOutcome, WriteResult, is_expired
+from server.domain import LIVE_STATUSES, Memory, MemoryInput, MemoryStatus, WriteOutcome, WriteResult, is_expired
 from server.errors import InvalidArgument
 from server.hygiene.salience import DEFAULT_IMPORTANCE
 from server.tenants.shard import TenantShard
 
-_LIVE = (MemoryStatus.ACTIVE, MemoryStatus.PENDING)
 PENDING_BELOW_CONFIDENCE = 0.5   # a write less confident than this is stored PENDING until a Confirm
 _NUMBER_RE = re.compile(r"\d+")
 
@@ -153,7 +152,7 @@ def _duplicate_of(staging: Staging, inp: MemoryInput, vector: np.ndarray, *, cfg
 
 def _supersede(staging: Staging, old_id: str, new: Memory, *, now_ms: int) -> str:
     old = staging.current(old_id)
-    if old is None or old.memory_id == new.memory_id or old.status not in _LIVE:
+    if old is None or old.memory_id == new.memory_id or old.status not in LIVE_STATUSES:
         return ""
     staging.change(dataclasses.replace(old, status=MemoryStatus.SUPERSEDED, superseded_by=new.memory_id,
                                        updated_at_ms=now_ms))
@@ -182,6 +181,6 @@ def _supersede_slot(staging: Staging, new: Memory, *, now_ms: int) -> tuple[str,
         return ()
     done = []
     for old in staging.slot(new.key, new.scope):
-        if old.memory_id != new.memory_id and old.status in _LIVE:
+        if old.memory_id != new.memory_id and old.status in LIVE_STATUSES:
             done.append(_supersede(staging, old.memory_id, new, now_ms=now_ms))
     return tuple(d for d in done if d)
