@@ -165,10 +165,6 @@ class WriteAheadLog:
         """Every record of the log's complete groups (its first ``upto`` bytes when given), read back."""
         return read_records(self.path, upto=upto)
 
-    def rewrite(self, records: Sequence[Record]) -> None:
-        """Replaces the whole log with ``records`` atomically (temp file, fsync, os.replace)."""
-        self.publish(self.write_replacement(records), tail_from=None)
-
     def write_replacement(self, records: Sequence[Record], *, upto: int | None = None) -> Path:
         """Writes ``records`` to the log's temp file and fsyncs it; the live log is untouched (appends may
         go on meanwhile). On any failure (ENOSPC) the temp file is removed and the error raised. ``upto``
