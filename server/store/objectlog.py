@@ -143,6 +143,7 @@ class ObjectLog:
         self.epoch = self._take_owner()
         replay = self._fence(self.read())
         self._claim_manifest()
+        self.collect()
         log.info("tenant %s: owner %s (epoch %d) at wal seq %d (base %d, %d segments)", self.tenant_id,
                  self.owner_id, self.epoch, self.next_seq, replay.base_seq, len(replay.segments))
         return replay
@@ -332,8 +333,8 @@ class ObjectLog:
                   if key <= self._seg(manifest.base_seq) and key not in fences]
         # Only older bases: a newer one may be a compaction in flight (its manifest swap not yet made).
         doomed += [key for key, _ in self.store.list(self.root + "base/") if key not in keep and key < manifest.base]
-        for key in doomed:
-            self.store.delete(key)
-        if doomed:
-            log.info("tenant %s: deleted %d superseded objects", self.tenant_id, len(doomed))
-        return len(doomed)
+        if not doomed:
+            return 0
+        deleted = self.store.delete_many(doomed)
+        log.info("tenant %s: deleted %d superseded objects", self.tenant_id, deleted)
+        return deleted

@@ -148,6 +148,19 @@ class ObjectStore:
     def delete(self, key: str) -> None:
         self._retry("DELETE", key, lambda: self.client.delete_object(Bucket=self.bucket, Key=self._key(key)))
 
+    def delete_many(self, keys: list[str]) -> int:
+        """Deletes ``keys`` with multi-object deletes (1000 a request); returns how many the store confirmed."""
+        done = 0
+        for start in range(0, len(keys), 1000):
+            chunk = [{"Key": self._key(k)} for k in keys[start:start + 1000]]
+            reply = self._retry("DELETE", f"{len(chunk)} keys", lambda c=chunk: self.client.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": c, "Quiet": True}))
+            errors = reply.get("Errors", ())
+            for error in errors[:3]:
+                log.warning("object store: could not delete %s (%s)", error.get("Key"), error.get("Code"))
+            done += len(chunk) - len(errors)
+        return done
+
     # -- conditional writes -------------------------------------------------------------------------
     def create(self, key: str, body: bytes) -> str:
         """Creates ``key`` only if absent; returns its ETag. Raises :class:`Taken` or StoreUnavailable."""
