@@ -26,7 +26,7 @@ FAST_RECONNECT = (("grpc.initial_reconnect_backoff_ms", 50), ("grpc.min_reconnec
 def test_sdk_imports_only_grpc_and_protobuf() -> None:
     code = ("import sys, engram_client, engram_client.aio; "
             "print(','.join(m for m in ('torch', 'faiss', 'jnius', 'numpy', 'transformers', 'prometheus_client', "
-            "'server.engine', 'server.config') if m in sys.modules))")
+            "'server', 'server.engine', 'server.config') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"the SDK pulled in server dependencies: {out.stdout}"
 
