@@ -39,7 +39,7 @@ from server.engine.validation import validate_memory_ids
 from server.errors import InvalidArgument, PermissionDenied
 from server.fusion.calibration import BUNDLED_CALIBRATION, Calibration, load_calibration
 from server.hygiene.consolidator import Consolidator
-from server.hygiene.extractor import Extractor
+from server.hygiene.extractor import EXTRACTOR_KEY_ID, Extractor
 from server.hygiene.gate import RecallGate
 from server.hygiene.salience import load_salience
 from server.hygiene.writes import SaliencePolicy
@@ -178,7 +178,7 @@ class Engine:
         return await self.ingest.write(shard, memories, key_id=principal.key_id, deadline_ns=deadline_ns)
 
     async def _write_facts(self, tenant_id: str, memories: list[MemoryInput]) -> list[WriteResult]:
-        extractor = KeyScope(key_id="engram-extractor", name="extractor", tenant_ids=frozenset({tenant_id}),
+        extractor = KeyScope(key_id=EXTRACTOR_KEY_ID, name="extractor", tenant_ids=frozenset({tenant_id}),
                              tenant_prefixes=(), admin=False)
         return await self.write(extractor, tenant_id, memories)
 

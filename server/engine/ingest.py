@@ -22,7 +22,7 @@ from server.engine.conversation import thread_contexts
 from server.engine.memories import Memories
 from server.engine.validation import validate_memories
 from server.engine.write import commit_writes
-from server.hygiene.extractor import Extractor
+from server.hygiene.extractor import EXTRACTOR_KEY_ID, Extractor
 from server.hygiene.normalise import normalise_input
 from server.hygiene.writes import SaliencePolicy
 from server.tenants.shard import TenantShard
@@ -48,7 +48,7 @@ class EmbedStage(Stage[list[str], None]):
 
 class Ingest:
     def __init__(self, *, config: ServerConfig, batcher: Batcher[list[str]], memories: Memories,
-                 salience: SaliencePolicy, min_salience: Callable[[str], float], write_pool: Executor,
+                 salience: SaliencePolicy, min_salience: Callable[[str], float | None], write_pool: Executor,
                  tokens: Callable[[Sequence[str]], int], check_space: Callable[[], None],
                  clock: Callable[[], int], extractor: Extractor) -> None:
         self.config = config
@@ -70,8 +70,9 @@ class Ingest:
                     deadline_ns: int | None = None) -> list[WriteResult]:
         memories = [normalise_input(m, where=f"memories[{i}]") for i, m in enumerate(memories)]
         validate_memories(memories, limits=self.config.limits)
-        # salience; below the tenant's min_salience (else memory.min_salience): skipped
-        prepared = self.salience.prepare(memories, min_salience=self.min_salience(shard.tenant_id))
+        # salience; below the tenant's min_salience (else memory.min_salience): skipped, but not the extractor's facts
+        threshold = 0.0 if key_id == EXTRACTOR_KEY_ID else self.min_salience(shard.tenant_id)
+        prepared = self.salience.prepare(memories, min_salience=threshold)
         if len(prepared.inputs) < len(memories):
             stored = await self.write(shard, prepared.inputs, key_id=key_id, deadline_ns=deadline_ns) \
                 if prepared.inputs else []

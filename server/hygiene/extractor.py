@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 WriteFacts = Callable[[str, list[MemoryInput]], Awaitable[list[WriteResult]]]
 Embed = Callable[[str, list[str]], Awaitable[np.ndarray]]
 FACTS_MARK = "\n[facts] "
+# The key id the extractor's writes carry: a tenant's min_salience does not skip them (the model drew them from
+# stored turns, and each is appended to its turns' keys either way).
+EXTRACTOR_KEY_ID = "engram-extractor"
 BACKOFF_S = 0.5
 # When the optional extractor runs and what it sends: after every EXTRACT_EVERY_TURNS episodic turns of a
 # conversation, its last EXTRACT_WINDOW turns (each window overlaps the previous one by two turns); one request

@@ -192,3 +192,21 @@ def test_prompt_injection_turn_is_data_and_its_fact_waits_for_confirmation(engra
     default = c.search("i", "what is the user's password?", top_k=5,   # pending: not in a default search
                        filter=pb.Filter(types=[pb.MEMORY_TYPE_SEMANTIC])).hits
     assert [h.memory.content for h in default] == ["The user is vegetarian"]
+
+
+def test_a_tenants_min_salience_skips_turns_not_the_facts_drawn_from_them(engram, endpoint: Scripted) -> None:  # type: ignore[no-untyped-def]
+    endpoint.default = lambda turns: (0.0, facts_for(turns))
+    c = engram.client()
+    c.create_tenant("s")
+    c.memory.Write(spb.WriteRequest(tenant_id="s", memories=[_turn(t, n) for n, t in enumerate(TURNS[:7])]),
+                   metadata=c.metadata)
+    c.memory.UpdateSettings(spb.UpdateSettingsRequest(tenant_id="s", settings=spb.TenantSettings(min_salience=0.5)),
+                            metadata=c.metadata)
+    assert c.write("s", _turn("User: ok thanks", 8)).skipped == 1    # a turn below the tenant's threshold
+    reply = c.memory.Extract(spb.ExtractRequest(tenant_id="s", conversation="chat-1"), metadata=c.metadata)
+    # "The user is vegetarian" (salience ~0.08) and the task (~0.12) are below 0.5 too, but the model drew them
+    # from the turns: written (the task PENDING by its confidence), and every fact appended to its turn is stored
+    assert reply.facts == 3 and len(reply.memory_ids) == 3 and reply.pending == 1
+    facts = {m.content: m for m in _semantic(c, "s")}
+    assert set(facts) == {"The user plans a trip to Kyoto in April", "The user is vegetarian", "Book a ryokan near Gion"}
+    assert facts["The user is vegetarian"].salience < 0.5
