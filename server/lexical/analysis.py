@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.lexical.jvm import jclass
-from server.text import code_tokens, has_cjk, has_code  # noqa: F401  (re-exported: the lexical API)
+from server.text import code_tokens, has_cjk
 
 FIELD_EN = "en"
 FIELD_CJK = "cjk"

@@ -46,10 +46,10 @@ from server.lexical.analysis import (
     FIELD_ID_NUM,
     Analysis,
     QueryBuilder,
-    code_tokens,
     java_text,
 )
 from server.lexical.jvm import batch_search_available, jclass
+from server.text import code_tokens
 
 _log = logging.getLogger(__name__)
 

@@ -6,10 +6,10 @@ from server.lexical.analysis import (
     FIELD_CJK,
     FIELD_EN,
     Analysis,
-    has_cjk,
     java_text,
     weighted_terms,
 )
+from server.text import has_cjk
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.lexical.analysis import code_tokens, has_code
 from server.lexical.lucene import LuceneIndex
+from server.text import code_tokens, has_code
 
 
 @pytest.mark.parametrize(
