@@ -10,7 +10,7 @@ also callable by name through ``client.call("Method", request)``.
 from __future__ import annotations
 
 from engram_client._core import (NO_RETRY, Recall, RetryPolicy, conversation_inputs, memory_filter, memory_input,
-                              search_query, with_key)
+                                 search_query, with_key)
 from engram_client.aio import AsyncEngramClient
 from engram_client.client import EngramClient
 from engram_client.loop import Remembered, Turn, aend_turn, aturn, end_turn, turn
