@@ -37,8 +37,13 @@ log = logging.getLogger(__name__)
 
 
 class ObjectBackedLog:
-    def __init__(self, objects: ObjectLog, cache: WriteAheadLog, seq_at: dict[int, int]) -> None:
+    def __init__(self, objects: ObjectLog, cache: WriteAheadLog, seq_at: dict[int, int], *,
+                 compacted_seq: int = 0) -> None:
         self.objects = objects
+        # The store seq the replayed base was compacted at (0: no base). History before it is gone from the
+        # log, so an index cache committed before it (another owner compacted since: a delete in between
+        # has no record left to replay) cannot be caught up and must be rebuilt from the store.
+        self.compacted_seq = compacted_seq
         self._cache = cache
         self._seq_at = seq_at       # cache byte offset at a segment's end → that segment's wal seq
         self._cache_ok = True       # False after a cache write failed (ENOSPC): reads go to the bucket
@@ -65,7 +70,8 @@ class ObjectBackedLog:
             os.fsync(f.fileno())
         os.replace(tmp, path)
         fsync_dir(directory)
-        return cls(objects, WriteAheadLog(path), seq_at), replay.records()
+        compacted = max((int(meta.get("seq", 0)) for meta, _ in replay.base), default=0)
+        return cls(objects, WriteAheadLog(path), seq_at, compacted_seq=compacted), replay.records()
 
     def append(self, records: Sequence[Record]) -> None:
         seq = self.objects.append(records)   # durable (acknowledged by the object store) from here on
