@@ -38,8 +38,11 @@ log = logging.getLogger(__name__)
 
 class ObjectBackedLog:
     def __init__(self, objects: ObjectLog, cache: WriteAheadLog, seq_at: dict[int, int], *,
-                 compacted_seq: int = 0) -> None:
+                 compacted_seq: int = 0, artefacts: dict[str, bytes] | None = None) -> None:
         self.objects = objects
+        # What the last compaction stored beside its base (write_replacement's ``artefacts``: a shard's index
+        # files), as loaded; the shard takes them (``take_artefacts``) and rebuilds what is missing.
+        self._artefacts = artefacts or {}
         # The store seq the replayed base was compacted at (0: no base). History before it is gone from the
         # log, so an index cache committed before it (another owner compacted since: a delete in between
         # has no record left to replay) cannot be caught up and must be rebuilt from the store.
@@ -71,7 +74,13 @@ class ObjectBackedLog:
         os.replace(tmp, path)
         fsync_dir(directory)
         compacted = max((int(meta.get("seq", 0)) for meta, _ in replay.base), default=0)
-        return cls(objects, WriteAheadLog(path), seq_at, compacted_seq=compacted), replay.records()
+        return (cls(objects, WriteAheadLog(path), seq_at, compacted_seq=compacted, artefacts=replay.artefacts),
+                replay.records())
+
+    def take_artefacts(self) -> dict[str, bytes]:
+        """The artefacts the replayed base carried (once: the log keeps no reference to them)."""
+        artefacts, self._artefacts = self._artefacts, {}
+        return artefacts
 
     def append(self, records: Sequence[Record]) -> None:
         seq = self.objects.append(records)   # durable (acknowledged by the object store) from here on

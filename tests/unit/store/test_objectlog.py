@@ -142,6 +142,24 @@ def test_grace_period_then_superseded_objects_go(moto: None) -> None:
     assert replica(store, "t", "r").read().records() == records + tail
 
 
+def test_artefacts_ride_with_their_base_and_go_with_it(moto: None) -> None:
+    store, _ = new_store()
+    clock = Clock()
+    owner = replica(store, "t", "a", clock)
+    owner.acquire()
+    owner.append(records := group())
+    assert owner.compact(records, upto_seq=owner.next_seq - 1, artefacts={"dense.snap": b"ivf", "lucene": b"seg"})
+    replay = replica(store, "t", "b", clock).acquire()
+    assert replay.artefacts == {"dense.snap": b"ivf", "lucene": b"seg"} and replay.records() == records
+    taker = replica(store, "t", "c", clock)
+    taker.acquire()
+    assert taker.compact(records, upto_seq=taker.next_seq - 1)   # a base without artefacts supersedes it
+    clock.now += 1
+    taker.collect()
+    assert [k for k, _ in store.list(tenant_root("t") + "base/")] == [taker._manifest.base]
+    assert replica(store, "t", "d", clock).acquire().artefacts == {}
+
+
 class LogMachine(RuleBasedStateMachine):
     """Three replicas of one tenant, each on its own client with its own faults."""
 
