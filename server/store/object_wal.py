@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from server.errors import StoreUnavailable
 from server.store.durable_log import TenantLog
 from server.store.memory_store import LOG_FILE
-from server.store.objectlog import ObjectLog
+from server.store.objectlog import ObjectLog, tenant_root
 from server.store.s3 import ObjectStore, make_client, verify_conditional_writes
 from server.store.wal import Record, WriteAheadLog, encode_group, encode_record, fsync_dir
 
@@ -164,7 +164,16 @@ class ObjectLogBackend:
         verify_conditional_writes(self.store)
 
     def opener(self, tenant_id: str) -> _Opener:
+        """The LogOpener of one tenant (``TenantStore.open(directory, dim=..., open_log=...)``). Pass a key
+        that is new for each incarnation of a tenant id (e.g. the id and its creation time): a deposed owner
+        that never learned of a drop could otherwise append to a re-created tenant's log."""
         return _Opener(self, tenant_id)
+
+    def drop_tenant(self, tenant_id: str) -> int:
+        """Deletes every object of the tenant's log (its owner record, segments, bases, manifest); returns
+        how many. Its shard must be closed first."""
+        keys = [key for key, _ in self.store.list(tenant_root(tenant_id))]
+        return self.store.delete_many(keys)
 
 
 @dataclass(frozen=True)

@@ -145,3 +145,19 @@ def test_compactions_on_another_thread_while_commits_stream(backend: tuple[Objec
     expected = state(store)
     assert len(expected) == 60 - len(range(21, 61, 3)) and store.compactions >= 2
     assert state(open_store(objects, tmp_path / "b")) == expected
+
+
+def test_a_dropped_tenant_leaves_nothing_in_the_bucket(backend: tuple[ObjectLogBackend, Faults], tmp_path: Path) -> None:
+    objects, _ = backend
+    store = open_store(objects, tmp_path / "a", tenant="gone")
+    churn(store, 10, rounds=1)
+    plan = store.begin_compaction()
+    assert plan is not None
+    store.run_compaction(plan)
+    store.close()
+    kept = open_store(objects, tmp_path / "k", tenant="kept")
+    kept.commit(puts=[(memory(1), vec(1))])
+    assert objects.drop_tenant("gone") == 4   # owner, manifest, base, fence (grace 0: the commits went already)
+    assert objects.store.list("tenants/gone/") == []
+    assert len(open_store(objects, tmp_path / "b", tenant="gone")) == 0
+    assert len(open_store(objects, tmp_path / "k2", tenant="kept")) == 1
