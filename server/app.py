@@ -19,12 +19,13 @@ from pathlib import Path
 
 from kernels import get_decay_ranker
 from models.base import Embedder, Reranker
-from server.config import ServerConfig
+from server.config import DAY_S, ServerConfig
 from server.errors import ConfigError
 from server.console.frontend import ConsoleFrontend
 from server.engine.engine import Engine
 from server.grpc.server import GrpcFrontend
 from server.metrics import Metrics
+from server.store.audit import AuditPolicy
 from server.store.space import DiskSpace
 from server.tenants.catalog import Catalog
 from server.index.tiers import TierRules
@@ -222,10 +223,12 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
     catalog = Catalog(config.data_dir / "system")
     new_admin_key = catalog.ensure_admin_key(config.admin_key)
     space = DiskSpace(config.data_dir, min_free_bytes=config.storage.min_free_mb << 20)
+    m = config.memory   # each shard's audit log; retention also visits tenants that are not loaded
+    audit = AuditPolicy(retention_s=m.audit_retention_days * DAY_S, max_bytes=m.audit_max_mb << 20)
     registry = TenantRegistry(data_dir=config.data_dir, catalog=catalog, dim=embedder.dim,
                               rules=rules or TierRules(), memory_budget_bytes=config.tenants.memory_budget_mb << 20,
                               space=space, compact_ratio=config.storage.compact_ratio,
-                              compact_min_bytes=int(config.storage.compact_min_mb * (1 << 20)))
+                              compact_min_bytes=int(config.storage.compact_min_mb * (1 << 20)), audit=audit)
     device_pool = ThreadPoolExecutor(1, thread_name_prefix="device")
     cpu_pool = ThreadPoolExecutor(4, thread_name_prefix="cpu")
     write_pool = ThreadPoolExecutor(2, thread_name_prefix="write")
