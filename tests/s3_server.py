@@ -59,9 +59,8 @@ class Weed:
                 f"-volume.port={p['volume']}", f"-volume.port.grpc={p['volume_grpc']}", f"-filer.port={p['filer']}",
                 f"-filer.port.grpc={p['filer_grpc']}", f"-s3.port={p['s3']}", f"-s3.port.grpc={p['s3_grpc']}",
                 f"-admin.port={p['admin']}", f"-admin.port.grpc={p['admin_grpc']}"]
-        log = open(self.directory / "weed.log", "ab")
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
+        with open(self.directory / "weed.log", "ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

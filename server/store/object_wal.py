@@ -172,7 +172,7 @@ class ObjectLogBackend:
     def drop_tenant(self, tenant_id: str) -> int:
         """Deletes every object of the tenant's log (its owner record, segments, bases, manifest); returns
         how many. Its shard must be closed first."""
-        keys = [key for key, _ in self.store.list(tenant_root(tenant_id))]
+        keys = self.store.keys(tenant_root(tenant_id))
         return self.store.delete_many(keys)
 
 

@@ -186,7 +186,7 @@ class ObjectLog:
                 if art is None:
                     return None
                 replay.artefacts[name] = art.body
-        keys = [key for key, _ in self.store.list(self.root + "wal/", start_after=self._seg(manifest.base_seq))]
+        keys = self.store.keys(self.root + "wal/", start_after=self._seg(manifest.base_seq))
         if keys != [self._seg(seq) for seq in range(manifest.base_seq + 1, manifest.base_seq + 1 + len(keys))]:
             return None     # a gap: a newer manifest's deletions; start over from it
         with ThreadPoolExecutor(max_workers=FETCH_THREADS) as pool:
@@ -329,10 +329,10 @@ class ObjectLog:
             return 0
         keep = {manifest.base, *manifest.artefacts.values()}
         fences = {self._seg(seq) for seq in manifest.fences}
-        doomed = [key for key, _ in self.store.list(self.root + "wal/")
+        doomed = [key for key in self.store.keys(self.root + "wal/")
                   if key <= self._seg(manifest.base_seq) and key not in fences]
         # Only older bases: a newer one may be a compaction in flight (its manifest swap not yet made).
-        doomed += [key for key, _ in self.store.list(self.root + "base/") if key not in keep and key < manifest.base]
+        doomed += [key for key in self.store.keys(self.root + "base/") if key not in keep and key < manifest.base]
         if not doomed:
             return 0
         deleted = self.store.delete_many(doomed)

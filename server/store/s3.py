@@ -30,7 +30,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import (BotoCoreError, ClientError, ConnectTimeoutError, EndpointConnectionError)
+from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, EndpointConnectionError
 
 from server.errors import StoreUnavailable, UnsafeObjectStore
 
@@ -122,14 +122,10 @@ class ObjectStore:
             return Blob(body=reply["Body"].read(), etag=reply["ETag"])
         return self._retry("GET", key, call)  # type: ignore[no-any-return]
 
-    def list(self, prefix: str, *, start_after: str = "") -> list[tuple[str, float]]:
-        """(key without the store's prefix, last modified as epoch seconds) of every key under ``prefix``
-        after ``start_after``, in key order."""
-        out: list[tuple[str, float]] = []
-        for page in self._pages(prefix, start_after):
-            for item in page.get("Contents", ()):
-                out.append((item["Key"][len(self.prefix):], item["LastModified"].timestamp()))
-        return out
+    def keys(self, prefix: str, *, start_after: str = "") -> list[str]:
+        """Every key under ``prefix`` after ``start_after`` (without the store's prefix), in key order."""
+        return [item["Key"][len(self.prefix):] for page in self._pages(prefix, start_after)
+                for item in page.get("Contents", ())]
 
     def _pages(self, prefix: str, start_after: str) -> Iterator[Mapping[str, Any]]:
         token = ""
@@ -139,7 +135,7 @@ class ObjectStore:
                 args["ContinuationToken"] = token
             elif start_after:
                 args["StartAfter"] = self._key(start_after)
-            page = self._retry("LIST", prefix, lambda: self.client.list_objects_v2(**args))
+            page = self._retry("LIST", prefix, lambda a=args: self.client.list_objects_v2(**a))
             yield page
             token = page.get("NextContinuationToken", "")
             if not page.get("IsTruncated") or not token:

@@ -118,7 +118,7 @@ def test_a_killed_s3_server_fails_writes_cleanly_and_they_resume_after_restart(w
     weed.start()
     again, _ = TenantStore.open(tmp_path / "fresh", dim=DIM, open_log=opener)
     held = {m.memory_id for m in again.all()}
-    assert set(acked) <= held and held <= set(acked) | set(unknown)
+    assert set(acked) <= held <= set(acked) | set(unknown)
 
 
 def _reopen(directory: Path, opener: LogOpener) -> TenantStore:

@@ -158,6 +158,6 @@ def test_a_dropped_tenant_leaves_nothing_in_the_bucket(backend: tuple[ObjectLogB
     kept = open_store(objects, tmp_path / "k", tenant="kept")
     kept.commit(puts=[(memory(1), vec(1))])
     assert objects.drop_tenant("gone") == 4   # owner, manifest, base, fence (grace 0: the commits went already)
-    assert objects.store.list("tenants/gone/") == []
+    assert objects.store.keys("tenants/gone/") == []
     assert len(open_store(objects, tmp_path / "b", tenant="gone")) == 0
     assert len(open_store(objects, tmp_path / "k2", tenant="kept")) == 1
