@@ -38,28 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from server.lexical.analysis import (
-    FIELD_CJK,
-    FIELD_CODE,
-    FIELD_EN,
-    FIELD_ID,
-    FIELD_ID_NUM,
-    Analysis,
-    QueryBuilder,
-    java_text,
-)
+from server.lexical.analysis import FIELD_ID_NUM, Analysis, QueryBuilder, java_text
+from server.lexical.documents import DocumentFactory, check_id
 from server.lexical.jvm import batch_search_available, jclass
-from server.text import code_tokens
 
 _log = logging.getLogger(__name__)
 
 SEQ_KEY = "engram.seq"
-# Field(String name, CharSequence value, IndexableFieldType type): pyjnius does not match
-# a Python str to CharSequence on its own.
-_FIELD_SIGNATURE = (
-    "(Ljava/lang/String;Ljava/lang/CharSequence;Lorg/apache/lucene/index/IndexableFieldType;)V"
-)
-
 _NRT_MAX_MERGE_MB = 2.0  # only segments from merges smaller than this are cached
 
 _MAX_K = 2**31 - 1  # a Java int
@@ -110,58 +95,6 @@ class _Gate:
             return True
 
 
-class _DocumentFactory:
-    """Builds Lucene documents (id keyword + id doc values + two text fields + codes, if any)."""
-
-    def __init__(self) -> None:
-        JFieldType = jclass("org.apache.lucene.document.FieldType")
-        JIndexOptions = jclass("org.apache.lucene.index.IndexOptions")
-        text_type = JFieldType()
-        text_type.setIndexOptions(JIndexOptions.DOCS_AND_FREQS)  # BM25 needs no positions
-        text_type.setTokenized(True)
-        text_type.setStored(False)
-        text_type.freeze()
-        self._text_type = text_type
-        self._JDocument = jclass("org.apache.lucene.document.Document")
-        self._JField = jclass("org.apache.lucene.document.Field")
-        self._JStringField = jclass("org.apache.lucene.document.StringField")
-        self._JNumericDocValuesField = jclass("org.apache.lucene.document.NumericDocValuesField")
-        self._YES = jclass("org.apache.lucene.document.Field$Store").YES
-        self._JTerm = jclass("org.apache.lucene.index.Term")
-        self._JTermQuery = jclass("org.apache.lucene.search.TermQuery")
-
-    def id_term(self, doc_id: int) -> Any:
-        return self._JTerm(FIELD_ID, str(doc_id))
-
-    def id_query(self, doc_id: int) -> Any:
-        return self._JTermQuery(self.id_term(doc_id))
-
-    def document(self, doc_id: int, text: str) -> Any:
-        # Build every field first, then add: no Java call inside a Java call's
-        # argument list (see jvm.py on pyjnius method binding).
-        key = self._JStringField(FIELD_ID, str(doc_id), self._YES)
-        key_num = self._JNumericDocValuesField(FIELD_ID_NUM, doc_id)
-        english = self._JField(FIELD_EN, text, self._text_type, signature=_FIELD_SIGNATURE)
-        cjk = self._JField(FIELD_CJK, text, self._text_type, signature=_FIELD_SIGNATURE)
-        doc = self._JDocument()
-        doc.add(key)
-        doc.add(key_num)
-        doc.add(english)
-        doc.add(cjk)
-        codes = code_tokens(text)
-        if codes:
-            code = self._JField(FIELD_CODE, " ".join(codes), self._text_type, signature=_FIELD_SIGNATURE)
-            doc.add(code)
-        return doc
-
-
-def _check_id(doc_id: int) -> int:
-    value = int(doc_id)
-    if not -(2**63) <= value < 2**63:
-        raise ValueError(f"doc id {doc_id} does not fit in int64")
-    return value
-
-
 class LuceneIndex:
     """BM25 over one tenant's memories. Create with :meth:`open` (JVM must be started)."""
 
@@ -173,7 +106,7 @@ class LuceneIndex:
         self._manager = manager
         self._similarity = similarity
         self._queries = QueryBuilder(analysis)
-        self._docs = _DocumentFactory()
+        self._docs = DocumentFactory()
         self._committed_seq = committed_seq
         self._commit_lock = threading.Lock()
         self._gate = _Gate()
@@ -249,7 +182,7 @@ class LuceneIndex:
         """Insert or replace documents by id. Visible to search on return if ``refresh``."""
         with self._gate.enter():
             for doc_id, text in docs:
-                value = _check_id(doc_id)
+                value = check_id(doc_id)
                 term = self._docs.id_term(value)
                 doc = self._docs.document(value, java_text(str(text)))
                 self._writer.updateDocument(term, doc)
@@ -261,7 +194,7 @@ class LuceneIndex:
         with self._gate.enter():
             for doc_id in ids:
                 # deleteDocuments(Term...) is not reachable through pyjnius; (Query...) is.
-                query = self._docs.id_query(_check_id(doc_id))
+                query = self._docs.id_query(check_id(doc_id))
                 self._writer.deleteDocuments(query)
             if refresh and ids:
                 self._manager.maybeRefreshBlocking()
