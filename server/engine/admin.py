@@ -65,10 +65,9 @@ class Admin:
         await asyncio.get_running_loop().run_in_executor(self.write_pool, self.registry.create, tenant_id)
         step = self.config.limits.max_memories_per_write
         for chunk in (copied[i:i + step] for i in range(0, len(copied), step)):
-            await write(principal, tenant_id, chunk)
-        if initial:
-            await write(principal, tenant_id, initial)
-        return len(initial) + len(copied)
+            await write(principal, tenant_id, chunk)   # copies carry their importance: min_salience keeps them
+        stored = [r for r in await write(principal, tenant_id, initial) if r.memory_id] if initial else []
+        return len(stored) + len(copied)   # initial memories below memory.min_salience (SKIPPED) not counted
 
     async def delete_tenant(self, tenant_id: str) -> int:
         """Purges a tenant: dropped from the catalog first (durable; no new request can reach it), then

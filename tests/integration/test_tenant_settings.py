@@ -40,6 +40,9 @@ def test_min_salience_per_tenant(tmp_path: Path, jvm: None, embedder) -> None:  
         admin = running.client()
         for tenant in ("a", "b"):
             admin.create_tenant(tenant)
+        # CreateTenant's initial memories go through the same write path: the count is of those stored.
+        created = admin.create_tenant("c", [pb.MemoryInput(content=SMALL_TALK[0]), pb.MemoryInput(content=FACT)])
+        assert created.initial_memories == 1 and [m.content for m in admin.list_all("c")] == [FACT]
         own = running.client(admin.create_key(tenant_ids=["a"]))
         fresh = get(own, "a")
         assert not fresh.settings.HasField("min_salience")                 # nothing set: the server's option
