@@ -32,7 +32,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, EndpointConnectionError
 
-from server.errors import StoreUnavailable, UnsafeObjectStore
+from server.errors import ConfigError, StoreUnavailable, UnsafeObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +102,8 @@ class ObjectStore:
                 return call()
             except (BotoCoreError, ClientError) as exc:
                 if not _transient(exc) or attempt == self.attempts - 1:
-                    if _transient(exc):
-                        raise StoreUnavailable(f"object store unavailable ({what} {key}): {exc}") from exc
-                    raise
+                    state = "unavailable" if _transient(exc) else "refused the request"
+                    raise StoreUnavailable(f"object store {state} ({what} {key}): {exc}") from exc
                 log.info("object store: %s %s failed (%s); retrying", what, key, exc)
                 self._pause(attempt)
         raise AssertionError("unreachable")
@@ -186,8 +185,8 @@ class ObjectStore:
                 if status == 409 or code == "ConditionalRequestConflict":
                     log.info("object store: conditional PUT %s conflicted with a concurrent one (409); retrying", key)
                     sent, last = True, exc
-                elif not _transient(exc):
-                    raise
+                elif not _transient(exc):   # refused (403, 400, no bucket): this try wrote nothing
+                    raise StoreUnavailable(f"object store refused PUT {key}: {exc}", outcome_unknown=sent) from exc
                 else:
                     sent, last = True, exc
             except BotoCoreError as exc:
@@ -242,8 +241,8 @@ def verify_conditional_writes(store: ObjectStore) -> None:
         store.swap(key, b"fifth " + key.encode(), etag=current)
     except Taken as exc:
         raise UnsafeObjectStore(f"object store {where} rejected a valid conditional write ({exc})") from exc
-    except ClientError as exc:
-        raise UnsafeObjectStore(f"object store {where} refused the self-check: {exc}") from exc
+    except StoreUnavailable as exc:
+        raise ConfigError(f"object store {where} cannot be used: {exc}") from exc
     finally:
         try:
             store.delete(key)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from server.errors import StoreUnavailable, UnsafeObjectStore
+from server.errors import ConfigError, StoreUnavailable, UnsafeObjectStore
 from server.store.s3 import Taken, verify_conditional_writes
 from tests.unit.store.s3_support import mocked, new_store
 
@@ -89,3 +89,15 @@ def test_list_pages_in_key_order() -> None:
     store.create("b/1", b"x")
     assert store.keys("a/") == [f"a/{i:020d}" for i in (1, 2, 3)]
     assert store.keys("a/", start_after=f"a/{1:020d}") == [f"a/{i:020d}" for i in (2, 3)]
+
+
+def test_a_missing_bucket_is_a_clear_error_at_start_and_unavailable_later() -> None:
+    store, _ = new_store()
+    store.bucket = "no-such-bucket"
+    with pytest.raises(ConfigError, match="cannot be used.*NoSuchBucket"):
+        verify_conditional_writes(store)
+    with pytest.raises(StoreUnavailable, match="refused") as exc:
+        store.create("k", b"x")
+    assert not exc.value.outcome_unknown
+    with pytest.raises(StoreUnavailable, match="refused"):
+        store.keys("")
