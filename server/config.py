@@ -65,23 +65,12 @@ class ModelsConfig:
 
 @dataclass(frozen=True)
 class BatchingConfig:
-    enabled: bool = option(True, "group concurrent queries into device batches")
     max_batch_requests: int = option(64, (
         "queries per device batch at most; 1 = no batching (each query alone, two batches on the device at once)"))
-    max_batch_tokens: int = option(16384, "padded tokens per batch at most (longest × count)")
-    max_wait_ms: float = option(2.0, (
-        "how long a batch waits for stragglers while an earlier one is on the device (device_slots 2)"))
-    device_slots: int = option(0, (
-        "batches formed and not yet past their forward pass; 0 = auto: 1 with batching (the next batch forms when the"
-        " device frees), 2 without"))
     queue_capacity: int = option(1024, "queued requests per batcher; beyond: RESOURCE_EXHAUSTED at once")
     query_cache_ttl_ms: float = option(5000.0, (
         "a repeated query text (same tenant) reuses its embedding for this long; 0 = off (load tests that repeat "
         "queries: every query is embedded)"))
-    query_cache_entries: int = option(4096, "size of the query-embedding cache")
-    tenant_quantum: int = option(4, (
-        "fair share: while several tenants are active, queries per tenant per batch at most (x its weight; alone, a "
-        "tenant fills the batch); 0 = no per-batch cap"))
     tenant_weights: str = option("", (
         "fair share per tenant (server/batching/scheduler.py) as \"tenant=weight,...\": while several tenants are "
         "active each puts at most 4 x its weight queries in a batch and holds at most its weighted share of "
@@ -104,13 +93,7 @@ class BatchingConfig:
 
 @dataclass(frozen=True)
 class SearchConfig:
-    default_top_k: int = option(10, "hits per query when top_k is 0")
     candidates: int = option(100, "per-list depth (dense and BM25) before fusion, when a query asks for 0")
-    rrf_k: float = option(10.0, "the k of reciprocal rank fusion")
-    dense_weight: float = option(0.85, "weight of the dense list in fusion")
-    lexical_weight: float = option(1.0, "weight of the BM25 list in fusion")
-    dense_weight_cjk: float = option(3.0, "multiplies dense_weight for queries in CJK scripts (tuned: zh/en dev half)")
-    dense_weight_code: float = option(0.3, "multiplies dense_weight for queries naming a code (XJ-2026-0421)")
     rerank_depth: int = option(0, (
         "fused candidates per query the cross-encoder scores; 0 = auto: 20 in reduced precision (bf16 CPU, fp16 "
         "CUDA, int8), 5 in float32 (CPU p95 at 10k: bf16 depth 20 179 ms, float32 depth 5 147 ms; README "
@@ -120,21 +103,14 @@ class SearchConfig:
         "default-depth queries get the deepest rerank its measured cost fits in; a sooner gRPC deadline is the "
         "query's budget; 0 = off (always the full depth). 250: one idle query at the full depth takes ~100 ms on a "
         "2-core CPU (README \"Serving benchmark\")"))
-    pair_cache_entries: int = option(65536, (
-        "size of the pair-score cache: (query text, memory's indexed text) -> cross-encoder logit per tenant; a write"
-        " that changes what the model reads changes the key; 0 = off"))
     rerank_cjk: bool = option(False, (
         "rerank queries in CJK scripts at the default depth; false because the bundled cross-encoder reads English "
         "only (zh/en set: Chinese nDCG@10 0.536 -> 0.506 with it); true for a multilingual cross-encoder. An explicit "
         "per-request depth is always honoured"))
-    min_relevance: float = option(0.02, (
-        "the context block leaves out hits whose calibrated relevance is below this (0: none)"))
     feedback_docs: int = option(0, (
         "the second retrieval round for weak queries (a dense Rocchio step toward the top N fused candidates, "
         "server/engine/feedback.py); 0 = off, the default: it lowered LoCoMo dev recall@10 (README \"Ranking\"); "
         "SearchQuery.feedback asks for it per query"))
-    feedback_weight: float = option(0.3, "the second round's step toward the fed-back candidates' mean vector")
-    feedback_below: float = option(0.5, "a first round is weak when its best calibrated fused relevance is below this")
 
 
 @dataclass(frozen=True)
@@ -144,11 +120,6 @@ class ScoringConfig:
     episodic_half_life_s: float = option(48 * HOUR_S, "decay half-life of EPISODIC memories (0: never decays)")
     semantic_half_life_s: float = option(30 * DAY_S, "decay half-life of SEMANTIC memories (0: never decays)")
     procedural_half_life_s: float = option(0.0, "decay half-life of PROCEDURAL memories (0: never decays)")
-    recency_weight: float = option(0.5, (
-        "a in recency = (1 - a) + a * decay: the most that time since last use can cost"))
-    importance_weight: float = option(0.5, "importance factor = (1 - b) + b * importance")
-    decay_floor: float = option(0.0, "decay = floor + (1 - floor) * 0.5^(age / half-life); 0 = plain curve")
-    temporal_boost: float = option(0.3, "memories created inside a time the query names get x (1 + boost)")
     calibration: str = option("", (
         "relevance calibration JSON (server/fusion/calibration.py; `python -m benchmarks.quality.calibrate` fits one "
         "for other models); \"\" = the bundled fit for the shipped models"))
@@ -182,15 +153,11 @@ class MemoryConfig:
         "asynchronously, and its facts become semantic memories; \"\" = off"))
     extractor_model: str = option("", "the model name sent to the extractor endpoint")
     extractor_key: str = option("", "bearer key for the extractor endpoint (\"\": none sent)")
-    access_importance_step: float = option(0.02, "importance the ranking adds per recorded use (fading with recency)")
-    access_importance_max: float = option(0.9, "the access boost never lifts importance above this")
-    access_top_hits: int = option(3, "a live search counts its first N hits as used; 0 = only Touch does")
     audit_searches: bool = option(True, "append every search and the ids it returned to the tenant's audit log")
     audit_retention_days: float = option(90.0, (
         "audit entries older than this are removed, whole daily segments at a time (0: kept forever; README "
         "\"Audit retention\")"))
     audit_max_mb: int = option(1024, "per tenant: beyond this the oldest audit segments are removed (0: no cap)")
-    audit_segment_mb: float = option(64.0, "a segment rotates at this size or when the UTC day changes")
 
 
 @dataclass(frozen=True)
@@ -204,7 +171,6 @@ class LimitsConfig:
     max_query_bytes: int = option(4096, "bytes of one query text")
     max_entities: int = option(64, "entities per memory")
     max_metadata_entries: int = option(64, "metadata entries per memory")
-    max_tenant_id_len: int = option(128, "characters in a tenant id")
 
 
 @dataclass(frozen=True)
@@ -249,6 +215,23 @@ class ObjectStoreConfig:
 
 
 @dataclass(frozen=True)
+class ClusterConfig:
+    """``engram serve --ray``: the server on Ray Serve (server/cluster/; README "Running on a cluster")."""
+
+    address: str = option("", (
+        "Ray cluster to join (e.g. \"auto\", \"ray://head:10001\"); \"\" = start a local one in this process"))
+    replicas: int = option(2, (
+        "TenantShard replicas: each holds FAISS + Lucene + store of the tenants the consistent-hash ring gives it"))
+    encoder_replicas: int = option(1, "Encoder (and Reranker) replicas: stateless, each batches across all tenants")
+    app_name: str = option("engram", "the Ray Serve application's name (serve.get_app_handle)")
+    shard_cpus: float = option(1.0, "Ray CPUs each TenantShard replica reserves (0: packs any number on a node)")
+    encoder_cpus: float = option(1.0, "Ray CPUs each Encoder / Reranker replica reserves")
+    verify_owner_s: float = option(1.0, (
+        "a replica re-reads a tenant's owner record when it last checked longer ago than this, and drops its copy "
+        "if another replica took the tenant over (bounds stale reads after the ring moved; writes are fenced)"))
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     listen: str = option("127.0.0.1:50051", "gRPC host:port (port 0: any free port)")
     data_dir: Path = option(Path("data"), "where tenants, WALs, indexes and the key catalog live")
@@ -274,6 +257,7 @@ class ServerConfig:
     tenants: TenantsConfig = option(factory=TenantsConfig)
     storage: StorageConfig = option(factory=StorageConfig)
     object_store: ObjectStoreConfig = option(factory=ObjectStoreConfig)
+    cluster: ClusterConfig = option(factory=ClusterConfig)
 
     def validate(self) -> ServerConfig:
         checks: list[tuple[bool, str]] = [
@@ -281,53 +265,38 @@ class ServerConfig:
             (self.models.device in ("auto", "cpu", "cuda"), "models.device must be auto, cpu or cuda"),
             (self.models.dtype in MODEL_DTYPES, f"models.dtype must be one of {', '.join(MODEL_DTYPES)}"),
             (self.batching.max_batch_requests >= 1, "batching.max_batch_requests must be >= 1"),
-            (self.batching.max_batch_tokens >= 64, "batching.max_batch_tokens must be >= 64"),
-            (0.0 <= self.batching.max_wait_ms <= 100.0, "batching.max_wait_ms must be in [0, 100]"),
-            (0 <= self.batching.device_slots <= 2, "batching.device_slots must be 0 (auto), 1 or 2"),
             (self.batching.queue_capacity >= 1, "batching.queue_capacity must be >= 1"),
-            (self.batching.tenant_quantum >= 0, "batching.tenant_quantum must be >= 0 (0 = no per-batch cap)"),
             (self.metrics_listen == "" or ":" in self.metrics_listen, "metrics_listen must be host:port or empty"),
             (self.console_listen == "" or ":" in self.console_listen, "console_listen must be host:port or empty"),
             (self.log_format in ("text", "json"), "log_format must be text or json"),
             (self.batching.query_cache_ttl_ms >= 0, "batching.query_cache_ttl_ms must be >= 0"),
-            (self.batching.query_cache_entries >= 0, "batching.query_cache_entries must be >= 0"),
             (self.models.cpu_threads >= 0, "models.cpu_threads must be >= 0"),
             (self.models.embed_max_length >= 2, "models.embed_max_length must be >= 2"),
             (bool(self.tls_cert) == bool(self.tls_key), "tls_cert and tls_key are set together"),
             (not self.tls_client_ca or bool(self.tls_cert), "tls_client_ca needs tls_cert and tls_key"),
             (self.tenants.memory_budget_mb >= 0, "tenants.memory_budget_mb must be >= 0"),
-            (self.search.rrf_k > 0, "search.rrf_k must be > 0"),
             (1 <= self.search.candidates <= self.limits.max_candidates, "search.candidates out of range"),
-            (1 <= self.search.default_top_k <= self.limits.max_top_k, "search.default_top_k out of range"),
             (self.search.rerank_depth >= 0, "search.rerank_depth must be >= 0"),
             (self.search.latency_target_ms >= 0, "search.latency_target_ms must be >= 0 (0 = off)"),
-            (self.search.pair_cache_entries >= 0, "search.pair_cache_entries must be >= 0 (0 = off)"),
-            (0.0 <= self.scoring.importance_weight <= 1.0, "scoring.importance_weight must be in [0, 1]"),
             (0.0 <= self.memory.dedupe_cosine <= 1.01, "memory.dedupe_cosine must be 0 (auto) or in (0, 1.01]"),
-            (0.0 <= self.memory.access_importance_step <= 0.5, "memory.access_importance_step in [0, 0.5]"),
-            (0.0 <= self.memory.access_importance_max <= 1.0, "memory.access_importance_max in [0, 1]"),
             (self.memory.capacity_per_tenant >= 0, "memory.capacity_per_tenant must be >= 0"),
             (self.memory.thread_window_s >= 0, "memory.thread_window_s must be >= 0 (0 = off)"),
-            (self.search.feedback_docs >= 0 and self.search.feedback_weight >= 0 and 0 <= self.search.feedback_below <= 1,
-             "search.feedback_docs >= 0, search.feedback_weight >= 0, search.feedback_below in [0, 1]"),
+            (self.search.feedback_docs >= 0, "search.feedback_docs must be >= 0 (0 = off)"),
             (0.0 <= self.memory.min_salience <= 1.0, "memory.min_salience must be in [0, 1]"),
             (self.memory.consolidate_interval_s >= 0, "memory.consolidate_interval_s must be >= 0 (0 = only the RPC)"),
             (not self.memory.extractor_url or bool(self.memory.extractor_model),
              "memory.extractor_url needs memory.extractor_model"),
-            (0.0 <= self.scoring.decay_floor <= 1.0, "scoring.decay_floor must be in [0, 1]"),
-            (0.0 <= self.scoring.recency_weight <= 1.0, "scoring.recency_weight must be in [0, 1]"),
-            (0.0 <= self.scoring.temporal_boost <= 10.0, "scoring.temporal_boost must be in [0, 10]"),
-            (0.0 <= self.search.min_relevance <= 1.0, "search.min_relevance must be in [0, 1]"),
-            (self.memory.access_top_hits >= 0, "memory.access_top_hits must be >= 0"),
             (self.memory.audit_retention_days == 0 or self.memory.audit_retention_days >= 1,
              "memory.audit_retention_days must be 0 (forever) or >= 1"),
-            (self.memory.audit_max_mb >= 0 and self.memory.audit_segment_mb >= 0.0625,
-             "memory.audit_max_mb must be >= 0 (0 = no cap) and memory.audit_segment_mb >= 0.0625"),
+            (self.memory.audit_max_mb >= 0, "memory.audit_max_mb must be >= 0 (0 = no cap)"),
             (self.storage.min_free_mb >= 0, "storage.min_free_mb must be >= 0"),
             (self.storage.compact_ratio > 1.0, "storage.compact_ratio must be > 1"),
             (self.storage.compact_min_mb >= 0, "storage.compact_min_mb must be >= 0"),
             (self.object_store.grace_s >= 0 and self.object_store.timeout_s > 0 and self.object_store.attempts >= 1,
              "object_store.grace_s >= 0, object_store.timeout_s > 0, object_store.attempts >= 1"),
+            (self.cluster.replicas >= 1 and self.cluster.encoder_replicas >= 1, "cluster.replicas, encoder_replicas >= 1"),
+            (self.cluster.shard_cpus >= 0 and self.cluster.encoder_cpus >= 0 and self.cluster.verify_owner_s >= 0,
+             "cluster.shard_cpus, encoder_cpus, verify_owner_s must be >= 0"),
         ]
         for name in ("episodic_half_life_s", "semantic_half_life_s", "procedural_half_life_s"):
             value = getattr(self.scoring, name)
@@ -372,7 +341,9 @@ def _coerce(value: str, current: Any) -> Any:
 
 # Options of the previous release, accepted for one more with a warning (then unknown). RENAMED still take
 # effect: old name → (new name, old value → new value; None leaves the new option as it is).
-RENAMED: dict[str, tuple[str, Callable[[Any], Any]]] = {}
+RENAMED: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "batching.enabled": ("batching.max_batch_requests", lambda on: None if _coerce(str(on), True) else 1),
+}
 # REMOVED were internal knobs: each is now a constant beside the code that uses it, with the measurement that
 # chose it; a setting is ignored (old name → where the value lives now).
 REMOVED: dict[str, str] = {
@@ -391,6 +362,26 @@ REMOVED: dict[str, str] = {
     "memory.consolidate_cosine": "server/hygiene/consolidate.py CONSOLIDATE_COSINE (chosen on LoCoMo dev)",
     **{f"memory.{name}": f"server/hygiene/extractor.py {name.upper()}"
        for name in ("extract_every_turns", "extract_window", "extractor_timeout_s", "extractor_retries")},
+    "batching.max_batch_tokens": "server/batching/batcher.py MAX_BATCH_TOKENS",
+    "batching.max_wait_ms": "server/batching/batcher.py MAX_WAIT_MS (0 with max_batch_requests = 1)",
+    "batching.device_slots": "server/batching/batcher.py device_slots(), the rule its auto value was",
+    "batching.query_cache_entries": "server/batching/query_cache.py QUERY_CACHE_ENTRIES",
+    "batching.tenant_quantum": "server/batching/scheduler.py TENANT_QUANTUM",
+    "search.default_top_k": "server/engine/ranking.py DEFAULT_TOP_K",
+    **{f"search.{name}": f"server/engine/search.py {name.upper()} (chosen on the dev sets, README Retrieval quality)"
+       for name in ("rrf_k", "dense_weight", "lexical_weight", "dense_weight_cjk", "dense_weight_code")},
+    "search.pair_cache_entries": "server/batching/pair_cache.py PAIR_CACHE_ENTRIES",
+    "search.min_relevance": "server/engine/context.py MIN_RELEVANCE; SearchQuery.min_relevance sets one per query",
+    "search.feedback_weight": "server/engine/feedback.py FEEDBACK_WEIGHT",
+    "search.feedback_below": "server/engine/feedback.py FEEDBACK_BELOW",
+    **{f"scoring.{name}": f"server/engine/ranking.py {name.upper()} (chosen on the dev sets); the Scoring of a request "
+       "sets its own" for name in ("recency_weight", "importance_weight", "decay_floor")},
+    "scoring.temporal_boost": "server/engine/ranking.py TEMPORAL_BOOST",
+    "memory.access_importance_step": "server/engine/ranking.py ACCESS_IMPORTANCE_STEP",
+    "memory.access_importance_max": "server/engine/ranking.py ACCESS_IMPORTANCE_MAX",
+    "memory.access_top_hits": "server/engine/recall.py ACCESS_TOP_HITS",
+    "memory.audit_segment_mb": "server/store/audit.py AUDIT_SEGMENT_BYTES",
+    "limits.max_tenant_id_len": "server/tenants/catalog.py MAX_TENANT_ID_LEN",
 }
 _ABSENT = object()
 
@@ -437,7 +428,7 @@ def _apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
 
 
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
-    """ENGRAM_SEARCH__RRF_K=30 → {"search": {"rrf_k": "30"}}; ENGRAM_LISTEN → {"listen": ...}."""
+    """ENGRAM_SEARCH__CANDIDATES=50 → {"search": {"candidates": "50"}}; ENGRAM_LISTEN → {"listen": ...}."""
     out: dict[str, Any] = {}
     for name, value in env.items():
         if not name.startswith("ENGRAM_") or name == "ENGRAM_CONFIG" or name in CLIENT_VARIABLES:

@@ -29,6 +29,7 @@ from benchmarks.quality.harness import DEFAULTS, EvalServer, Ingested
 from benchmarks.quality.suites import locomo_inputs
 from engram_proto.v1 import messages_pb2 as pb
 from engram_proto.v1 import service_pb2 as spb
+from server.engine.ranking import IMPORTANCE_WEIGHT
 from server.hygiene import writes
 from server.hygiene.consolidate import CONSOLIDATE_COSINE
 from server.hygiene.salience import DEFAULT_IMPORTANCE, load_salience
@@ -72,7 +73,7 @@ def _span_sweep(server: EvalServer, conversations: list, tenants: dict, by_conv:
                 salience: dict[str, float]) -> list[dict]:
     """recall@10 for each salience importance span, recomputed from the top 30 of a span-0 run: each hit's
     final score has its importance factor (0.5 + 0.5 x 0.5) replaced by the one its salience would give."""
-    b = server.config.scoring.importance_weight
+    b = IMPORTANCE_WEIGHT
     default = DEFAULT_IMPORTANCE
     rows = []
     for span in SPANS:

@@ -144,8 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    env = {"ENGRAM_MODELS__CPU_THREADS": "1", "ENGRAM_MODELS__DEVICE": "cpu", "ENGRAM_LOG_LEVEL": "WARNING",
-           "ENGRAM_TENANTS__EVICT_IDLE_S": "1.0"}
+    env = {"ENGRAM_MODELS__CPU_THREADS": "1", "ENGRAM_MODELS__DEVICE": "cpu", "ENGRAM_LOG_LEVEL": "WARNING"}
     embedder = load_embedder_for_build("cpu")
     result = run(tenants=args.tenants, per_tenant=args.per_tenant, budget_mb=args.budget_mb, requests=args.requests,
                  zipf_s=args.zipf, env=env, embedder=embedder)

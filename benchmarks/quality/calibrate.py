@@ -25,6 +25,7 @@ import numpy as np
 from benchmarks.quality.datasets import load_locomo, load_scifact, repo_root
 from benchmarks.quality.harness import EvalServer, Ingested, Stage, docs_of_hit
 from benchmarks.quality.suites import FIXED_NOW_MS, locomo_inputs
+from server.engine.search import DENSE_WEIGHT, DENSE_WEIGHT_CJK, DENSE_WEIGHT_CODE, LEXICAL_WEIGHT, RRF_K
 from server.fusion.calibration import FUSED_FEATURES, RERANK_FEATURES, fused_features
 from server.fusion.rrf import rrf_max
 from engram_proto.v1 import messages_pb2 as pb
@@ -55,7 +56,6 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, *, l2: float = L2,
 
 def _rows(server: EvalServer, tenant: Ingested, hits: Mapping[str, Sequence[pb.Hit]], texts: Mapping[str, str],
           qrels: Mapping[str, Mapping[str, int]]) -> tuple[list[list[float]], list[float], list[list[float]], list[float]]:
-    cfg = server.config.search
     fused_x: list[list[float]] = []
     fused_y: list[float] = []
     rerank_x: list[list[float]] = []
@@ -64,9 +64,9 @@ def _rows(server: EvalServer, tenant: Ingested, hits: Mapping[str, Sequence[pb.H
         if not hs:
             continue
         text = texts[qid]
-        dense_w = cfg.dense_weight * (cfg.dense_weight_cjk if has_cjk(text) else 1.0) * (
-            cfg.dense_weight_code if has_code(text) else 1.0)
-        top = rrf_max(k=cfg.rrf_k, weights=(dense_w, cfg.lexical_weight))
+        dense_w = DENSE_WEIGHT * (DENSE_WEIGHT_CJK if has_cjk(text) else 1.0) * (
+            DENSE_WEIGHT_CODE if has_code(text) else 1.0)
+        top = rrf_max(k=RRF_K, weights=(dense_w, LEXICAL_WEIGHT))
         ids = np.arange(len(hs), dtype=np.int64)
         rrf_norm = np.array([h.breakdown.rrf for h in hs]) / top
         dense = sorted((h.breakdown.dense_rank, i, h.breakdown.dense_score) for i, h in enumerate(hs) if h.breakdown.dense_rank)

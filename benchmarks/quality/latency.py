@@ -41,9 +41,10 @@ STAGES: dict[str, dict[str, Any]] = {
     "bm25": {"lexical_only": True, "rerank_depth": -1}, "dense": {"dense_only": True, "rerank_depth": -1},
     "hybrid": {"rerank_depth": -1}, "defaults": {},
 }
-SERVERS: dict[str, dict[str, Any]] = {
-    "defaults": {}, "second round": {"search": {"feedback_docs": 3, "feedback_below": 1.0}},
-}
+# The second round for every query (SearchQuery.feedback: the server's 3 feedback docs, whatever the first round's
+# relevance), on the defaults' server.
+SERVERS: dict[str, dict[str, Any]] = {"defaults": {}}
+ROUNDS: dict[str, dict[str, Any]] = {"defaults + second round": {"feedback": True}}
 
 
 def measure(*, queries: int) -> dict:
@@ -72,10 +73,7 @@ def measure(*, queries: int) -> dict:
             apps.append(asyncio.run_coroutine_threadsafe(start(), loop).result(600))
             channels.append(grpc.insecure_channel(f"127.0.0.1:{apps[-1].port}"))
             stub = sgrpc.MemoryServiceStub(channels[-1])
-            if name == "defaults":
-                runs += [(stage, stub, fields) for stage, fields in STAGES.items()]
-            else:
-                runs.append((f"defaults + {name}", stub, {}))
+            runs += [(stage, stub, fields) for stage, fields in {**STAGES, **ROUNDS}.items()]
         samples: dict[str, list[float]] = {name: [] for name, _, _ in runs}
         for i, text in enumerate(texts):
             for name, stub, fields in runs:

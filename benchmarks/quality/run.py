@@ -25,6 +25,7 @@ from typing import Any
 from benchmarks.quality import report, suites
 from benchmarks.quality.datasets import DataMissing, repo_root
 from benchmarks.quality.harness import EvalServer
+from server.engine.search import DENSE_WEIGHT, DENSE_WEIGHT_CJK, DENSE_WEIGHT_CODE, LEXICAL_WEIGHT, RRF_K
 
 log = logging.getLogger("benchmarks.quality")
 
@@ -58,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         info = server.info()
         results["meta"] = {"suites_run": wanted,
             "embedder": info.embedder.name, "reranker": info.reranker.name if server.has_reranker else None,
-            "search": dict(vars(server.config.search)), "machine": platform.platform(),
+            "search": {**vars(server.config.search), "rrf_k": RRF_K, "dense_weight": DENSE_WEIGHT,
+                       "lexical_weight": LEXICAL_WEIGHT, "dense_weight_cjk": DENSE_WEIGHT_CJK,
+                       "dense_weight_code": DENSE_WEIGHT_CODE}, "machine": platform.platform(),
         }
         for name in wanted:
             t0 = time.perf_counter()

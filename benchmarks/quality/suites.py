@@ -27,7 +27,8 @@ from benchmarks.quality.datasets import (
 from benchmarks.quality.fusion import Setting, fuse, grid, settings_grid
 from benchmarks.quality.harness import (BM25, DEFAULTS, DENSE, HYBRID, LIVE, RERANK, SECOND_ROUND, EvalServer, Ingested,
                                         Stage, docs_of_hit)
-from server.config import DAY_S, SearchConfig
+from server.config import DAY_S
+from server.engine.search import DENSE_WEIGHT, DENSE_WEIGHT_CJK, DENSE_WEIGHT_CODE, LEXICAL_WEIGHT, RRF_K
 from engram_proto.v1 import messages_pb2 as pb
 from server.text import has_cjk, has_code
 
@@ -50,17 +51,17 @@ def _stages(server: EvalServer, *extra: Stage) -> list[Stage]:
     return [BM25, DENSE, HYBRID] + ([RERANK] if server.has_reranker else []) + [SECOND_ROUND, *extra]
 
 
-def _server_setting(cfg: SearchConfig) -> Setting:
-    return Setting(k=cfg.rrf_k, dense_weight=cfg.dense_weight, lexical_weight=cfg.lexical_weight)
+def _server_setting() -> Setting:
+    return Setting(k=RRF_K, dense_weight=DENSE_WEIGHT, lexical_weight=LEXICAL_WEIGHT)
 
 
-def _code_scale(texts: Mapping[str, str], cfg: SearchConfig, *, cjk: float | None = None) -> Callable[[str], float]:
+def _code_scale(texts: Mapping[str, str], *, cjk: float | None = None) -> Callable[[str], float]:
     """The server's per-query dense multiplier (CJK and code-like queries), for offline fusion."""
-    cjk_factor = cfg.dense_weight_cjk if cjk is None else cjk
+    cjk_factor = DENSE_WEIGHT_CJK if cjk is None else cjk
 
     def scale(qid: str) -> float:
         text = texts[qid]
-        return (cjk_factor if has_cjk(text) else 1.0) * (cfg.dense_weight_code if has_code(text) else 1.0)
+        return (cjk_factor if has_cjk(text) else 1.0) * (DENSE_WEIGHT_CODE if has_code(text) else 1.0)
     return scale
 
 
@@ -68,7 +69,6 @@ def _code_scale(texts: Mapping[str, str], cfg: SearchConfig, *, cjk: float | Non
 
 def run_scifact(server: EvalServer) -> dict:
     test, train = load_scifact(split="test"), load_scifact(split="train")
-    cfg = server.config.search
     items = [(d.id, pb.MemoryInput(content=d.text, type=pb.MEMORY_TYPE_SEMANTIC, source_ref=d.id)) for d in test.docs]
     tenant = server.ingest("scifact", items)
     ks = (10, 100)
@@ -82,21 +82,21 @@ def run_scifact(server: EvalServer) -> dict:
         log.info("scifact %s: %s", stage.name, out["stages"][stage.name])
     # The server's hybrid must equal the offline fusion of its own two lists (same k and weights).
     texts = {q.id: q.text for q in test.queries}
-    offline = fuse(runs["dense"], runs["bm25"], _server_setting(cfg), dense_scale=_code_scale(texts, cfg))
+    offline = fuse(runs["dense"], runs["bm25"], _server_setting(), dense_scale=_code_scale(texts))
     out["offline_fusion_check"] = _scores(offline, test.qrels, ks)["ndcg@10"]
 
     # Tuning: the train split only.
     train_dense = server.search(tenant, train.queries, DENSE, now_ms=FIXED_NOW_MS, top_k=100)
     train_bm25 = server.search(tenant, train.queries, BM25, now_ms=FIXED_NOW_MS, top_k=100)
     train_texts = {q.id: q.text for q in train.queries}
-    ranked = grid(train_dense, train_bm25, train.qrels, settings_grid(), dense_scale=_code_scale(train_texts, cfg))
+    ranked = grid(train_dense, train_bm25, train.qrels, settings_grid(), dense_scale=_code_scale(train_texts))
     best, best_train = ranked[0]
-    current_train = dict(grid(train_dense, train_bm25, train.qrels, [_server_setting(cfg)],
-                              dense_scale=_code_scale(train_texts, cfg)))[_server_setting(cfg)]
-    tuned_test = fuse(runs["dense"], runs["bm25"], best, dense_scale=_code_scale(texts, cfg))
+    current_train = dict(grid(train_dense, train_bm25, train.qrels, [_server_setting()],
+                              dense_scale=_code_scale(train_texts)))[_server_setting()]
+    tuned_test = fuse(runs["dense"], runs["bm25"], best, dense_scale=_code_scale(texts))
     out["tuning"] = {
         "split": "train", "queries": len(train.queries),
-        "server_setting": vars(_server_setting(cfg)), "server_setting_train_ndcg@10": round(current_train, 4),
+        "server_setting": vars(_server_setting()), "server_setting_train_ndcg@10": round(current_train, 4),
         "best_setting": vars(best), "best_train_ndcg@10": round(best_train, 4),
         "best_setting_test_ndcg@10": _scores(tuned_test, test.qrels, ks)["ndcg@10"],
         "top5": [{**vars(s), "train_ndcg@10": round(v, 4)} for s, v in ranked[:5]],
@@ -105,12 +105,12 @@ def run_scifact(server: EvalServer) -> dict:
     }
     # Queries with code-like tokens: does the server's dense_weight_code help or hurt them?
     coded = [q for q in train.queries if has_code(q.text)]
-    plain = _server_setting(cfg)
-    with_scale = fuse(train_dense, train_bm25, plain, dense_scale=_code_scale(train_texts, cfg))
+    plain = _server_setting()
+    with_scale = fuse(train_dense, train_bm25, plain, dense_scale=_code_scale(train_texts))
     without = fuse(train_dense, train_bm25, plain)
     ids = [q.id for q in coded]
     out["tuning"]["code_queries"] = {
-        "queries": len(coded), "dense_weight_code": cfg.dense_weight_code,
+        "queries": len(coded), "dense_weight_code": DENSE_WEIGHT_CODE,
         "ndcg@10_with": _scores(with_scale, train.qrels, ks, ids)["ndcg@10"] if ids else None,
         "ndcg@10_without": _scores(without, train.qrels, ks, ids)["ndcg@10"] if ids else None,
     }
@@ -226,7 +226,6 @@ def _memory_input(m) -> pb.MemoryInput:  # type: ignore[no-untyped-def]
 
 def run_chinese(server: EvalServer) -> dict:
     zh = load_chinese()
-    cfg = server.config.search
     tenant: Ingested = server.ingest("zh-memory", [(m.id, _memory_input(m)) for m in zh.memories])
     now_ms = (max(m.created_at_unix for m in zh.memories) + 86_400) * 1000
     ks = (5, 10)
@@ -243,14 +242,14 @@ def run_chinese(server: EvalServer) -> dict:
     order = sorted(q.id for q in zh.queries)
     dev, held = order[0::2], order[1::2]
     texts = {q.id: q.text for q in zh.queries}
-    base = _server_setting(cfg)
+    base = _server_setting()
     table = []
     for factor in (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0):
-        fused = fuse(runs["dense"], runs["bm25"], base, dense_scale=_code_scale(texts, cfg, cjk=factor))
+        fused = fuse(runs["dense"], runs["bm25"], base, dense_scale=_code_scale(texts, cjk=factor))
         table.append({"dense_weight_cjk": factor, "dev_ndcg@10": _scores(fused, zh.qrels, ks, dev)["ndcg@10"],
                       "held_out_ndcg@10": _scores(fused, zh.qrels, ks, held)["ndcg@10"]})
     best = max(table, key=lambda r: r["dev_ndcg@10"])
-    out["cjk_weight"] = {"server_default": cfg.dense_weight_cjk, "dev_queries": len(dev),
+    out["cjk_weight"] = {"server_default": DENSE_WEIGHT_CJK, "dev_queries": len(dev),
                          "held_out_queries": len(held), "best_on_dev": best["dense_weight_cjk"],
                          "grid": table,
                          "held_out_bm25_ndcg@10": _scores(runs["bm25"], zh.qrels, ks, held)["ndcg@10"]}

@@ -56,7 +56,7 @@ class ServerProcess:
         self.log_path = workdir / f"server-{'on' if batching else 'off'}.log"
         child_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                      "ENGRAM_ADMIN_KEY": ADMIN_KEY, "ENGRAM_LOG_LEVEL": "WARNING",
-                     "ENGRAM_BATCHING__ENABLED": "true" if batching else "false",
+                     **({} if batching else {"ENGRAM_BATCHING__MAX_BATCH_REQUESTS": "1"}),   # off: one query a batch
                      # Every query counts: no embedding cache hits in a throughput benchmark.
                      "ENGRAM_BATCHING__QUERY_CACHE_TTL_MS": "0", **env}
         self.proc = subprocess.Popen(

@@ -80,6 +80,10 @@ class Stage(Generic[T, S]):
         return None
 
 
+MAX_BATCH_TOKENS = 16384   # padded tokens (longest × count) of a search batch; a write batch takes 4×
+MAX_WAIT_MS = 2.0          # how long a forming batch waits for stragglers while an earlier one is on the device
+
+
 def device_slots(max_requests: int) -> int:
     """One device slot when batches can grow (bigger batches beat a gap-free device: 1 x 10k, 32
     clients, batched, two alternating probe pairs 393.4 / 391.2 vs 367.3 / 371.8 QPS with mean batches of

@@ -11,7 +11,7 @@ so they are never looked up.
 
 Entries are scoped per tenant (one tenant's texts can never be observed through another's latency) and
 ``forget_tenant`` drops a tenant's. Looked up and filled on executor threads: a lock guards the LRU.
-Bounded by ``search.pair_cache_entries`` (0 = off).
+Bounded by ``PAIR_CACHE_ENTRIES`` (0 = off).
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 Key = tuple[str, bytes]
+
+
+PAIR_CACHE_ENTRIES = 65536   # (query, memory text) pairs kept, LRU over every tenant (a key and a float each)
 
 
 def pair_key(tenant_id: str, query: str, text: str) -> Key:

@@ -20,6 +20,9 @@ from collections.abc import Callable
 import numpy as np
 
 
+QUERY_CACHE_ENTRIES = 4096   # query embeddings kept (LRU, every tenant); batching.query_cache_ttl_ms bounds their age
+
+
 class QueryEmbeddingCache:
     def __init__(self, *, ttl_ms: float, max_entries: int,
                  clock_ns: Callable[[], int] = time.monotonic_ns) -> None:

@@ -45,6 +45,12 @@ class Plan(Generic[E]):
     remaining: list[E]  # still queued, in their original order
 
 
+# While several tenants are active each puts at most TENANT_QUANTUM × its weight queries in a batch (alone, a tenant
+# fills the batch): a flood cannot grow the batches a quiet tenant rides in (README "Serving benchmark";
+# tests/integration/test_fair_share.py: 32 flooding clients beside a quiet one).
+TENANT_QUANTUM = 4
+
+
 def padded_cost(tokens: Sequence[int]) -> int:
     return max(tokens, default=0) * len(tokens)
 

@@ -13,6 +13,7 @@ import numpy as np
 from kernels.decay import decay_rank
 from server.config import ScoringConfig
 from server.domain import MemoryType
+from server.engine.ranking import DECAY_FLOOR, IMPORTANCE_WEIGHT, RECENCY_WEIGHT, TEMPORAL_BOOST
 from server.metrics import STAGES
 
 DAY_S = 86400.0
@@ -25,16 +26,17 @@ def recency_curves(scoring: ScoringConfig, *, points: int = CURVE_POINTS) -> dic
     half_lives = {t.name: float(getattr(scoring, f"{t.name.lower()}_half_life_s")) for t in MemoryType}
     longest = max([h for h in half_lives.values() if h > 0] or [DAY_S])
     ages = np.linspace(0.0, max(7 * DAY_S, 3 * longest), points, dtype=np.float64)
-    extra = {name: getattr(scoring, name) for name in ("recency_weight",) if hasattr(scoring, name)}
     curves = {}
     for name, half_life in half_lives.items():
         ranked = decay_rank(np.ones(points), ages, np.full(points, half_life), np.ones(points),
                             np.zeros(points, dtype=bool), np.array([0, points]), top_k=1, importance_weight=0.0,
-                            decay_floor=scoring.decay_floor, **extra)
+                            decay_floor=DECAY_FLOOR, recency_weight=RECENCY_WEIGHT)
         factor = getattr(ranked, "recency", ranked.decay)
         curves[name] = [round(float(v), 6) for v in np.asarray(factor)]
     return {"ages_s": [float(a) for a in ages], "curves": curves, "half_life_s": half_lives,
-            "scoring": dataclasses.asdict(scoring)}
+            "scoring": {**dataclasses.asdict(scoring), "recency_weight": RECENCY_WEIGHT,
+                        "importance_weight": IMPORTANCE_WEIGHT, "decay_floor": DECAY_FLOOR,
+                        "temporal_boost": TEMPORAL_BOOST}}
 
 
 def stage_latencies(recent: Iterable[tuple[int, Mapping[str, int], int]], *, limit: int = 100) -> dict[str, Any]:

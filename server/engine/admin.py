@@ -17,6 +17,7 @@ from server.batching.pair_cache import PairScoreCache
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ServerConfig
 from server.domain import KeyScope, Memory, MemoryInput, MemoryStatus, WriteResult, is_expired
+from server.engine.search import RRF_K
 from server.engine.validation import validate_memories
 from server.errors import NotFound
 from server.store.space import DiskSpace
@@ -27,6 +28,18 @@ from server.tenants.shard import TenantShard
 log = logging.getLogger(__name__)
 
 Write = Callable[[KeyScope, str, Sequence[MemoryInput]], Awaitable[list[WriteResult]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchingInfo:
+    """The search batcher's limits in effect (the Info RPC): with batching off a batch is one request and
+    nothing waits."""
+
+    enabled: bool
+    max_batch_requests: int
+    max_batch_tokens: int
+    max_wait_ms: float
+    queue_capacity: int
 
 
 class Admin:
@@ -126,10 +139,10 @@ class Admin:
         search = self.batchers[0]
         return {
             **self.describe(),
-            # The limits in effect: with batching off a batch is one request and nothing waits.
-            "limits": c.limits, "rrf_k": c.search.rrf_k,
-            "batching": dataclasses.replace(c.batching, max_batch_requests=search.max_requests,
-                                            max_wait_ms=search.max_wait_s * 1000.0),
+            "limits": c.limits, "rrf_k": RRF_K,
+            "batching": BatchingInfo(enabled=search.max_requests > 1, max_batch_requests=search.max_requests,
+                                     max_batch_tokens=search.max_tokens, max_wait_ms=search.max_wait_s * 1000.0,
+                                     queue_capacity=search.capacity),
             "half_life_s": c.scoring.half_lives(),
             "rerank_control": self.controller.state() if self.controller is not None else None,
         }

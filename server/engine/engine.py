@@ -23,10 +23,11 @@ from typing import Any, TypeVar
 
 from kernels.decay import DecayRanker
 from models.base import Embedder, Reranker
-from server.batching.batcher import Batcher, device_slots
+from server.batching.batcher import MAX_BATCH_TOKENS, MAX_WAIT_MS, Batcher, device_slots
 from server.batching.controller import RerankController
-from server.batching.pair_cache import PairScoreCache
-from server.batching.query_cache import QueryEmbeddingCache
+from server.batching.pair_cache import PAIR_CACHE_ENTRIES, PairScoreCache
+from server.batching.query_cache import QUERY_CACHE_ENTRIES, QueryEmbeddingCache
+from server.batching.scheduler import TENANT_QUANTUM
 from server.config import ServerConfig
 from server.domain import (AuditEntry, AuditOp, ConsolidationReport, Extraction, Filter, ForgetSpec, KeyScope,
                            Memory, MemoryInput, QueryResult, SearchQuery, WriteResult)
@@ -83,29 +84,27 @@ class Engine:
         self.write_pool = write_pool
         self.clock = clock
         b = config.batching
-        max_requests = b.max_batch_requests if b.enabled else 1
+        max_requests = b.max_batch_requests   # 1: no batching (each query alone, two on the device at once)
         self.controller = RerankController(
             target_ms=config.search.latency_target_ms, device=str(reranker.describe().get("device", device)),
             full_depth=config.search.rerank_depth or auto_rerank_depth(reranker), max_requests=max_requests,
         ) if reranker is not None else None
-        self.pair_cache = PairScoreCache(max_entries=config.search.pair_cache_entries)
-        self.query_cache = QueryEmbeddingCache(ttl_ms=b.query_cache_ttl_ms, max_entries=b.query_cache_entries)
+        self.pair_cache = PairScoreCache(max_entries=PAIR_CACHE_ENTRIES)
+        self.query_cache = QueryEmbeddingCache(ttl_ms=b.query_cache_ttl_ms, max_entries=QUERY_CACHE_ENTRIES)
         self.search_pipeline = SearchPipeline(embedder=embedder, reranker=reranker, ranker=ranker,
                                               device_pool=device_pool, cpu_pool=cpu_pool,
                                               search=config.search, scoring=config.scoring,
                                               calibration=load_calibration_for(config, embedder, reranker),
-                                              access_step=config.memory.access_importance_step,
-                                              access_cap=config.memory.access_importance_max,
                                               cache=self.query_cache, controller=self.controller,
                                               pair_cache=self.pair_cache)
-        queue = dict(max_requests=max_requests, max_wait_ms=b.max_wait_ms if b.enabled else 0.0,
-                     capacity=b.queue_capacity, device_slots=b.device_slots or device_slots(max_requests),
-                     tenant_weights=b.weights(), tenant_quantum=b.tenant_quantum)
+        queue = dict(max_requests=max_requests, max_wait_ms=MAX_WAIT_MS if max_requests > 1 else 0.0,
+                     capacity=b.queue_capacity, device_slots=device_slots(max_requests),
+                     tenant_weights=b.weights(), tenant_quantum=TENANT_QUANTUM)
         self.search_batcher: Batcher[SearchItem] = Batcher(
-            name="search", stage=self.search_pipeline, max_tokens=b.max_batch_tokens, **queue)  # type: ignore[arg-type]
+            name="search", stage=self.search_pipeline, max_tokens=MAX_BATCH_TOKENS, **queue)  # type: ignore[arg-type]
         self.write_batcher: Batcher[list[str]] = Batcher(
             name="write-embed", stage=EmbedStage(embedder=embedder, device_pool=device_pool),
-            max_tokens=b.max_batch_tokens * 4, **queue)  # type: ignore[arg-type]
+            max_tokens=MAX_BATCH_TOKENS * 4, **queue)  # type: ignore[arg-type]
         self.memories = Memories(config=config)
         self.admin = Admin(config=config, registry=registry, write_pool=write_pool, space=space,
                            batchers=[self.search_batcher, self.write_batcher], query_cache=self.query_cache,
@@ -139,7 +138,7 @@ class Engine:
 
     # -- routing ----------------------------------------------------------------------------------------
     def authorize(self, principal: KeyScope, tenant_id: str) -> None:
-        validate_tenant_id(tenant_id, max_len=self.config.limits.max_tenant_id_len)
+        validate_tenant_id(tenant_id)
         if not principal.covers(tenant_id):
             raise PermissionDenied(f"this key does not cover tenant {tenant_id!r}")
 
@@ -258,13 +257,13 @@ class Engine:
     async def create_tenant(self, principal: KeyScope, tenant_id: str,
                             initial: Sequence[MemoryInput] = (), template_tenant_id: str = "") -> int:
         self.require_admin(principal)
-        validate_tenant_id(tenant_id, max_len=self.config.limits.max_tenant_id_len)
+        validate_tenant_id(tenant_id)
         template = await self._shard(principal, template_tenant_id) if template_tenant_id else None
         return await self.admin.create_tenant(principal, tenant_id, initial, template, self.write)
 
     async def delete_tenant(self, principal: KeyScope, tenant_id: str) -> int:
         self.require_admin(principal)
-        validate_tenant_id(tenant_id, max_len=self.config.limits.max_tenant_id_len)
+        validate_tenant_id(tenant_id)
         return await self.admin.delete_tenant(tenant_id)
 
     def list_tenants(self, principal: KeyScope) -> list[str]:
@@ -300,7 +299,7 @@ class Engine:
         """The tenant registry's state (admin only): loaded tenants, index tiers, memory budget."""
         self.require_admin(principal)
         if tenant_id:
-            validate_tenant_id(tenant_id, max_len=self.config.limits.max_tenant_id_len)
+            validate_tenant_id(tenant_id)
         return self.admin.stats(tenant_id)
 
     def storage_stats(self, *, top_n: int = 10) -> dict[str, Any]:

@@ -19,6 +19,21 @@ from server.store.access import access_boost_inputs
 from server.temporal import parse_time_windows, window_weight
 
 TEMPORAL_AFTER = 1.0   # window_weight's fall-off after a window's end, in window lengths
+# recency = (1 - a) + a × decay, importance = (1 - b) + b × importance (a request's Scoring may set its own).
+# a = b = 0.5: the weight grid of make bench-quality on the dev sets, offline over each query's top 100 at the
+# defaults: LoCoMo recall@10 flat up to a = 0.5 (0.749 at 0, 0.752 at 0.5, 0.746 at 0.7, 0.187 at 1), the recency
+# set's answer-above-its-stale-twin share 0.38, 0.55, 0.70, 1.0: a = 0.5 is the largest that keeps LoCoMo; on the
+# recency set b = 0.5 is the best of 0–0.5 (README "Retrieval quality", what chose each default).
+RECENCY_WEIGHT = 0.5
+IMPORTANCE_WEIGHT = 0.5
+DECAY_FLOOR = 0.0          # decay = floor + (1 - floor) × 0.5^(age / half-life); 0: the plain curve (a bounds it)
+# A query naming a time ("last week", "in May 2023", "上周"): memories created inside it get up to × (1 + boost)
+TEMPORAL_BOOST = 0.3
+# Each recorded use adds ACCESS_IMPORTANCE_STEP to the importance the ranking reads, times the recency decay since
+# the last use, never above ACCESS_IMPORTANCE_MAX (server/store/access.py); the stored importance stays the writer's.
+ACCESS_IMPORTANCE_STEP = 0.02
+ACCESS_IMPORTANCE_MAX = 0.9
+DEFAULT_TOP_K = 10         # hits of a query that asks for top_k 0
 
 
 def _ranks_of(docs: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> tuple[list[int], list[float]]:
@@ -32,8 +47,8 @@ def _ranks_of(docs: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> tuple[li
 
 
 class RankStage:
-    def __init__(self, *, ranker: DecayRanker, scoring: ScoringConfig, default_top_k: int, access_step: float = 0.0,
-                 access_cap: float = 1.0) -> None:
+    def __init__(self, *, ranker: DecayRanker, scoring: ScoringConfig, default_top_k: int = DEFAULT_TOP_K,
+                 access_step: float = ACCESS_IMPORTANCE_STEP, access_cap: float = ACCESS_IMPORTANCE_MAX) -> None:
         self.ranker = ranker
         self.scoring = scoring
         self.default_top_k = default_top_k
@@ -56,27 +71,27 @@ class RankStage:
         if query.scoring.disable_importance:
             return 0.0
         w = query.scoring.importance_weight
-        return self.scoring.importance_weight if w is None else w
+        return IMPORTANCE_WEIGHT if w is None else w
 
     def _recency_weight(self, query: SearchQuery) -> float:
         if query.scoring.disable_decay:
             return 0.0
         w = query.scoring.recency_weight
-        return self.scoring.recency_weight if w is None else w
+        return RECENCY_WEIGHT if w is None else w
 
     def _decay_floor(self, query: SearchQuery) -> float:
         floor = query.scoring.decay_floor
-        return self.scoring.decay_floor if floor is None else floor
+        return DECAY_FLOOR if floor is None else floor
 
     def _temporal(self, it: SearchItem, created_ms: np.ndarray) -> np.ndarray:
         """1 + boost × (how far each memory's creation lies inside a time the query names), else 1."""
-        if it.query.scoring.disable_temporal or self.scoring.temporal_boost <= 0:
+        if it.query.scoring.disable_temporal or TEMPORAL_BOOST <= 0:
             return np.ones(len(created_ms))
         windows = parse_time_windows(it.query.text, now_ms=it.now_ms)
         if not windows:
             return np.ones(len(created_ms))
         # Memories are written at or after what they describe: the fall-off after a window is wider.
-        return 1.0 + self.scoring.temporal_boost * window_weight(created_ms, windows, after_fraction=TEMPORAL_AFTER)
+        return 1.0 + TEMPORAL_BOOST * window_weight(created_ms, windows, after_fraction=TEMPORAL_AFTER)
 
     def __call__(self, items: Sequence[SearchItem], cands: list[Candidates], timings: Timings) -> list[QueryResult]:
         """One decay × importance kernel call over every candidate of the batch (segmented)."""

@@ -2,7 +2,7 @@
 batched pipeline (``server/engine/search.py``), then what happens after a search — hits purged meanwhile
 dropped, expiry shown, uses recorded, the audit line, the context block.
 
-Decisions: what counts as a use is the first ``memory.access_top_hits`` hits of a live search (what enters
+Decisions: what counts as a use is the first ``ACCESS_TOP_HITS`` hits of a live search (what enters
 a prompt), not a whole top-100 list; a search "as of" a time (``scoring.now_ms`` set) records nothing: it
 replays the past and must not change it. The context block holds only hits at or above the relevance floor.
 """
@@ -17,7 +17,7 @@ from server.batching.batcher import Batcher
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ServerConfig
 from server.domain import AuditOp, KeyScope, QueryResult, SearchQuery
-from server.engine.context import build_context_block
+from server.engine.context import MIN_RELEVANCE, build_context_block
 from server.engine.search import SearchItem
 from server.engine.validation import validate_queries
 from server.hygiene.gate import RecallGate
@@ -26,10 +26,14 @@ from server.store.audit import refs_of
 from server.tenants.shard import TenantShard
 
 
+ACCESS_TOP_HITS = 3   # a live search counts its first N hits as used (what enters a prompt); 0: only Touch does
+
+
 class Recall:
     def __init__(self, *, config: ServerConfig, batcher: Batcher[SearchItem], cache: QueryEmbeddingCache,
                  gate: RecallGate, tokens: Callable[[Sequence[str]], int], clock: Callable[[], int]) -> None:
         self.config = config
+        self.access_top_hits = ACCESS_TOP_HITS   # a test of Touch alone sets 0 on its server
         self.batcher = batcher
         self.cache = cache
         self.gate = gate
@@ -73,12 +77,12 @@ class Recall:
         for query, result in zip(queries, results, strict=True):
             hits = tuple(dataclasses.replace(h, memory=shard.view(h.memory, now_ms=now_ms))
                          for h in result.hits if shard.store.get(h.memory.memory_id) is not None)
-            if not query.scoring.now_ms and memory.access_top_hits:
-                shard.record_uses((h.memory.memory_id for h in hits[:memory.access_top_hits]), now_ms=now_ms)
+            if not query.scoring.now_ms and self.access_top_hits:
+                shard.record_uses((h.memory.memory_id for h in hits[:self.access_top_hits]), now_ms=now_ms)
             if memory.audit_searches:
                 shard.log_audit(AuditOp.SEARCH, refs_of([h.memory for h in hits]), at_ms=now_ms,
                                 key_id=principal.key_id, query=query.text)
-            floor = self.config.search.min_relevance if query.min_relevance is None else query.min_relevance
+            floor = MIN_RELEVANCE if query.min_relevance is None else query.min_relevance
             block = (build_context_block([h for h in hits if h.breakdown.relevance >= floor],
                                          max_items=query.context_items) if query.context_block else "")
             out.append(dataclasses.replace(result, hits=hits, context_block=block))

@@ -25,7 +25,7 @@ from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ScoringConfig, SearchConfig
 from server.domain import QueryResult, SearchQuery, Timings
 from server.engine.candidates import Candidates, SearchItem
-from server.engine.feedback import is_weak, rocchio
+from server.engine.feedback import FEEDBACK_BELOW, FEEDBACK_WEIGHT, is_weak, rocchio
 from server.engine.ranking import RankStage
 from server.engine.rerank import PairScorer
 from server.fusion.calibration import Calibration, fused_features
@@ -48,6 +48,16 @@ class _InFlight:
 
 
 FEEDBACK_DOCS = 3      # feedback docs of a query that asks for the second round while search.feedback_docs is 0
+# Fusion: RRF over the dense and BM25 lists, k and the dense list's weight chosen on SciFact train (MiniLM in earlier
+# sessions; with e5 the same grid still puts them first on train, nDCG@10 0.7218; README "Retrieval quality").
+RRF_K = 10.0
+DENSE_WEIGHT = 0.85
+LEXICAL_WEIGHT = 1.0
+# The dense weight × DENSE_WEIGHT_CJK for a query in a CJK script: the best of 0–5 on the zh/en dev half in the
+# offline fusion of the server's two lists (0.640; held-out half 0.527 against 0.517 at 1.0), and × DENSE_WEIGHT_CODE
+# for a query naming a code (XJ-2026-0421): embedders blur codes, BM25's code field matches them whole.
+DENSE_WEIGHT_CJK = 3.0
+DENSE_WEIGHT_CODE = 0.3
 
 
 def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: np.ndarray, now_ms: int = 0,
@@ -87,18 +97,17 @@ def auto_rerank_depth(reranker: Reranker | None) -> int:
 class SearchPipeline(Stage[SearchItem, _InFlight]):
     def __init__(self, *, embedder: Embedder, reranker: Reranker | None, ranker: DecayRanker,
                  device_pool: Executor, cpu_pool: Executor, search: SearchConfig,
-                 scoring: ScoringConfig, calibration: Calibration, access_step: float = 0.0,
-                 access_cap: float = 1.0, cache: QueryEmbeddingCache | None = None,
+                 scoring: ScoringConfig, calibration: Calibration, cache: QueryEmbeddingCache | None = None,
                  controller: RerankController | None = None, pair_cache: PairScoreCache | None = None) -> None:
         self.embedder = embedder
         self.reranker = reranker
         self.device_pool = device_pool
         self.cpu_pool = cpu_pool
         self.cfg = search
+        self.feedback_below, self.feedback_weight = FEEDBACK_BELOW, FEEDBACK_WEIGHT   # the second round's rule
         self.cache = cache
         self.calibration = calibration
-        self.rank = RankStage(ranker=ranker, scoring=scoring, default_top_k=search.default_top_k,
-                              access_step=access_step, access_cap=access_cap)
+        self.rank = RankStage(ranker=ranker, scoring=scoring)
         self.default_rerank_depth = search.rerank_depth or auto_rerank_depth(reranker)
         self.controller = controller
         self.scorer = PairScorer(reranker=reranker, device_pool=device_pool, cpu_pool=cpu_pool,
@@ -240,12 +249,12 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             return 0.0, 1.0
         if query.dense_only:
             return 1.0, 0.0
-        dense_w = self.cfg.dense_weight
+        dense_w = DENSE_WEIGHT
         if it.cjk:
-            dense_w *= self.cfg.dense_weight_cjk   # the packaged embedder is English-only
+            dense_w *= DENSE_WEIGHT_CJK
         if has_code(query.text):
-            dense_w *= self.cfg.dense_weight_code  # embedders blur codes: XJ-2025-0421 ≈ XJ-2026-0421
-        return dense_w, self.cfg.lexical_weight
+            dense_w *= DENSE_WEIGHT_CODE  # embedders blur codes: XJ-2025-0421 ≈ XJ-2026-0421
+        return dense_w, LEXICAL_WEIGHT
 
     def _fuse(self, it: SearchItem, dense: tuple[np.ndarray, np.ndarray] | None,
               lexical: tuple[np.ndarray, np.ndarray] | None,
@@ -261,9 +270,9 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             cand.feedback_ids = _filtered(it.shard, it.query, *feedback, it.now_ms)[0]
             lists.append(cand.feedback_ids)
             weights = (*weights, weights[0])
-        scores, ids = rrf_filtered(lists, k=self.cfg.rrf_k, weights=weights)
+        scores, ids = rrf_filtered(lists, k=RRF_K, weights=weights)
         cand.ids, cand.rrf = ids, scores
-        cand.rrf_norm = scores / rrf_max(k=self.cfg.rrf_k, weights=weights)
+        cand.rrf_norm = scores / rrf_max(k=RRF_K, weights=weights)
         cand.features = fused_features(ids, cand.rrf_norm, cand.dense_ids, cand.dense_scores, cand.lexical_ids,
                                        cand.lexical_scores)
         cand.relevance = self.calibration.fused(cand.features)
@@ -280,7 +289,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             return False
         if it.query.feedback is not None:
             return it.query.feedback
-        return self.cfg.feedback_docs > 0 and is_weak(cand.relevance, below=self.cfg.feedback_below)
+        return self.cfg.feedback_docs > 0 and is_weak(cand.relevance, below=self.feedback_below)
 
     def _feedback_stage(self, items: Sequence[SearchItem], cands: list[Candidates], weak: Sequence[int],
                         dense: list, lexical: list) -> list[Candidates]:
@@ -293,7 +302,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
                 top = it.shard.dense.reconstruct_batch(cand.ids[: self.cfg.feedback_docs or FEEDBACK_DOCS])
             except (KeyError, RuntimeError):   # a candidate deleted since fusion: keep the first round
                 continue
-            moved[i] = replace(it, vector=rocchio(it.vector, top, weight=self.cfg.feedback_weight))
+            moved[i] = replace(it, vector=rocchio(it.vector, top, weight=self.feedback_weight))
         if not moved:
             return cands
         second = self._dense_stage(list(moved.values()))

@@ -117,13 +117,18 @@ def expire_segments(directory: Path, *, now_s: float, retention_s: float, max_by
     return len(doomed)
 
 
+# A segment rotates at this size or when the UTC day changes; retention removes whole segments, so several fit
+# under a tenant's memory.audit_max_mb (AuditLog caps a segment at a quarter of it).
+AUDIT_SEGMENT_BYTES = 64 << 20
+
+
 @dataclass(frozen=True)
 class AuditPolicy:
     """How a tenant's audit log rotates and expires (``memory.audit_*``); ``open`` makes the shard's log."""
 
     retention_s: float = 0.0
     max_bytes: int = 0
-    segment_bytes: int = 64 << 20
+    segment_bytes: int = AUDIT_SEGMENT_BYTES
 
     def open(self, directory: Path) -> AuditLog:
         return AuditLog(directory, retention_s=self.retention_s, max_bytes=self.max_bytes,

@@ -30,7 +30,10 @@ ADMIN_KEY_ID = "0000000000000000"
 KEY_ID_RE = re.compile(r"^[0-9a-f]{16}$")
 
 
-def validate_tenant_id(tenant_id: str, *, max_len: int = 128) -> str:
+MAX_TENANT_ID_LEN = 128   # characters; every stored key scope and catalog record holds ids within it
+
+
+def validate_tenant_id(tenant_id: str, *, max_len: int = MAX_TENANT_ID_LEN) -> str:
     if not tenant_id:
         raise InvalidArgument("tenant_id is required")
     if len(tenant_id) > max_len:

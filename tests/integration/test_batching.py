@@ -10,6 +10,7 @@ from support import start_server, status_of
 
 from engram_proto.v1 import messages_pb2 as pb
 from engram_proto.v1 import service_pb2 as spb
+from server.batching.batcher import MAX_BATCH_TOKENS, MAX_WAIT_MS
 
 
 def test_repeated_query_skips_the_embedding_but_sees_every_write(server, admin) -> None:
@@ -44,7 +45,7 @@ def test_info_reports_the_device_and_the_batching_limits(server, admin) -> None:
     auto = "bfloat16" if cpu_has_native_bf16() else "float32"  # models.dtype auto on a CPU
     assert info.device == "cpu" and info.embedder.device == "cpu" and info.embedder.dtype == auto
     assert (info.batching.enabled, info.batching.max_batch_requests, info.batching.max_batch_tokens,
-            info.batching.max_wait_ms) == (True, b.max_batch_requests, b.max_batch_tokens, b.max_wait_ms)
+            info.batching.max_wait_ms) == (True, b.max_batch_requests, MAX_BATCH_TOKENS, MAX_WAIT_MS)
     assert info.limits.queue_capacity == b.queue_capacity
 
 
@@ -96,7 +97,7 @@ def test_concurrent_writes_share_embedding_passes(server, admin) -> None:
 
 
 def test_info_reports_the_limits_in_effect_when_batching_is_off(tmp_path, jvm, embedder) -> None:
-    running = start_server(tmp_path / "data", embedder=embedder, batching={"enabled": False})
+    running = start_server(tmp_path / "data", embedder=embedder, batching={"max_batch_requests": 1})
     try:
         client = running.client()
         info = client.memory.Info(spb.InfoRequest(), metadata=client.metadata)

@@ -115,9 +115,9 @@ def test_config_prints_effective_toml(monkeypatch: pytest.MonkeyPatch, capsys: p
     defaults = tomllib.loads(capsys.readouterr().out)
     expected = json.loads(json.dumps(dataclasses.asdict(ServerConfig()), default=str))
     assert defaults == expected
-    monkeypatch.setenv("ENGRAM_SEARCH__RRF_K", "30")
+    monkeypatch.setenv("ENGRAM_SEARCH__CANDIDATES", "30")
     monkeypatch.setenv("ENGRAM_KEY", "a-client-key")  # a client variable: the server config ignores it
     assert main(["config"]) == 0
-    assert tomllib.loads(capsys.readouterr().out)["search"]["rrf_k"] == 30.0
+    assert tomllib.loads(capsys.readouterr().out)["search"]["candidates"] == 30
     assert main(["config", "--markdown"]) == 0
-    assert "| `search.rrf_k` | `ENGRAM_SEARCH__RRF_K` | `10.0` |" in capsys.readouterr().out
+    assert "| `search.candidates` | `ENGRAM_SEARCH__CANDIDATES` | `100` |" in capsys.readouterr().out

@@ -16,6 +16,7 @@ from support import ADMIN_KEY, RunningServer, start_server
 
 from server.console.frontend import CSP
 from server.domain import Breakdown
+from server.engine.ranking import DECAY_FLOOR, RECENCY_WEIGHT
 from engram_proto.v1 import messages_pb2 as pb
 from engram_proto.v1 import service_pb2 as spb
 
@@ -228,8 +229,8 @@ def test_plots_come_from_the_live_config_and_the_servers_metrics(alice: ConsoleH
     ages = curves["ages_s"]
     assert curves["half_life_s"]["EPISODIC"] == scoring.episodic_half_life_s
     at = min(range(len(ages)), key=lambda i: abs(ages[i] - scoring.episodic_half_life_s))
-    decay = scoring.decay_floor + (1 - scoring.decay_floor) * 0.5 ** (ages[at] / scoring.episodic_half_life_s)
-    weight = getattr(scoring, "recency_weight", 1.0)   # recency = (1 - w) + w * decay (kernels/decay.py)
+    decay = DECAY_FLOOR + (1 - DECAY_FLOOR) * 0.5 ** (ages[at] / scoring.episodic_half_life_s)
+    weight = RECENCY_WEIGHT   # recency = (1 - w) + w * decay (kernels/decay.py)
     expected = (1 - weight) + weight * decay
     assert curves["curves"]["EPISODIC"][at] == pytest.approx(expected, rel=1e-4)
     assert curves["curves"]["EPISODIC"][0] == pytest.approx(1.0)

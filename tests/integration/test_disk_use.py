@@ -4,6 +4,7 @@ Audit RPC reads across them, retention expires old ones, a tenant purge removes 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import urllib.request
@@ -74,7 +75,7 @@ def test_below_the_watermark_writes_are_refused_reads_go_on_and_writes_resume(tm
 
 def test_compaction_runs_by_itself_and_a_restart_reads_the_compacted_log(tmp_path: Path, jvm: None,
                                                                          embedder) -> None:
-    options = {"storage": {"compact_min_mb": 0.05, "compact_ratio": 2.0}, "memory": {"access_top_hits": 0}}
+    options = {"storage": {"compact_min_mb": 0.05, "compact_ratio": 2.0}, "access_top_hits": 0}
     running = start_server(tmp_path / "data", embedder=embedder, **options)
     client = running.client()
     client.create_tenant("compact/a")
@@ -109,8 +110,10 @@ def test_compaction_runs_by_itself_and_a_restart_reads_the_compacted_log(tmp_pat
 def test_the_audit_rpc_reads_across_segments_and_retention_expires_old_ones(tmp_path: Path, jvm: None,
                                                                             embedder) -> None:
     running = start_server(tmp_path / "data", embedder=embedder,
-                           memory={"audit_segment_mb": 0.0625, "audit_max_mb": 0, "audit_retention_days": 30})
-    try:
+                           memory={"audit_max_mb": 0, "audit_retention_days": 30})
+    try:   # 64 KiB segments (a constant of the audit log): the shards load after this
+        registry = running.app.engine.registry
+        registry.audit = dataclasses.replace(registry.audit, segment_bytes=1 << 16)
         client = running.client()
         client.create_tenant("audit/a")
         ids = [r.memory_id for r in client.write("audit/a", *[f"memory {i}" for i in range(12)]).results]

@@ -18,7 +18,8 @@ QUANTUM = 2
 
 def test_a_flooding_tenant_is_capped_per_batch_and_refused_beyond_its_share(tmp_path, jvm, embedder) -> None:
     running = start_server(tmp_path / "data", embedder=embedder,
-                           batching={"queue_capacity": 16, "tenant_quantum": QUANTUM, "query_cache_ttl_ms": 0})
+                           batching={"queue_capacity": 16, "query_cache_ttl_ms": 0})
+    running.app.engine.search_batcher.tenant_quantum = QUANTUM   # a constant of the scheduler; 2 here, before traffic
     try:
         client = running.client()
         for tenant in ("fair/noisy", "fair/quiet"):

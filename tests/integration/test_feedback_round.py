@@ -18,9 +18,15 @@ OTHERS = ["Caroline's favourite dish is a spicy lentil soup", "Caroline is takin
 QUERY = "which dog did Caroline adopt?"
 
 
-def _server(tmp_path_factory, embedder, name: str, **search):  # type: ignore[no-untyped-def]
+def _server(tmp_path_factory, embedder, name: str, *, below: float | None = None,  # type: ignore[no-untyped-def]
+            weight: float | None = None, **search):
     running = start_server(tmp_path_factory.mktemp(name) / "data", embedder=embedder,
                            search={"candidates": 2, **search})
+    pipeline = running.app.engine.search_pipeline   # the rule's threshold and step are constants of the pipeline
+    if below is not None:
+        pipeline.feedback_below = below
+    if weight is not None:
+        pipeline.feedback_weight = weight
     client = running.client()
     client.create_tenant(T)
     client.write(T, *[pb.MemoryInput(content=c) for c in [TOP, NEIGHBOUR, *OTHERS]])
@@ -30,8 +36,8 @@ def _server(tmp_path_factory, embedder, name: str, **search):  # type: ignore[no
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory, jvm, embedder):  # type: ignore[no-untyped-def]
     # "off": the rule never fires (no first round is below 0), so only a query asking for the round runs it
-    off = _server(tmp_path_factory, embedder, "off", feedback_docs=1, feedback_weight=1.0, feedback_below=0.0)
-    on = _server(tmp_path_factory, embedder, "on", feedback_docs=1, feedback_weight=1.0, feedback_below=1.0)
+    off = _server(tmp_path_factory, embedder, "off", feedback_docs=1, weight=1.0, below=0.0)
+    on = _server(tmp_path_factory, embedder, "on", feedback_docs=1, weight=1.0, below=1.0)
     yield off[1], on[1]
     off[0].stop()
     on[0].stop()

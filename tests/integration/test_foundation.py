@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from support import ADMIN_KEY, start_server, status_of
 
-from server.config import SearchConfig
+from server.engine.search import DENSE_WEIGHT, LEXICAL_WEIGHT, RRF_K
 from server.fusion.calibration import fused_features, load_calibration
 from engram_proto.v1 import messages_pb2 as pb
 from engram_proto.v1 import service_pb2 as spb
@@ -196,8 +196,7 @@ def test_every_hit_breakdown_agrees_with_single_retriever_searches(admin) -> Non
     admin.create_tenant("acme/ranks")
     admin.write("acme/ranks", *FILLER, *DESIGN_EXAMPLES)
     query = "what milk does the user take in coffee"
-    cfg = SearchConfig()  # the server's defaults: an English query without codes keeps both weights
-    k, weights = cfg.rrf_k, (cfg.dense_weight, cfg.lexical_weight)
+    k, weights = RRF_K, (DENSE_WEIGHT, LEXICAL_WEIGHT)   # an English query without codes keeps both weights
     hybrid = admin.search("acme/ranks", query, top_k=10)
     dense = {h.memory.memory_id: h.breakdown for h in admin.search("acme/ranks", query, top_k=100, dense_only=True).hits}
     lexical = {h.memory.memory_id: h.breakdown

@@ -34,7 +34,7 @@ def engram(tmp_path_factory: pytest.TempPathFactory, jvm: None, embedder: Any) -
     # Searches here do not count as uses: a periodic flush between a direct Search and the same search through
     # the integration would otherwise move the access boost between the two (their scores are compared).
     running = start_server(tmp_path_factory.mktemp("mcp") / "data", embedder=embedder,
-                           memory={"access_top_hits": 0})
+                           access_top_hits=0)
     with EngramClient(running.address, key=ADMIN_KEY) as admin:
         admin.create_tenant("acme/alice", initial=ALICE)
         admin.create_tenant("acme/bob", initial=BOB)

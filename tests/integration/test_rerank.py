@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from support import start_server
 
+from server.engine.search import DENSE_WEIGHT, LEXICAL_WEIGHT, RRF_K
 from server.fusion.calibration import load_calibration
 from server.fusion.rrf import rrf_max
 from engram_proto.v1 import messages_pb2 as pb
@@ -54,8 +55,7 @@ def test_default_depth_reranks_the_fused_head_with_the_models_logits(rerank_serv
     for hit, logit in zip(fused[:3], logits.tolist(), strict=True):
         assert hit.breakdown.rerank == pytest.approx(logit, abs=1e-4)
     # Relevance is the calibrated probability from the logit and the fused score (server/fusion/calibration.py).
-    cfg = rerank_server[0].app.config.search
-    top = rrf_max(k=cfg.rrf_k, weights=(cfg.dense_weight, cfg.lexical_weight))
+    top = rrf_max(k=RRF_K, weights=(DENSE_WEIGHT, LEXICAL_WEIGHT))
     assert all(h.breakdown.dense_rank > 0 for h in fused[:3])   # 7 notes: all in the dense list, cosine known
     best_dense = next(h.breakdown.dense_score for h in result.hits if h.breakdown.dense_rank == 1)
     best_bm25 = next((h.breakdown.bm25_score for h in result.hits if h.breakdown.bm25_rank == 1), 1.0)

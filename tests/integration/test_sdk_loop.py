@@ -21,7 +21,7 @@ def engram(tmp_path_factory: pytest.TempPathFactory, jvm: None, embedder: Any) -
     # Searches do not count as uses here (only the loop's Touch does): a flush between the direct Search and the
     # turn's recall cannot move the access boost between them.
     running = start_server(tmp_path_factory.mktemp("loop") / "data", embedder=embedder,
-                           memory={"access_top_hits": 0})
+                           access_top_hits=0)
     with EngramClient(running.address, key=ADMIN_KEY) as client:
         client.create_tenant("loop/a", initial=FACTS)
         client.create_tenant("loop/b", initial=FACTS)

@@ -22,7 +22,7 @@ LONG = " ".join(["the quarterly planning memo covers budget, hiring, travel and 
 @pytest.fixture(scope="module")
 def small_queue(tmp_path_factory: pytest.TempPathFactory, jvm: None, embedder) -> Iterator[RunningServer]:
     running = start_server(tmp_path_factory.mktemp("overload") / "data", embedder=embedder,
-                           batching={"queue_capacity": 4, "max_batch_requests": 1, "max_wait_ms": 0.0})
+                           batching={"queue_capacity": 4, "max_batch_requests": 1})   # one request: nothing waits
     running.client().create_tenant("load")
     running.client().write("load", "User prefers tea over coffee", "The deploy window is Tuesday")
     yield running

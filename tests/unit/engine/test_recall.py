@@ -37,7 +37,8 @@ def test_a_live_search_uses_its_first_hits_and_an_as_of_search_changes_nothing(t
     clock = Clock(T0 + DAY_MS)
     shard = make_shard(tmp_path / "t")
     ids = [r.memory_id for r in write(shard, [MemoryInput(content=f"note {i}") for i in range(5)], now_ms=T0)]
-    r = recall(config(access_top_hits=2), clock)
+    r = recall(config(), clock)
+    r.access_top_hits = 2   # a constant of the recall step (ACCESS_TOP_HITS = 3), set on this one
     principal = KeyScope(key_id="k1", name="k", tenant_ids=frozenset({"t"}), tenant_prefixes=(), admin=False)
     as_of = SearchQuery(text="notes", scoring=Scoring(now_ms=T0))
     r.after_search(shard, principal, [as_of], [result(shard, ids, [0.9, 0.8, 0.7, 0.6, 0.5])], now_ms=clock())

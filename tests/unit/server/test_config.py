@@ -5,31 +5,47 @@ from pathlib import Path
 
 import pytest
 
-from server.config import REMOVED, load_config
+from server.config import REMOVED, RENAMED, load_config
 from server.errors import ConfigError
 
 
 def test_layers_toml_then_env_then_overrides(tmp_path: Path) -> None:
     toml = tmp_path / "engram.toml"
-    toml.write_text('listen = "0.0.0.0:1"\n[search]\nrrf_k = 10.0\ncandidates = 50\n')
-    cfg = load_config(env={"ENGRAM_CONFIG": str(toml), "ENGRAM_SEARCH__RRF_K": "20", "ENGRAM_BATCHING__ENABLED": "off"},
-                      overrides={"listen": "127.0.0.1:2"})
-    assert cfg.listen == "127.0.0.1:2" and cfg.search.rrf_k == 20.0 and cfg.search.candidates == 50
-    assert cfg.batching.enabled is False
+    toml.write_text('listen = "0.0.0.0:1"\n[search]\nrerank_depth = 3\ncandidates = 50\n')
+    cfg = load_config(env={"ENGRAM_CONFIG": str(toml), "ENGRAM_SEARCH__RERANK_DEPTH": "7",
+                           "ENGRAM_BATCHING__MAX_BATCH_REQUESTS": "8"}, overrides={"listen": "127.0.0.1:2"})
+    assert cfg.listen == "127.0.0.1:2" and cfg.search.rerank_depth == 7 and cfg.search.candidates == 50
+    assert cfg.batching.max_batch_requests == 8
 
 
 @pytest.mark.parametrize("env", [
-    {"ENGRAM_SEARCH__RRF_K": "-1"},
+    {"ENGRAM_SEARCH__CANDIDATES": "0"},
     {"ENGRAM_SEARCH__NOPE": "1"},
     {"ENGRAM_BATCHING__ENABLED": "maybe"},
-    {"ENGRAM_SCORING__IMPORTANCE_WEIGHT": "1.5"},
+    {"ENGRAM_SCORING__EPISODIC_HALF_LIFE_S": "-1"},
     {"ENGRAM_A__B__C": "1"},
-    {"ENGRAM_BATCHING__DEVICE_SLOTS": "3"},
+    {"ENGRAM_BATCHING__MAX_BATCH_REQUESTS": "0"},
     {"ENGRAM_MODELS__EMBED_MAX_LENGTH": "1"},
 ])
 def test_bad_config_fails_at_startup(env: dict[str, str]) -> None:
     with pytest.raises(ConfigError):
         load_config(env=env)
+
+
+def test_a_renamed_option_still_takes_effect_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """batching.enabled = false was batching off; it is max_batch_requests = 1 now, from a file or a variable."""
+    assert RENAMED["batching.enabled"][0] == "batching.max_batch_requests"
+    toml = tmp_path / "engram.toml"
+    toml.write_text("[batching]\nenabled = false\nqueue_capacity = 8\n")
+    with caplog.at_level(logging.WARNING, logger="server.config"):
+        from_file = load_config(env={"ENGRAM_CONFIG": str(toml)})
+        from_env = load_config(env={"ENGRAM_BATCHING__ENABLED": "off"})
+        still_on = load_config(env={"ENGRAM_BATCHING__ENABLED": "true", "ENGRAM_BATCHING__MAX_BATCH_REQUESTS": "16"})
+    assert (from_file.batching.max_batch_requests, from_file.batching.queue_capacity) == (1, 8)
+    assert from_env.batching.max_batch_requests == 1
+    assert still_on.batching.max_batch_requests == 16   # true keeps the new option's value
+    warned = [r.getMessage() for r in caplog.records if "batching.enabled" in r.getMessage()]
+    assert len(warned) == 3 and all("batching.max_batch_requests" in m for m in warned)
 
 
 def test_generated_stubs_are_fresh() -> None:
