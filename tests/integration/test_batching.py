@@ -40,7 +40,7 @@ def test_repeated_query_skips_the_embedding_but_sees_every_write(server, admin) 
 def test_info_reports_the_device_and_the_batching_limits(server, admin) -> None:
     info = admin.memory.Info(spb.InfoRequest(), metadata=admin.metadata)
     b = server.app.config.batching
-    from models._hf import cpu_has_native_bf16
+    from models.devices import cpu_has_native_bf16
 
     auto = "bfloat16" if cpu_has_native_bf16() else "float32"  # models.dtype auto on a CPU
     assert info.device == "cpu" and info.embedder.device == "cpu" and info.embedder.dtype == auto

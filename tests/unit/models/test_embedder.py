@@ -150,7 +150,7 @@ def test_auto_dtype_is_bf16_only_on_cpus_with_native_bf16_and_int8_is_opt_in(
 ) -> None:
     import torch
 
-    from models import _hf
+    from models import devices as _hf
 
     monkeypatch.setattr(_hf, "cpu_has_native_bf16", lambda: native_bf16)
     cpu_auto = torch.bfloat16 if native_bf16 else torch.float32
@@ -164,7 +164,7 @@ def test_auto_dtype_is_bf16_only_on_cpus_with_native_bf16_and_int8_is_opt_in(
 
 
 def test_native_bf16_is_read_from_cpu_flags() -> None:
-    from models._hf import native_bf16_in
+    from models.devices import native_bf16_in
 
     assert native_bf16_in("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16 avx512_vnni\n")
     assert native_bf16_in("flags\t\t: fpu avx2 amx_bf16 amx_tile\n")
