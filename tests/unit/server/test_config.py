@@ -75,3 +75,18 @@ def test_a_removed_option_is_ignored_with_a_warning(tmp_path: Path, caplog: pyte
 def test_an_unknown_option_still_fails() -> None:
     with pytest.raises(ConfigError, match="unknown config option"):
         load_config(env={}, overrides={"search": {"rerank_wieght": 1.0}})
+
+
+def test_the_knobs_that_became_constants_start_the_server_unchanged(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A file from the previous release naming internal knobs (a whole [index] section, fusion weights, the
+    device slots): the server starts with its constants, one warning per option, the real options applied."""
+    toml = tmp_path / "engram.toml"
+    toml.write_text("[index]\nnprobe = 64\npromote_at = 0\n[search]\nrrf_k = 30.0\ndense_weight_cjk = 1.0\n"
+                    "candidates = 40\n[batching]\ndevice_slots = 2\n")
+    with caplog.at_level(logging.WARNING, logger="server.config"):
+        cfg = load_config(env={"ENGRAM_CONFIG": str(toml), "ENGRAM_TENANTS__EVICT_IDLE_S": "0"})
+    assert cfg == load_config(env={}, overrides={"search": {"candidates": 40}})
+    warned = {name for name in REMOVED for r in caplog.records if f"option {name} " in r.getMessage()}
+    assert warned == {"index.nprobe", "index.promote_at", "search.rrf_k", "search.dense_weight_cjk",
+                      "batching.device_slots", "tenants.evict_idle_s"}
