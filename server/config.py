@@ -115,7 +115,8 @@ class SearchConfig:
 
 @dataclass(frozen=True)
 class ScoringConfig:
-    """final = relevance × recency × importance × temporal (README "Ranking"; chosen on dev data there)."""
+    """final = relevance × recency × importance × temporal (README "Ranking"): the half-lives are set here; the
+    weights, chosen on dev data, are constants of the ranking stage (server/engine/ranking.py)."""
 
     episodic_half_life_s: float = option(48 * HOUR_S, "decay half-life of EPISODIC memories (0: never decays)")
     semantic_half_life_s: float = option(30 * DAY_S, "decay half-life of SEMANTIC memories (0: never decays)")
