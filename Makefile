@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install serve test test-slow proto bench-quality bench-serving bench-index bench-durability reranker lint clean
+.PHONY: install serve test test-slow proto bench-quality bench-serving bench-index bench-durability reranker reranker-student bench-rerank-cost lint clean
 
 install: $(STAMP)
 
@@ -49,6 +49,15 @@ bench-durability: $(STAMP)
 # Trains engram's own cross-encoder into models/weights/engram-reranker-v1 (see training/).
 reranker: $(STAMP)
 	$(PY) -m training
+
+# Distils a 3-layer student of engram-reranker-v1 into models/weights/engram-reranker-v1-l3 (training/distill.py).
+reranker-student: $(STAMP)
+	$(PY) -m training.distill
+
+# ms/pair and quality of each cross-encoder variant (benchmarks/rerank_cost; results in benchmarks/results/rerank_cost).
+bench-rerank-cost: $(STAMP)
+	$(PY) -m benchmarks.rerank_cost.quality --variants all --floor
+	$(PY) -m benchmarks.rerank_cost.timing --variants all
 
 clean:
 	rm -rf $(VENV) build *.egg-info

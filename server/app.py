@@ -138,7 +138,8 @@ def load_reranker(config: ServerConfig, device: str, *, speed: Mapping[str, bool
         return None
     from models.reranker import HFCrossEncoder
 
-    return HFCrossEncoder.load(config.models.reranker, device=device, dtype=config.models.dtype,
+    dtype = config.models.rerank_dtype or config.models.dtype   # the cross-encoder's own, else the models'
+    return HFCrossEncoder.load(config.models.reranker, device=device, dtype=dtype,
                                max_length=0,   # 0: the model's own limit (what its recipe trained at)
                                **(CPU_SPEED if speed is None else speed))
 

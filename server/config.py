@@ -58,6 +58,8 @@ class ModelsConfig:
     dtype: str = option("auto", (
         "auto (CUDA float16; CPU bfloat16 where native, else float32) | int8 (CPU; README \"Reranker\") | float32 | "
         "float16 | bfloat16"))
+    rerank_dtype: str = option("", (
+        "the cross-encoder's own dtype; \"\" = models.dtype (benchmarks/rerank_cost, README)"))
     embed_max_length: int = option(256, (
         "tokens per text the embedder reads (the rest of a longer memory is not embedded)"))
     cpu_threads: int = option(0, "torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)")
@@ -265,6 +267,8 @@ class ServerConfig:
             (":" in self.listen, "listen must be host:port"),
             (self.models.device in ("auto", "cpu", "cuda"), "models.device must be auto, cpu or cuda"),
             (self.models.dtype in MODEL_DTYPES, f"models.dtype must be one of {', '.join(MODEL_DTYPES)}"),
+            (self.models.rerank_dtype in ("", *MODEL_DTYPES),
+             f"models.rerank_dtype must be empty (= models.dtype) or one of {', '.join(MODEL_DTYPES)}"),
             (self.batching.max_batch_requests >= 1, "batching.max_batch_requests must be >= 1"),
             (self.batching.queue_capacity >= 1, "batching.queue_capacity must be >= 1"),
             (self.metrics_listen == "" or ":" in self.metrics_listen, "metrics_listen must be host:port or empty"),

@@ -108,6 +108,37 @@ def _batches(groups: Sequence[Group], size: int) -> list[Sequence[Group]]:
     return [groups[i:i + size] for i in range(0, len(groups), size)]
 
 
+class Stepper:
+    """One optimizer step per loss (backward, gradient norm clipped to 1, step, schedule) and the loss curve:
+    every ``log_every`` steps (and the last) a row of the mean loss since the last row, logged, kept in
+    ``history`` and appended to ``log_path``. Shared by the recipe and :mod:`training.distill`."""
+
+    def __init__(self, model: Any, optimizer: Any, scheduler: Any, *, steps: int, log_every: int,
+                 log_path: Path | None) -> None:
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self.steps, self.log_every, self.log_path = steps, log_every, log_path
+        self.history: list[dict[str, float]] = []
+        self.started, self.done, self._window = time.perf_counter(), 0, []
+
+    def step(self, loss: torch.Tensor, *, epoch: int) -> None:
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.done += 1
+        self._window.append(float(loss.detach()))
+        if self.done % self.log_every == 0 or self.done == self.steps:
+            row = {"step": self.done, "epoch": epoch, "loss": round(sum(self._window) / len(self._window), 5),
+                   "lr": self.scheduler.get_last_lr()[0], "elapsed_s": round(time.perf_counter() - self.started, 1)}
+            self.history.append(row)
+            self._window = []
+            log.info("step %d/%d loss %.4f (%.0fs)", self.done, self.steps, row["loss"], row["elapsed_s"])
+            if self.log_path is not None:
+                with self.log_path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(row) + "\n")
+
+
 def train(groups: Sequence[Group], *, init_path: Path, cfg: TrainConfig,
           log_path: Path | None = None) -> tuple[Any, Any, list[dict[str, float]]]:
     """Trains on ``groups`` in their given order (shuffled again per epoch by ``cfg.seed``)."""
@@ -130,8 +161,7 @@ def train(groups: Sequence[Group], *, init_path: Path, cfg: TrainConfig,
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))))
     rng = random.Random(cfg.seed)
-    history: list[dict[str, float]] = []
-    started, step, window = time.perf_counter(), 0, []
+    stepper = Stepper(model, optimizer, scheduler, steps=steps, log_every=cfg.log_every, log_path=log_path)
     log.info("training %d steps in %s", steps, half or torch.float32)
     model.train()
     for epoch in range(cfg.epochs):
@@ -147,24 +177,9 @@ def train(groups: Sequence[Group], *, init_path: Path, cfg: TrainConfig,
                 logits = model(**enc).logits.view(len(batch), width)
             logits = logits.float()
             loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long))
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            window.append(float(loss.detach()))
-            if step % cfg.log_every == 0 or step == steps:
-                row = {"step": step, "epoch": epoch, "loss": round(sum(window) / len(window), 5),
-                       "lr": scheduler.get_last_lr()[0], "elapsed_s": round(time.perf_counter() - started, 1)}
-                history.append(row)
-                window = []
-                log.info("step %d/%d loss %.4f (%.0fs)", step, steps, row["loss"], row["elapsed_s"])
-                if log_path is not None:
-                    with log_path.open("a", encoding="utf-8") as f:
-                        f.write(json.dumps(row) + "\n")
+            stepper.step(loss, epoch=epoch)
     model.eval()
-    return tokenizer, model, history
+    return tokenizer, model, stepper.history
 
 
 def save(tokenizer: Any, model: Any, out: Path, *, max_length: int, provenance: dict[str, Any]) -> Path:
