@@ -1,7 +1,8 @@
 """engram's Python SDK: needs only grpcio, protobuf and the generated stubs in ``engram_proto``.
 
-``EngramClient`` blocks; ``AsyncEngramClient`` is the same API on grpc.aio. Both retry UNAVAILABLE with
-exponential backoff, put a deadline on every call, page through List, and offer the agent loop's two
+``EngramClient`` blocks; ``AsyncEngramClient`` is the same API on grpc.aio. Both send an idempotency key
+with every Write, Delete, Forget and Confirm and retry UNAVAILABLE and DEADLINE_EXCEEDED with exponential
+backoff (applied once: the server answers a retry from its record), put a deadline on every call, page through List, and offer the agent loop's two
 helpers: ``recall`` before answering and ``remember`` after. ``turn`` (``engram_client.loop``) runs the whole
 read-write loop in one call: recall → answer → remember → touch what was used. Any RPC in the proto is
 also callable by name through ``client.call("Method", request)``.

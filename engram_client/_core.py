@@ -37,27 +37,79 @@ FilterLike = Mapping[str, Any] | pb.Filter | None
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff with full jitter, on the listed status codes only (default: UNAVAILABLE).
+    """Exponential backoff with full jitter, on the listed status codes only, at most ``max_attempts``
+    attempts; ``timeout_s`` bounds the whole call, retries included.
 
-    UNAVAILABLE means the server did not take the call (not listening, starting, shutting down), so a
-    retry is safe even for Write. ``timeout_s`` bounds the whole call, retries included."""
+    An UNAVAILABLE or DEADLINE_EXCEEDED call has an *unknown outcome*: the server may have applied it
+    before the answer was lost (a replica killed mid-call, a deadline that passed during the commit). So
+    ``codes`` (default UNAVAILABLE and DEADLINE_EXCEEDED) are retried only for calls that are safe to
+    repeat: reads, and the mutating calls that carry an idempotency key (Write, Delete, Forget, Confirm:
+    the client puts a fresh key on each, kept across its retries, so the server applies it once and
+    answers the retry with the first answer). The other mutating calls (CreateTenant, CreateKey, Touch,
+    ...) have no key: they are retried on ``unkeyed_codes`` only (default UNAVAILABLE: the server was not
+    reached, or a rare mid-call death, after which a Touch may count twice or a CreateKey leave an unused
+    key), never on a deadline. INVALID_ARGUMENT, NOT_FOUND and the like are never retried.
+
+    ``attempt_timeout_s``: a deadline per attempt (None: each attempt gets what is left of the call's),
+    so that one hung attempt leaves time for another."""
 
     max_attempts: int = 5
     initial_backoff_s: float = 0.1
     max_backoff_s: float = 2.0
     multiplier: float = 2.0
-    codes: frozenset[grpc.StatusCode] = field(default_factory=lambda: frozenset({grpc.StatusCode.UNAVAILABLE}))
+    codes: frozenset[grpc.StatusCode] = field(default_factory=lambda: frozenset(
+        {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}))
+    unkeyed_codes: frozenset[grpc.StatusCode] = field(default_factory=lambda: frozenset({grpc.StatusCode.UNAVAILABLE}))
+    attempt_timeout_s: float | None = None
 
     def backoff_s(self, attempt: int, *, rng: random.Random | None = None) -> float:
         """Delay before retry number ``attempt`` (1-based): uniform in [0, min(max, initial·mult^(n-1))]."""
         cap = min(self.max_backoff_s, self.initial_backoff_s * self.multiplier ** (attempt - 1))
         return (rng or random).uniform(0.0, cap)
 
-    def should_retry(self, code: grpc.StatusCode, attempt: int) -> bool:
-        return code in self.codes and attempt < self.max_attempts
+    def should_retry(self, code: grpc.StatusCode, attempt: int, *, idempotent: bool = True) -> bool:
+        """``idempotent``: the call is safe to repeat (a read, or a mutating call with an idempotency key)."""
+        return code in (self.codes if idempotent else self.unkeyed_codes) and attempt < self.max_attempts
 
 
 NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+# Calls that change nothing: safe to repeat without a key (a Search's access counts are a ranking signal).
+READS = frozenset({"Info", "Search", "Get", "List", "History", "Audit", "GetSettings", "ListTenants", "Stats"})
+IDEMPOTENCY_FIELD = "idempotency_key"
+
+
+def keyed_rpcs() -> frozenset[str]:
+    """The RPCs whose request has an idempotency key (read from the descriptors: Write, Delete, Forget,
+    Confirm, and any RPC that gains the field later)."""
+    return frozenset(method.name for service_name in SERVICES
+                     for method in spb.DESCRIPTOR.services_by_name[service_name].methods
+                     if IDEMPOTENCY_FIELD in method.input_type.fields_by_name)
+
+
+def new_idempotency_key() -> str:
+    """A fresh key: 32 hex characters (128 random bits), what the server accepts ([A-Za-z0-9._:~-], ≤ 128)."""
+    return secrets.token_hex(16)
+
+
+def with_idempotency_key(request: Message, key: str = "") -> Message:
+    """The request with an idempotency key: its own when it has one, else ``key``, else a fresh one. A copy:
+    the caller's message is left as it is, so sending it again later is a new call, not a retry."""
+    if getattr(request, IDEMPOTENCY_FIELD):
+        return request
+    keyed = type(request)()
+    keyed.CopyFrom(request)
+    setattr(keyed, IDEMPOTENCY_FIELD, key or new_idempotency_key())
+    return keyed
+
+
+def prepare_call(method: str, request: Message, keyed: frozenset[str]) -> tuple[Message, bool]:
+    """The request as it is sent (an RPC in ``keyed`` gets its idempotency key here, once, so every retry
+    carries the same one) and whether the call is safe to repeat."""
+    if method in keyed:
+        return with_idempotency_key(request), True
+    return request, method in READS
 
 
 def rpc_names() -> dict[str, str]:
@@ -158,7 +210,8 @@ def memory_filter(value: FilterLike) -> pb.Filter:
     return json_format.ParseDict(data, pb.Filter())
 
 
-def write_request(tenant_id: str, memories: Iterable[MemoryLike], common: Mapping[str, Any]) -> spb.WriteRequest:
+def write_request(tenant_id: str, memories: Iterable[MemoryLike], common: Mapping[str, Any], *,
+                  idempotency_key: str = "") -> spb.WriteRequest:
     """``common`` fields apply to every memory that does not set them itself."""
     items = []
     for m in memories:
@@ -168,7 +221,7 @@ def write_request(tenant_id: str, memories: Iterable[MemoryLike], common: Mappin
             merged.MergeFrom(item)
             item = merged
         items.append(item)
-    return spb.WriteRequest(tenant_id=tenant_id, memories=items)
+    return spb.WriteRequest(tenant_id=tenant_id, memories=items, idempotency_key=idempotency_key)
 
 
 def search_query(text: str, *, filter: FilterLike = None, **options: Any) -> pb.SearchQuery:  # noqa: A002
@@ -248,22 +301,25 @@ def recall_query(text: str, *, top_k: int, context_items: int, filter: FilterLik
 
 
 class Attempts:
-    """One logical call's retry bookkeeping: each attempt gets what is left of the overall deadline."""
+    """One logical call's retry bookkeeping: each attempt gets what is left of the overall deadline (at
+    most the policy's ``attempt_timeout_s``). ``idempotent``: the call is safe to repeat (see RetryPolicy)."""
 
-    def __init__(self, policy: RetryPolicy, timeout_s: float, *, clock: Any = None) -> None:
+    def __init__(self, policy: RetryPolicy, timeout_s: float, *, idempotent: bool = True, clock: Any = None) -> None:
         self._clock = clock or time.monotonic
         self.policy = policy
+        self.idempotent = idempotent
         self.deadline = self._clock() + timeout_s
         self.attempt = 0
 
     def next_timeout_s(self) -> float:
         self.attempt += 1
-        return max(self.deadline - self._clock(), 0.001)
+        left = max(self.deadline - self._clock(), 0.001)
+        return left if self.policy.attempt_timeout_s is None else min(left, self.policy.attempt_timeout_s)
 
     def delay_after(self, error: grpc.RpcError) -> float | None:
         """Seconds to wait before the next attempt, or None to give up and raise ``error``."""
         code = error.code() if hasattr(error, "code") else None
-        if code is None or not self.policy.should_retry(code, self.attempt):
+        if code is None or not self.policy.should_retry(code, self.attempt, idempotent=self.idempotent):
             return None
         delay = self.policy.backoff_s(self.attempt)
         return delay if self._clock() + delay < self.deadline else None
@@ -274,10 +330,11 @@ def unknown_rpc(method: str) -> ValueError:
 
 
 def forget_request(tenant_id: str, *, filter: FilterLike, older_than_ms: int, delete: bool,  # noqa: A002
-                   include_pinned: bool, all: bool, dry_run: bool) -> Message:  # noqa: A002
+                   include_pinned: bool, all: bool, dry_run: bool, idempotency_key: str = "") -> Message:  # noqa: A002
     mode = spb.FORGET_MODE_DELETE if delete else spb.FORGET_MODE_ARCHIVE
     return spb.ForgetRequest(tenant_id=tenant_id, filter=memory_filter(filter), older_than_ms=older_than_ms,
-                             mode=mode, include_pinned=include_pinned, all=all, dry_run=dry_run)
+                             mode=mode, include_pinned=include_pinned, all=all, dry_run=dry_run,
+                             idempotency_key=idempotency_key)
 
 
 def update_settings_request(tenant_id: str, *, min_salience: float | None, reset: Sequence[str]) -> Message:

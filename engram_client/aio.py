@@ -39,6 +39,7 @@ class AsyncEngramClient:
         self._stubs = {"MemoryService": sgrpc.MemoryServiceStub(self.channel),
                        "AdminService": sgrpc.AdminServiceStub(self.channel)}
         self._rpcs = _core.rpc_names()
+        self._keyed = _core.keyed_rpcs()
 
     async def __aenter__(self) -> AsyncEngramClient:
         return self
@@ -51,12 +52,14 @@ class AsyncEngramClient:
 
     async def call(self, method: str, request: Message, *, timeout_s: float | None = None,
                    retry: RetryPolicy | None = None) -> Any:
-        """Any RPC by name, with the key, deadline and retries."""
+        """Any RPC by name, with the key, deadline and retries (idempotency keys as ``EngramClient.call``)."""
         service = self._rpcs.get(method)
         if service is None:
             raise _core.unknown_rpc(method)
         fn = getattr(self._stubs[service], method)
-        attempts = _core.Attempts(retry or self.retry, self.timeout_s if timeout_s is None else timeout_s)
+        request, idempotent = _core.prepare_call(method, request, self._keyed)
+        attempts = _core.Attempts(retry or self.retry, self.timeout_s if timeout_s is None else timeout_s,
+                                  idempotent=idempotent)
         metadata = _core.call_metadata(self.key)
         while True:
             try:
@@ -73,9 +76,9 @@ class AsyncEngramClient:
         return await self.call("Info", spb.InfoRequest(), timeout_s=timeout_s)  # type: ignore[no-any-return]
 
     async def write(self, tenant_id: str, memories: Iterable[MemoryLike], *, timeout_s: float | None = None,
-                    **common: Any) -> spb.WriteResponse:
-        return await self.call("Write", _core.write_request(tenant_id, memories, common),  # type: ignore[no-any-return]
-                               timeout_s=timeout_s)
+                    idempotency_key: str = "", **common: Any) -> spb.WriteResponse:
+        request = _core.write_request(tenant_id, memories, common, idempotency_key=idempotency_key)
+        return await self.call("Write", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
 
     async def search(self, tenant_id: str, text: str, *, filter: FilterLike = None,  # noqa: A002
                      timeout_s: float | None = None, **options: Any) -> pb.QueryResult:
@@ -92,10 +95,10 @@ class AsyncEngramClient:
         return await self.call("Get", spb.GetRequest(tenant_id=tenant_id, memory_ids=list(memory_ids)),  # type: ignore[no-any-return]
                                timeout_s=timeout_s)
 
-    async def delete(self, tenant_id: str, memory_ids: Sequence[str], *,
-                     timeout_s: float | None = None) -> spb.DeleteResponse:
-        return await self.call("Delete", spb.DeleteRequest(tenant_id=tenant_id, memory_ids=list(memory_ids)),  # type: ignore[no-any-return]
-                               timeout_s=timeout_s)
+    async def delete(self, tenant_id: str, memory_ids: Sequence[str], *, timeout_s: float | None = None,
+                     idempotency_key: str = "") -> spb.DeleteResponse:
+        request = spb.DeleteRequest(tenant_id=tenant_id, memory_ids=list(memory_ids), idempotency_key=idempotency_key)
+        return await self.call("Delete", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
 
     async def list_page(self, tenant_id: str, *, filter: FilterLike = None, page_size: int = 0,  # noqa: A002
                         page_token: str = "", timeout_s: float | None = None) -> spb.ListResponse:
@@ -170,10 +173,10 @@ class AsyncEngramClient:
         return await self.call("History", spb.HistoryRequest(tenant_id=tenant_id, memory_id=memory_id),  # type: ignore[no-any-return]
                                timeout_s=timeout_s)
 
-    async def confirm(self, tenant_id: str, memory_ids: Sequence[str], *,
-                      timeout_s: float | None = None) -> spb.ConfirmResponse:
-        return await self.call("Confirm", spb.ConfirmRequest(tenant_id=tenant_id, memory_ids=list(memory_ids)),  # type: ignore[no-any-return]
-                               timeout_s=timeout_s)
+    async def confirm(self, tenant_id: str, memory_ids: Sequence[str], *, timeout_s: float | None = None,
+                      idempotency_key: str = "") -> spb.ConfirmResponse:
+        request = spb.ConfirmRequest(tenant_id=tenant_id, memory_ids=list(memory_ids), idempotency_key=idempotency_key)
+        return await self.call("Confirm", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
 
     async def touch(self, tenant_id: str, memory_ids: Sequence[str], *,
                     timeout_s: float | None = None) -> spb.TouchResponse:
@@ -207,9 +210,11 @@ class AsyncEngramClient:
 
     async def forget(self, tenant_id: str, *, filter: FilterLike = None, older_than_ms: int = 0,  # noqa: A002
                      delete: bool = False, include_pinned: bool = False, all: bool = False,  # noqa: A002
-                     dry_run: bool = False, timeout_s: float | None = None) -> spb.ForgetResponse:
+                     dry_run: bool = False, timeout_s: float | None = None,
+                     idempotency_key: str = "") -> spb.ForgetResponse:
         request = _core.forget_request(tenant_id, filter=filter, older_than_ms=older_than_ms, delete=delete,
-                                       include_pinned=include_pinned, all=all, dry_run=dry_run)
+                                       include_pinned=include_pinned, all=all, dry_run=dry_run,
+                                       idempotency_key=idempotency_key)
         return await self.call("Forget", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
 
     async def audit_page(self, tenant_id: str, *, ops: Sequence[str | int] = (), memory_id: str = "",

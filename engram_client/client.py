@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 
 class EngramClient:
-    """A blocking engram client: one channel, the bearer key on every call, retries on UNAVAILABLE.
+    """A blocking engram client: one channel, the bearer key on every call, safe retries (``RetryPolicy``).
 
     >>> with EngramClient("127.0.0.1:50051", key=KEY) as engram:
     ...     engram.remember("alice", "Alice is allergic to peanuts", type="semantic", importance=0.9)
@@ -42,6 +42,7 @@ class EngramClient:
         self._stubs = {"MemoryService": sgrpc.MemoryServiceStub(self.channel),
                        "AdminService": sgrpc.AdminServiceStub(self.channel)}
         self._rpcs = _core.rpc_names()
+        self._keyed = _core.keyed_rpcs()
 
     def __enter__(self) -> EngramClient:
         return self
@@ -55,12 +56,16 @@ class EngramClient:
     # -- the one place that calls the network --------------------------------------------------------
     def call(self, method: str, request: Message, *, timeout_s: float | None = None,
              retry: RetryPolicy | None = None) -> Any:
-        """Any RPC by name (``"Write"``, ``"CreateTenant"``, ...), with the key, deadline and retries."""
+        """Any RPC by name (``"Write"``, ``"CreateTenant"``, ...), with the key, deadline and retries. A request
+        of Write, Delete, Forget or Confirm without an idempotency key gets a fresh one (on a copy), the same
+        for all its retries (see ``RetryPolicy``)."""
         service = self._rpcs.get(method)
         if service is None:
             raise _core.unknown_rpc(method)
         fn = getattr(self._stubs[service], method)
-        attempts = _core.Attempts(retry or self.retry, self.timeout_s if timeout_s is None else timeout_s)
+        request, idempotent = _core.prepare_call(method, request, self._keyed)
+        attempts = _core.Attempts(retry or self.retry, self.timeout_s if timeout_s is None else timeout_s,
+                                  idempotent=idempotent)
         metadata = _core.call_metadata(self.key)
         while True:
             try:
@@ -77,10 +82,11 @@ class EngramClient:
         return self.call("Info", spb.InfoRequest(), timeout_s=timeout_s)  # type: ignore[no-any-return]
 
     def write(self, tenant_id: str, memories: Iterable[MemoryLike], *, timeout_s: float | None = None,
-              **common: Any) -> spb.WriteResponse:
-        """Writes memories (strings, dicts or MemoryInput); ``common`` fields apply to each."""
-        return self.call("Write", _core.write_request(tenant_id, memories, common),  # type: ignore[no-any-return]
-                         timeout_s=timeout_s)
+              idempotency_key: str = "", **common: Any) -> spb.WriteResponse:
+        """Writes memories (strings, dicts or MemoryInput); ``common`` fields apply to each. ``idempotency_key``:
+        your own (e.g. to retry across restarts of your process); by default a fresh one per call."""
+        request = _core.write_request(tenant_id, memories, common, idempotency_key=idempotency_key)
+        return self.call("Write", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
 
     def search(self, tenant_id: str, text: str, *, filter: FilterLike = None,  # noqa: A002
                timeout_s: float | None = None, **options: Any) -> pb.QueryResult:
@@ -97,10 +103,10 @@ class EngramClient:
         return self.call("Get", spb.GetRequest(tenant_id=tenant_id, memory_ids=list(memory_ids)),  # type: ignore[no-any-return]
                          timeout_s=timeout_s)
 
-    def delete(self, tenant_id: str, memory_ids: Sequence[str], *,
-               timeout_s: float | None = None) -> spb.DeleteResponse:
-        return self.call("Delete", spb.DeleteRequest(tenant_id=tenant_id, memory_ids=list(memory_ids)),  # type: ignore[no-any-return]
-                         timeout_s=timeout_s)
+    def delete(self, tenant_id: str, memory_ids: Sequence[str], *, timeout_s: float | None = None,
+               idempotency_key: str = "") -> spb.DeleteResponse:
+        request = spb.DeleteRequest(tenant_id=tenant_id, memory_ids=list(memory_ids), idempotency_key=idempotency_key)
+        return self.call("Delete", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
 
     def list_page(self, tenant_id: str, *, filter: FilterLike = None, page_size: int = 0,  # noqa: A002
                   page_token: str = "", timeout_s: float | None = None) -> spb.ListResponse:
@@ -176,10 +182,10 @@ class EngramClient:
         return self.call("History", spb.HistoryRequest(tenant_id=tenant_id, memory_id=memory_id),  # type: ignore[no-any-return]
                          timeout_s=timeout_s)
 
-    def confirm(self, tenant_id: str, memory_ids: Sequence[str], *,
-                timeout_s: float | None = None) -> spb.ConfirmResponse:
-        return self.call("Confirm", spb.ConfirmRequest(tenant_id=tenant_id, memory_ids=list(memory_ids)),  # type: ignore[no-any-return]
-                         timeout_s=timeout_s)
+    def confirm(self, tenant_id: str, memory_ids: Sequence[str], *, timeout_s: float | None = None,
+                idempotency_key: str = "") -> spb.ConfirmResponse:
+        request = spb.ConfirmRequest(tenant_id=tenant_id, memory_ids=list(memory_ids), idempotency_key=idempotency_key)
+        return self.call("Confirm", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
 
     def touch(self, tenant_id: str, memory_ids: Sequence[str], *, timeout_s: float | None = None) -> spb.TouchResponse:
         """Marks memories as used (e.g. the ones put into a prompt): one access each, what recency reads."""
@@ -212,9 +218,10 @@ class EngramClient:
 
     def forget(self, tenant_id: str, *, filter: FilterLike = None, older_than_ms: int = 0,  # noqa: A002
                delete: bool = False, include_pinned: bool = False, all: bool = False,  # noqa: A002
-               dry_run: bool = False, timeout_s: float | None = None) -> spb.ForgetResponse:
+               dry_run: bool = False, timeout_s: float | None = None, idempotency_key: str = "") -> spb.ForgetResponse:
         request = _core.forget_request(tenant_id, filter=filter, older_than_ms=older_than_ms, delete=delete,
-                                       include_pinned=include_pinned, all=all, dry_run=dry_run)
+                                       include_pinned=include_pinned, all=all, dry_run=dry_run,
+                                       idempotency_key=idempotency_key)
         return self.call("Forget", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
 
     def audit_page(self, tenant_id: str, *, ops: Sequence[str | int] = (), memory_id: str = "",

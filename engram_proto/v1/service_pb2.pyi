@@ -56,12 +56,14 @@ AUDIT_OP_USE: AuditOp
 AUDIT_OP_CONSOLIDATE: AuditOp
 
 class WriteRequest(_message.Message):
-    __slots__ = ("tenant_id", "memories")
+    __slots__ = ("tenant_id", "memories", "idempotency_key")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     memories: _containers.RepeatedCompositeFieldContainer[_messages_pb2.MemoryInput]
-    def __init__(self, tenant_id: _Optional[str] = ..., memories: _Optional[_Iterable[_Union[_messages_pb2.MemoryInput, _Mapping]]] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, tenant_id: _Optional[str] = ..., memories: _Optional[_Iterable[_Union[_messages_pb2.MemoryInput, _Mapping]]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class WriteResult(_message.Message):
     __slots__ = ("memory_id", "outcome", "merged_into", "superseded", "status", "salience")
@@ -120,12 +122,14 @@ class GetResponse(_message.Message):
     def __init__(self, memories: _Optional[_Iterable[_Union[_messages_pb2.Memory, _Mapping]]] = ..., missing: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
-    __slots__ = ("tenant_id", "memory_ids")
+    __slots__ = ("tenant_id", "memory_ids", "idempotency_key")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     memory_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, tenant_id: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, tenant_id: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class DeleteResponse(_message.Message):
     __slots__ = ("deleted", "missing")
@@ -279,12 +283,14 @@ class HistoryResponse(_message.Message):
     def __init__(self, versions: _Optional[_Iterable[_Union[_messages_pb2.Memory, _Mapping]]] = ..., latest_id: _Optional[str] = ...) -> None: ...
 
 class ConfirmRequest(_message.Message):
-    __slots__ = ("tenant_id", "memory_ids")
+    __slots__ = ("tenant_id", "memory_ids", "idempotency_key")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     memory_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, tenant_id: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, tenant_id: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class ConfirmResult(_message.Message):
     __slots__ = ("memory", "superseded")
@@ -317,7 +323,7 @@ class TouchResponse(_message.Message):
     def __init__(self, touched: _Optional[int] = ..., missing: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ForgetRequest(_message.Message):
-    __slots__ = ("tenant_id", "filter", "older_than_ms", "mode", "include_pinned", "all", "dry_run")
+    __slots__ = ("tenant_id", "filter", "older_than_ms", "mode", "include_pinned", "all", "dry_run", "idempotency_key")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     OLDER_THAN_MS_FIELD_NUMBER: _ClassVar[int]
@@ -325,6 +331,7 @@ class ForgetRequest(_message.Message):
     INCLUDE_PINNED_FIELD_NUMBER: _ClassVar[int]
     ALL_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     filter: _messages_pb2.Filter
     older_than_ms: int
@@ -332,7 +339,8 @@ class ForgetRequest(_message.Message):
     include_pinned: bool
     all: bool
     dry_run: bool
-    def __init__(self, tenant_id: _Optional[str] = ..., filter: _Optional[_Union[_messages_pb2.Filter, _Mapping]] = ..., older_than_ms: _Optional[int] = ..., mode: _Optional[_Union[ForgetMode, str]] = ..., include_pinned: _Optional[bool] = ..., all: _Optional[bool] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, tenant_id: _Optional[str] = ..., filter: _Optional[_Union[_messages_pb2.Filter, _Mapping]] = ..., older_than_ms: _Optional[int] = ..., mode: _Optional[_Union[ForgetMode, str]] = ..., include_pinned: _Optional[bool] = ..., all: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class ForgetResponse(_message.Message):
     __slots__ = ("count", "memory_ids")

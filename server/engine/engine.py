@@ -31,6 +31,7 @@ from server.batching.scheduler import TENANT_QUANTUM
 from server.config import ServerConfig
 from server.domain import (AuditEntry, AuditOp, ConsolidationReport, Extraction, Filter, ForgetSpec, KeyScope,
                            Memory, MemoryInput, QueryResult, SearchQuery, WriteResult)
+from server.engine import idempotent
 from server.engine.admin import Admin
 from server.engine.ingest import EmbedStage, Ingest
 from server.engine.memories import Memories, Page
@@ -172,9 +173,14 @@ class Engine:
 
     # -- writes and searches ---------------------------------------------------------------------------
     async def write(self, principal: KeyScope, tenant_id: str, memories: Sequence[MemoryInput], *,
-                    deadline_ns: int | None = None) -> list[WriteResult]:
+                    deadline_ns: int | None = None, idempotency_key: str = "") -> list[WriteResult]:
+        """``idempotency_key`` (here and on confirm, forget, delete): a retry with the same key and request
+        is answered from the first call's record, applied once (server/engine/idempotent.py)."""
         shard = await self._shard(principal, tenant_id)
-        return await self.ingest.write(shard, memories, key_id=principal.key_id, deadline_ns=deadline_ns)
+        call = idempotent.call_of("write", idempotency_key, memories)
+        return await idempotent.once(shard, call, lambda: self.ingest.write(
+            shard, memories, key_id=principal.key_id, deadline_ns=deadline_ns, call=call),
+            replay=idempotent.write_results, now_ms=self.clock())
 
     async def _write_facts(self, tenant_id: str, memories: list[MemoryInput]) -> list[WriteResult]:
         extractor = KeyScope(key_id=EXTRACTOR_KEY_ID, name="extractor", tenant_ids=frozenset({tenant_id}),
@@ -214,13 +220,15 @@ class Engine:
         validate_memory_ids([memory_id], limit=1)
         return self.memories.history(shard, memory_id, now_ms=self.clock())
 
-    async def confirm(self, principal: KeyScope, tenant_id: str,
-                      memory_ids: Sequence[str]) -> list[tuple[Memory, tuple[str, ...]]]:
+    async def confirm(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str], *,
+                      idempotency_key: str = "") -> list[tuple[Memory, tuple[str, ...]]]:
         shard = await self._shard(principal, tenant_id)
         validate_memory_ids(memory_ids, limit=self.config.limits.max_page_size)
+        call = idempotent.call_of("confirm", idempotency_key, list(memory_ids))
         self.check_space()
-        return await self._run(self.write_pool, lambda: self.memories.confirm(
-            shard, memory_ids, key_id=principal.key_id, now_ms=self.clock()))
+        return await idempotent.once(shard, call, lambda: self._run(self.write_pool, lambda: self.memories.confirm(
+            shard, memory_ids, key_id=principal.key_id, now_ms=self.clock(), call=call)),
+            replay=lambda answer: idempotent.confirm_results(shard, answer), now_ms=self.clock())
 
     async def touch(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str]) -> tuple[int, list[str]]:
         """Records that the client used these memories: one access each (what recency reads)."""
@@ -230,20 +238,29 @@ class Engine:
         return await self._run(self.cpu_pool, lambda: self.memories.touch(
             shard, memory_ids, key_id=principal.key_id, now_ms=self.clock()))
 
-    async def forget(self, principal: KeyScope, tenant_id: str, spec: ForgetSpec) -> tuple[int, list[str]]:
+    async def forget(self, principal: KeyScope, tenant_id: str, spec: ForgetSpec, *,
+                     idempotency_key: str = "") -> tuple[int, list[str]]:
         shard = await self._shard(principal, tenant_id)
-        return await self._run(self.write_pool, lambda: self.memories.forget(
-            shard, spec, key_id=principal.key_id, now_ms=self.clock()))
+        call = idempotent.call_of("forget", idempotency_key, spec)
+        return await idempotent.once(shard, call, lambda: self._run(self.write_pool, lambda: self.memories.forget(
+            shard, spec, key_id=principal.key_id, now_ms=self.clock(), call=call)),
+            replay=idempotent.count_result, now_ms=self.clock())
 
-    async def delete(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str]) -> tuple[int, list[str]]:
+    async def delete(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str], *,
+                     idempotency_key: str = "") -> tuple[int, list[str]]:
         shard = await self._shard(principal, tenant_id)
         validate_memory_ids(memory_ids, limit=self.config.limits.max_page_size)
-        undo = any((m := shard.store.get(i)) is not None and m.consolidates for i in memory_ids)
-        deleted = await self._run(self.write_pool, lambda: self.memories.delete(
-            shard, memory_ids, key_id=principal.key_id, now_ms=self.clock()))
-        if undo:   # deleting a consolidation's semantic memory undoes it: its episodic members are ACTIVE again
-            await self._run(self.write_pool, self.consolidator.restore, shard, principal.key_id)
-        return deleted
+        call = idempotent.call_of("delete", idempotency_key, list(memory_ids))
+
+        async def run() -> tuple[int, list[str]]:
+            undo = any((m := shard.store.get(i)) is not None and m.consolidates for i in memory_ids)
+            deleted = await self._run(self.write_pool, lambda: self.memories.delete(
+                shard, memory_ids, key_id=principal.key_id, now_ms=self.clock(), call=call))
+            if undo:   # deleting a consolidation's semantic memory undoes it: its episodic members are ACTIVE again
+                await self._run(self.write_pool, self.consolidator.restore, shard, principal.key_id)
+            return deleted
+
+        return await idempotent.once(shard, call, run, replay=idempotent.count_result, now_ms=self.clock())
 
     async def audit(self, principal: KeyScope, tenant_id: str, *, page_size: int, page_token: str,
                     ops: frozenset[AuditOp], memory_id: str) -> tuple[list[AuditEntry], str]:

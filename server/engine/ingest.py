@@ -19,12 +19,14 @@ from server.batching.batcher import Batcher, Entry, Stage
 from server.config import ServerConfig
 from server.domain import MemoryInput, MemoryType, WriteResult
 from server.engine.conversation import thread_contexts
+from server.engine.idempotent import Call, write_answer
 from server.engine.memories import Memories
 from server.engine.validation import validate_memories
 from server.engine.write import commit_writes
 from server.hygiene.extractor import EXTRACTOR_KEY_ID, Extractor
 from server.hygiene.normalise import normalise_input
 from server.hygiene.writes import SaliencePolicy
+from server.store.idempotency import Done
 from server.tenants.shard import TenantShard
 from server.text import indexed_text
 
@@ -67,16 +69,27 @@ class Ingest:
                                          deadline_ns=None)
 
     async def write(self, shard: TenantShard, memories: Sequence[MemoryInput], *, key_id: str,
-                    deadline_ns: int | None = None) -> list[WriteResult]:
+                    deadline_ns: int | None = None, call: Call | None = None) -> list[WriteResult]:
+        """``call``: an idempotent Write (server/engine/idempotent.py): its answer (every input's result,
+        skipped ones too) is committed in the memories' log group; alone when every input was skipped."""
         memories = [normalise_input(m, where=f"memories[{i}]") for i, m in enumerate(memories)]
         validate_memories(memories, limits=self.config.limits)
         # salience; below the tenant's min_salience (else memory.min_salience): skipped, but not the extractor's facts
         threshold = 0.0 if key_id == EXTRACTOR_KEY_ID else self.min_salience(shard.tenant_id)
         prepared = self.salience.prepare(memories, min_salience=threshold)
-        if len(prepared.inputs) < len(memories):
-            stored = await self.write(shard, prepared.inputs, key_id=key_id, deadline_ns=deadline_ns) \
-                if prepared.inputs else []
+
+        def answer(stored: Sequence[WriteResult]) -> list[WriteResult]:
             return self.salience.assemble(prepared, stored)
+
+        def done(stored: list[WriteResult]) -> Done:
+            assert call is not None
+            return call.done(write_answer(answer(stored)), at_ms=self.clock())
+
+        if not prepared.inputs:
+            if call is not None:
+                await asyncio.get_running_loop().run_in_executor(self.write_pool, self.commit_answer, shard,
+                                                                 done([]))
+            return answer([])
         memories = prepared.inputs
         self.check_space()
         now = self.clock()
@@ -87,16 +100,22 @@ class Ingest:
                               entities=m.entities, context=m.context) for m in memories]
         vectors: np.ndarray = await self.batcher.submit(
             tenant_id=shard.tenant_id, tokens=self.tokens(texts), payload=texts, deadline_ns=deadline_ns)
-        results = await asyncio.get_running_loop().run_in_executor(self.write_pool, self.commit, shard, memories,
-                                                                   vectors, key_id)
+        results = await asyncio.get_running_loop().run_in_executor(
+            self.write_pool, self.commit, shard, memories, vectors, key_id, None if call is None else done)
         self.extractor.note_write(shard, memories, results)   # counts turns; an extraction runs in the background
-        return self.salience.assemble(prepared, results)
+        return answer(results)
 
     def commit(self, shard: TenantShard, memories: Sequence[MemoryInput], vectors: np.ndarray,
-               key_id: str = "") -> list[WriteResult]:
+               key_id: str = "", done: Callable[[list[WriteResult]], Done] | None = None) -> list[WriteResult]:
         with shard.write_lock:
             shard.check_live()
             now = self.clock()
-            results = commit_writes(shard, memories, vectors, cfg=self.config.memory, now_ms=now)
+            results = commit_writes(shard, memories, vectors, cfg=self.config.memory, now_ms=now, done=done)
             self.memories.after_write_locked(shard, memories, results, key_id=key_id, now_ms=now)
             return results
+
+    def commit_answer(self, shard: TenantShard, done: Done) -> None:
+        """An idempotent Write that stored nothing (every input skipped): its answer alone."""
+        with shard.write_lock:
+            shard.check_live()
+            shard.apply(done=done)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from server.config import ServerConfig
 from server.domain import (LIVE_STATUSES, AuditEntry, AuditOp, AuditRef, Filter, ForgetMode, ForgetSpec, Memory, MemoryInput,
                            MemoryStatus, WriteOutcome, WriteResult, effective_status)
+from server.engine.idempotent import Call, confirm_answer, count_answer
 from server.engine.validation import validate_filter
 from server.engine.write import Staging, activate
 from server.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -155,8 +156,10 @@ class Memories:
         return [m.memory_id for m in doomed]
 
     # -- confirmation, forgetting, deletes -------------------------------------------------------------
-    def confirm(self, shard: TenantShard, memory_ids: Sequence[str], *, key_id: str,
-                now_ms: int) -> list[tuple[Memory, tuple[str, ...]]]:
+    def confirm(self, shard: TenantShard, memory_ids: Sequence[str], *, key_id: str, now_ms: int,
+                call: Call | None = None) -> list[tuple[Memory, tuple[str, ...]]]:
+        """``call``: an idempotent call (server/engine/idempotent.py): its answer is committed with the change.
+        The same for ``forget`` and ``delete``."""
         with shard.write_lock:
             shard.check_live()
             staging = Staging(shard)
@@ -172,13 +175,16 @@ class Memories:
                 m = staging.current(memory_id)
                 superseded = activate(staging, memory_id, now_ms=now_ms) if m and m.status == MemoryStatus.PENDING else ()
                 done.append((memory_id, superseded))
-            shard.apply(updates=list(staging.updates.values()))
+            answered = dict(done)
+            shard.apply(updates=list(staging.updates.values()), done=None if call is None else call.done(
+                confirm_answer([(i, answered[i]) for i in memory_ids]), at_ms=now_ms))
             final = {i: (shard.store.get(i), s) for i, s in done}
             shard.log_audit(AuditOp.CONFIRM, refs_of([m for m, _ in final.values() if m]), at_ms=now_ms, key_id=key_id)
             _audit_superseded(shard, done, key_id=key_id, now_ms=now_ms)
         return [final[i] for i in memory_ids]  # type: ignore[misc]
 
-    def forget(self, shard: TenantShard, spec: ForgetSpec, *, key_id: str, now_ms: int) -> tuple[int, list[str]]:
+    def forget(self, shard: TenantShard, spec: ForgetSpec, *, key_id: str, now_ms: int,
+               call: Call | None = None) -> tuple[int, list[str]]:
         validate_filter(spec.filter, where="filter")
         if spec.older_than_ms < 0:
             raise InvalidArgument("older_than_ms must be >= 0")
@@ -194,23 +200,30 @@ class Memories:
                              and not (spec.mode == ForgetMode.ARCHIVE and m.status == MemoryStatus.ARCHIVED)),
                             key=lambda m: m.doc_id)
             ids = [m.memory_id for m in chosen]
+            answer = (len(ids), ids[:MAX_LISTED_IDS])
+            done = None if call is None or spec.dry_run else call.done(count_answer(answer), at_ms=now_ms)
             if spec.dry_run or not chosen:
-                return len(ids), ids[:MAX_LISTED_IDS]
+                if done is not None:
+                    shard.apply(done=done)   # nothing to forget: the answer alone
+                return answer
             if spec.mode == ForgetMode.DELETE:
-                shard.purge_locked(ids, key_id=key_id, now_ms=now_ms, compact=True, note="forget")
+                shard.purge_locked(ids, key_id=key_id, now_ms=now_ms, compact=True, note="forget", done=done)
             else:
                 archived = [dataclasses.replace(m, status=MemoryStatus.ARCHIVED, updated_at_ms=now_ms) for m in chosen]
-                shard.apply(updates=archived)
+                shard.apply(updates=archived, done=done)
                 shard.log_audit(AuditOp.ARCHIVE, refs_of(archived), at_ms=now_ms, key_id=key_id, note="forget")
         if spec.mode == ForgetMode.DELETE:
             shard.save_dense_snapshot()   # an IVF snapshot on disk must not keep the purged vectors
-        return len(ids), ids[:MAX_LISTED_IDS]
+        return answer
 
-    def delete(self, shard: TenantShard, memory_ids: Sequence[str], *, key_id: str, now_ms: int) -> tuple[int, list[str]]:
+    def delete(self, shard: TenantShard, memory_ids: Sequence[str], *, key_id: str, now_ms: int,
+               call: Call | None = None) -> tuple[int, list[str]]:
         with shard.write_lock:
             shard.check_live()
             missing = [i for i in memory_ids if shard.store.get(i) is None]
-            return shard.purge_locked(memory_ids, key_id=key_id, now_ms=now_ms, compact=False), missing
+            found = len(dict.fromkeys(i for i in memory_ids if shard.store.get(i) is not None))
+            done = None if call is None else call.done(count_answer((found, missing)), at_ms=now_ms)
+            return shard.purge_locked(memory_ids, key_id=key_id, now_ms=now_ms, compact=False, done=done), missing
 
 
 def _audit_superseded(shard: TenantShard, superseded: Sequence[tuple[str, Sequence[str]]], *, key_id: str,

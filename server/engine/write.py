@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from server.config import MemoryConfig
 from server.domain import LIVE_STATUSES, Memory, MemoryInput, MemoryStatus, WriteOutcome, WriteResult, is_expired
 from server.errors import InvalidArgument
 from server.hygiene.salience import DEFAULT_IMPORTANCE
+from server.store.idempotency import Done
 from server.tenants.shard import TenantShard
 
 PENDING_BELOW_CONFIDENCE = 0.5   # a write less confident than this is stored PENDING until a Confirm
@@ -82,8 +83,10 @@ def _merge(target: Memory, inp: MemoryInput, *, now_ms: int) -> Memory:
 
 
 def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np.ndarray, *,
-                  cfg: MemoryConfig, now_ms: int) -> list[WriteResult]:
-    """Applies the memory rules and commits one group. Caller holds ``shard.write_lock``."""
+                  cfg: MemoryConfig, now_ms: int,
+                  done: Callable[[list[WriteResult]], Done] | None = None) -> list[WriteResult]:
+    """Applies the memory rules and commits one group. ``done``: an idempotent Write's answer for these
+    results, committed in the same group. Caller holds ``shard.write_lock``."""
     staging = Staging(shard)
     for inp in inputs:
         for sid in inp.supersedes:
@@ -128,7 +131,8 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
         results.append(WriteResult(memory_id=memory.memory_id,
                                    outcome=WriteOutcome.CREATED if confident else WriteOutcome.PENDING,
                                    status=memory.status, superseded=superseded))
-    shard.apply(puts=staging.puts, updates=list(staging.updates.values()))
+    shard.apply(puts=staging.puts, updates=list(staging.updates.values()),
+                done=None if done is None else done(results))
     return results
 
 

@@ -181,6 +181,12 @@ def storage_to_pb(d: dict[str, Any]) -> spb.StorageStats:
                             top_tenants=top)
 
 
+def idempotency_key_from_pb(r: spb.WriteRequest | spb.DeleteRequest | spb.ConfirmRequest | spb.ForgetRequest) -> str:
+    """The request's idempotency key ("": none). The engine validates it (length, charset) for every frontend
+    and answers a bad one with INVALID_ARGUMENT (server/engine/idempotent.py)."""
+    return r.idempotency_key
+
+
 def forget_from_pb(r: spb.ForgetRequest) -> ForgetSpec:
     if r.mode not in (spb.FORGET_MODE_UNSPECIFIED, spb.FORGET_MODE_ARCHIVE, spb.FORGET_MODE_DELETE):
         raise InvalidArgument(f"mode: unknown forget mode {r.mode}")

@@ -29,7 +29,8 @@ class MemoryServicer(sgrpc.MemoryServiceServicer):
     async def Write(self, request: spb.WriteRequest, context: grpc.aio.ServicerContext) -> spb.WriteResponse:
         memories = [mapping.memory_input_from_pb(m, where=f"memories[{i}]") for i, m in enumerate(request.memories)]
         started = time.monotonic_ns()
-        results = await self.engine.write(principal(), request.tenant_id, memories, deadline_ns=deadline_ns(context))
+        results = await self.engine.write(principal(), request.tenant_id, memories, deadline_ns=deadline_ns(context),
+                                          idempotency_key=mapping.idempotency_key_from_pb(request))
         reply = mapping.write_response_to_pb(results)
         reply.timings.total_ns = time.monotonic_ns() - started
         return reply
@@ -44,7 +45,8 @@ class MemoryServicer(sgrpc.MemoryServiceServicer):
         return spb.GetResponse(memories=[mapping.memory_to_pb(m) for m in found], missing=missing)
 
     async def Delete(self, request: spb.DeleteRequest, context: grpc.aio.ServicerContext) -> spb.DeleteResponse:
-        deleted, missing = await self.engine.delete(principal(), request.tenant_id, list(request.memory_ids))
+        deleted, missing = await self.engine.delete(principal(), request.tenant_id, list(request.memory_ids),
+                                                    idempotency_key=mapping.idempotency_key_from_pb(request))
         return spb.DeleteResponse(deleted=deleted, missing=missing)
 
     async def List(self, request: spb.ListRequest, context: grpc.aio.ServicerContext) -> spb.ListResponse:
@@ -59,7 +61,9 @@ class MemoryServicer(sgrpc.MemoryServiceServicer):
         return mapping.history_to_pb(versions, latest)
 
     async def Confirm(self, request: spb.ConfirmRequest, context: grpc.aio.ServicerContext) -> spb.ConfirmResponse:
-        return mapping.confirm_to_pb(await self.engine.confirm(principal(), request.tenant_id, list(request.memory_ids)))
+        confirmed = await self.engine.confirm(principal(), request.tenant_id, list(request.memory_ids),
+                                              idempotency_key=mapping.idempotency_key_from_pb(request))
+        return mapping.confirm_to_pb(confirmed)
 
     async def Touch(self, request: spb.TouchRequest, context: grpc.aio.ServicerContext) -> spb.TouchResponse:
         touched, missing = await self.engine.touch(principal(), request.tenant_id, list(request.memory_ids))
@@ -88,7 +92,8 @@ class MemoryServicer(sgrpc.MemoryServiceServicer):
         return mapping.settings_to_pb(request.tenant_id, own, effective)
 
     async def Forget(self, request: spb.ForgetRequest, context: grpc.aio.ServicerContext) -> spb.ForgetResponse:
-        count, ids = await self.engine.forget(principal(), request.tenant_id, mapping.forget_from_pb(request))
+        count, ids = await self.engine.forget(principal(), request.tenant_id, mapping.forget_from_pb(request),
+                                              idempotency_key=mapping.idempotency_key_from_pb(request))
         return spb.ForgetResponse(count=count, memory_ids=ids)
 
     async def Audit(self, request: spb.AuditRequest, context: grpc.aio.ServicerContext) -> spb.AuditResponse:

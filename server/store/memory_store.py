@@ -9,7 +9,8 @@ in): :meth:`TenantStore.begin_compaction` takes the state at the log's current e
 shard's write lock for that instant only), :meth:`TenantStore.run_compaction` writes the new log beside
 the old one while commits go on, then appends what was committed meanwhile and swaps it in atomically
 (:meth:`WriteAheadLog.publish`). ``live_bytes_estimate`` (what a compacted log would hold) against
-``log_bytes`` tells when one is worth it.
+``log_bytes`` tells when one is worth it. The answers of idempotent calls still inside their window
+(:mod:`server.store.idempotency`) are records of the same log: replay rebuilds them, compaction keeps them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from server.domain import Memory
 from server.store.codec import memory_from_json, memory_to_json
 from server.store.columns import Columns, DocColumns
 from server.store.durable_log import LogOpener, TenantLog
+from server.store.idempotency import OP as IDEMPOTENT_OP
+from server.store.idempotency import Done, IdempotencyTable
 from server.store.wal import Record, WriteAheadLog
 from server.text import memory_text
 
@@ -42,6 +45,7 @@ class CompactionPlan:
     upto: int                  # the log's end when the state was taken
     live: list[Memory]
     seq: int
+    answered: list[Done] = field(default_factory=list)   # the idempotency entries still in their window
 
 
 @dataclass
@@ -63,6 +67,7 @@ class TenantStore:
         self._slots: dict[tuple[str, str], set[str]] = {}   # (key, scope) → memory ids holding that key
         self._next_doc_id = 1
         self._columns = DocColumns()
+        self.idempotency = IdempotencyTable()   # answered calls by idempotency key (server/store/idempotency.py)
         self.seq = 0
         self._compact_lock = threading.Lock()   # one compaction at a time; close waits for it
         self._live_bytes = 0
@@ -114,10 +119,12 @@ class TenantStore:
 
     # -- writes -----------------------------------------------------------------------------------
     def commit(self, *, puts: Sequence[tuple[Memory, np.ndarray]] = (), updates: Iterable[Memory] = (),
-               deletes: Sequence[str] = (), accesses: Sequence[Memory] = ()) -> int:
+               deletes: Sequence[str] = (), accesses: Sequence[Memory] = (), done: Done | None = None) -> int:
         """Logs and fsyncs one group of changes, then applies it; returns the group's sequence number.
         ``accesses`` are memories whose access fields alone changed (``last_access_at_ms``,
-        ``access_count``, ``importance``): one compact record for all of them, not one per memory."""
+        ``access_count``, ``importance``): one compact record for all of them, not one per memory.
+        ``done``: the answer of the idempotent call this change is, recorded in the same group (so the
+        change and its answer are durable together); committed alone when the call changed nothing."""
         with self._lock:
             seq = self.seq + 1
             records: list[Record] = []
@@ -132,6 +139,8 @@ class TenantStore:
                 records.append(({"op": "acc", "seq": seq, "a": rows}, b""))
             if deletes:
                 records.append(({"op": "del", "seq": seq, "ids": list(deletes)}, b""))
+            if done is not None:
+                records.append((done.record(seq), b""))
             if not records:
                 return self.seq
             self._wal.append(records)
@@ -157,6 +166,8 @@ class TenantStore:
                     replayed.vectors[memory.doc_id] = np.frombuffer(blob, dtype=np.float32)
                 if op == "put" or (old is not None and memory_text(old) != memory_text(memory)):
                     replayed.lexical_ops.append((self.seq, "put", memory.doc_id, memory_text(memory)))
+        elif op == IDEMPOTENT_OP:
+            self.idempotency.add(Done.from_record(meta))
         elif op == "acc":
             for memory_id, last_ms, count, importance in meta["a"]:
                 old = self._by_id.get(memory_id)
@@ -201,7 +212,7 @@ class TenantStore:
 
     @property
     def live_bytes_estimate(self) -> int:
-        return max(0, self._live_bytes)
+        return max(0, self._live_bytes) + self.idempotency.encoded_bytes
 
     def compaction_due(self, *, ratio: float, min_bytes: int) -> bool:
         size = self.log_bytes
@@ -220,7 +231,8 @@ class TenantStore:
     def _plan(self) -> CompactionPlan:
         with self._lock:
             return CompactionPlan(upto=self._wal.size_bytes(), seq=self.seq,
-                                  live=sorted(self._by_id.values(), key=lambda m: m.doc_id))
+                                  live=sorted(self._by_id.values(), key=lambda m: m.doc_id),
+                                  answered=self.idempotency.live())
 
     def run_compaction(self, plan: CompactionPlan) -> int:
         """Writes the plan's memories (with their vectors, read back from the log) to a new log, appends
@@ -230,6 +242,8 @@ class TenantStore:
             vectors = self._logged_blobs(upto=plan.upto)
             records: list[Record] = [({"op": "put", "seq": plan.seq, "m": memory_to_json(m)}, vectors[m.doc_id])
                                      for m in plan.live]
+            # The answers still inside their window: a retry after the compaction is answered as before.
+            records.extend((done.record(plan.seq), b"") for done in plan.answered)
             tmp = self._wal.write_replacement(records, upto=plan.upto)
             with self._lock:
                 if self.closed:

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, Future
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +43,7 @@ from server.index.tiers import TierRules
 from server.lexical.lucene import LuceneIndex
 from server.store.access import TouchBuffer
 from server.store.audit import AuditLog, AuditPolicy, refs_of
+from server.store.idempotency import Done
 from server.store.memory_store import TenantStore
 from server.store.snapshot import write_snapshot
 from server.tenants.lexical_slot import LexicalSlot
@@ -72,6 +74,9 @@ class TenantShard:
         self.audit = audit if audit is not None else AuditPolicy().open(directory)
         self._in_flight = 0                   # searches holding the shard (event loop only)
         self._drain_waiters: list[asyncio.Future[None]] = []
+        # Idempotent calls in flight by (kind, key), each settled when its call ends (event loop only): a
+        # second call with the same key waits for the first (server/engine/idempotent.py).
+        self.calls_in_flight: dict[tuple[str, str], asyncio.Future[Any]] = {}
         self._dropped = False
         self._build: Future[None] | None = None   # the last dense build and its snapshot (see _after_build)
         self._lexical = LexicalSlot(tenant_id, directory, lexical)
@@ -213,11 +218,12 @@ class TenantShard:
 
     # -- changes ----------------------------------------------------------------------------------------
     def apply(self, *, puts: Sequence[tuple[Memory, np.ndarray]] = (), updates: Sequence[Memory] = (),
-              deletes: Sequence[str] = (), accesses: Sequence[Memory] = ()) -> int:
-        """Durably commits a change, then makes it visible to dense and lexical search. Caller holds
+              deletes: Sequence[str] = (), accesses: Sequence[Memory] = (), done: Done | None = None) -> int:
+        """Durably commits a change, then makes it visible to dense and lexical search. ``done``: the answer
+        of the idempotent call the change is, logged in the same group (``TenantStore.commit``). Caller holds
         ``write_lock``."""
         doomed = [m.doc_id for m in (self.store.get(i) for i in deletes) if m is not None]
-        seq = self.store.commit(puts=puts, updates=updates, deletes=deletes, accesses=accesses)
+        seq = self.store.commit(puts=puts, updates=updates, deletes=deletes, accesses=accesses, done=done)
         if puts:
             self._after_build(self.dense.add([m.doc_id for m, _ in puts], np.stack([v for _, v in puts])))
             self._store_bytes += sum(len(m.content) + MEMORY_BYTES for m, _ in puts)
@@ -346,7 +352,7 @@ class TenantShard:
 
     # -- purges -------------------------------------------------------------------------------------------
     def purge_locked(self, memory_ids: Sequence[str], *, key_id: str, now_ms: int, compact: bool,
-                     note: str = "") -> int:
+                     note: str = "", done: Done | None = None) -> int:
         """Deletes memories from the store, FAISS and Lucene in one log group, and strips them from the
         supersede links of the memories that remain (so History never names them). With ``compact``, the
         Lucene commit and the log rewrite follow, so nothing of them stays on disk in the store. Caller
@@ -354,6 +360,8 @@ class TenantShard:
         get = self.store.get
         doomed = {i: m for i in dict.fromkeys(memory_ids) if (m := get(i)) is not None}
         if not doomed:
+            if done is not None:
+                self.apply(done=done)
             return 0
         relinked: dict[str, Memory] = {}
         for m in doomed.values():
@@ -364,7 +372,7 @@ class TenantShard:
                 relinked[other.memory_id] = dataclasses.replace(
                     other, supersedes=tuple(s for s in other.supersedes if s not in doomed),
                     superseded_by="" if other.superseded_by in doomed else other.superseded_by)
-        self.apply(updates=list(relinked.values()), deletes=list(doomed))
+        self.apply(updates=list(relinked.values()), deletes=list(doomed), done=done)
         self.log_audit(AuditOp.DELETE, refs_of(list(doomed.values())), at_ms=now_ms, key_id=key_id, note=note)
         if compact:
             self.lexical.commit(self.store.seq)
@@ -373,7 +381,7 @@ class TenantShard:
         return len(doomed)
 
     def ram_bytes(self) -> int:
-        return SHARD_FIXED_BYTES + self.dense.ram_bytes() + self._store_bytes
+        return SHARD_FIXED_BYTES + self.dense.ram_bytes() + self._store_bytes + self.store.idempotency.ram_bytes()
 
     def stats(self) -> dict[str, object]:
         return {"tenant_id": self.tenant_id, "state": self.state.value,
