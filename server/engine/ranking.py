@@ -20,12 +20,15 @@ from server.temporal import parse_time_windows, window_weight
 
 TEMPORAL_AFTER = 1.0   # window_weight's fall-off after a window's end, in window lengths
 # recency = (1 - a) + a × decay, importance = (1 - b) + b × importance (a request's Scoring may set its own).
-# a = b = 0.5: the weight grid of make bench-quality on the dev sets, offline over each query's top 100 at the
-# defaults: LoCoMo recall@10 flat up to a = 0.5 (0.749 at 0, 0.752 at 0.5, 0.746 at 0.7, 0.187 at 1), the recency
-# set's answer-above-its-stale-twin share 0.38, 0.55, 0.70, 1.0: a = 0.5 is the largest that keeps LoCoMo; on the
-# recency set b = 0.5 is the best of 0–0.5 (README "Retrieval quality", what chose each default).
-RECENCY_WEIGHT = 0.5
-IMPORTANCE_WEIGHT = 0.5
+# a = b = 0.3: the largest equal weights with (1 - a)(1 - b) >= 1/2, so a memory with twice another's relevance
+# always ranks above it, whatever their ages and importances (at 0.5 / 0.5 it took 4×: the issue's "where does
+# alice live" lost its year-old Lisbon memory, relevance 0.25, to a pinned allergy at 0.14). Within that bound the
+# weight grid of make bench-quality on the dev sets (offline over each query's top 100 at the defaults) is flat:
+# LoCoMo recall@10 0.7518 at 0.3 / 0.3 vs 0.7524 at 0.5 / 0.5 (0.749 with decay off, 0.187 on the plain curve);
+# the recency set's answer-above-its-stale-twin share 0.40 vs 0.55 at 0.5 / 0.5 and 0.33 with decay off, so decay
+# still beats decay-off there (README "Retrieval quality", what chose each default).
+RECENCY_WEIGHT = 0.3
+IMPORTANCE_WEIGHT = 0.3
 DECAY_FLOOR = 0.0          # decay = floor + (1 - floor) × 0.5^(age / half-life); 0: the plain curve (a bounds it)
 # A query naming a time ("last week", "in May 2023", "上周"): memories created inside it get up to × (1 + boost)
 TEMPORAL_BOOST = 0.3

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from engram_proto.v1 import messages_pb2 as pb
+from server.engine.ranking import RECENCY_WEIGHT as A
 
 YEAR_MS = 365 * 24 * 3600 * 1000
 
@@ -22,7 +23,7 @@ def test_decay_floor_per_request(admin) -> None:
     # The bounded default: a year unused costs at most the recency weight, so the answer stays first.
     plain = admin.search("t", query, top_k=2, scoring=pb.Scoring(now_ms=now))
     assert [h.memory.memory_id for h in plain.hits] == [old_id, fresh_id]
-    assert plain.hits[0].breakdown.decay < 1e-6 and plain.hits[0].breakdown.recency == pytest.approx(0.5, abs=1e-4)
+    assert plain.hits[0].breakdown.decay < 1e-6 and plain.hits[0].breakdown.recency == pytest.approx(1 - A, abs=1e-4)
     # The original plain curve (recency weight 1) lets the fresh weak match win: what the default replaced.
     curve = admin.search("t", query, top_k=2, scoring=pb.Scoring(now_ms=now, recency_weight=1.0))
     assert [h.memory.memory_id for h in curve.hits] == [fresh_id, old_id]

@@ -11,6 +11,7 @@ from support import start_server, status_of
 
 from engram_proto.v1 import messages_pb2 as pb
 from engram_proto.v1 import service_pb2 as spb
+from server.engine.ranking import IMPORTANCE_WEIGHT as B, RECENCY_WEIGHT as A
 
 T = "acme/semantics"
 ACTIVE, PENDING, SUPERSEDED, EXPIRED = (pb.MEMORY_STATUS_ACTIVE, pb.MEMORY_STATUS_PENDING,
@@ -96,8 +97,8 @@ def test_decay_and_importance_per_type_with_overrides(admin) -> None:
     assert by_id[ids["procedural"]].decay == pytest.approx(1.0)
     assert by_id[ids["pinned"]].decay == pytest.approx(1.0)
     for b in by_id.values():
-        assert b.importance_weight == pytest.approx(0.75)                      # (1 - 0.5) + 0.5 * 0.5
-        assert b.recency == pytest.approx(0.5 + 0.5 * b.decay, rel=1e-5)       # bounded: never below 0.5
+        assert b.importance_weight == pytest.approx(1 - B + B * 0.5)            # (1 - b) + b × importance
+        assert b.recency == pytest.approx(1 - A + A * b.decay, rel=1e-5)        # bounded: never below 1 - a
         assert b.final == pytest.approx(b.relevance * b.recency * b.importance_weight * b.temporal, rel=1e-4)
     off = admin.search(T, text, top_k=10, scoring=pb.Scoring(disable_decay=True, disable_importance=True, now_ms=now))
     assert all(h.breakdown.decay == pytest.approx(1.0) and h.breakdown.importance_weight == pytest.approx(1.0)
@@ -131,17 +132,17 @@ def _touch_and_flush(server, admin) -> None:  # type: ignore[no-untyped-def]
     assert shard.store.seq == seq_before + 1                  # one log group for every touch
     stored = shard.store.get(target)
     assert stored.access_count == 5 and stored.last_access_at_ms >= stored.created_at_ms
-    # The ranking reads 0.5 + 5 × 0.02 (the boost, at decay 1 right after the use): (1 - 0.5) + 0.5 × 0.6
+    # The ranking reads 0.5 + 5 × 0.02 (the boost, at decay 1 right after the use): (1 - b) + b × 0.6
     fresh = admin.search(T, "when is the standup?", top_k=1, scoring=pb.Scoring(now_ms=now_ms())).hits[0].breakdown
-    assert fresh.importance_weight == pytest.approx(0.8, rel=1e-3)
+    assert fresh.importance_weight == pytest.approx(1 - B + B * 0.6, rel=1e-3)
     for _ in range(30):                                        # the boost is bounded by access_importance_max
         admin.search(T, "when is the standup?", top_k=1)
     server.app.engine.flush()
     capped = admin.search(T, "when is the standup?", top_k=1, scoring=pb.Scoring(now_ms=now_ms())).hits[0].breakdown
-    assert capped.importance_weight == pytest.approx(0.95, rel=1e-3)   # (1 - 0.5) + 0.5 × 0.9
+    assert capped.importance_weight == pytest.approx(1 - B + B * 0.9, rel=1e-3)   # capped at importance 0.9
     later = now_ms() + 300 * 24 * HOUR_MS                      # unused for 10 half-lives: it fades back
     faded = admin.search(T, "when is the standup?", top_k=1, scoring=pb.Scoring(now_ms=later)).hits[0].breakdown
-    assert faded.importance_weight == pytest.approx(0.75, abs=1e-3)
+    assert faded.importance_weight == pytest.approx(1 - B + B * 0.5, abs=1e-3)
     assert get_one(admin, T, target).importance == pytest.approx(0.5)
 
 
