@@ -28,8 +28,13 @@ serve: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-test-slow: $(STAMP)
+# The slow suite includes the Ray Serve cluster tests: the cluster extra (~500 MB) is installed first.
+test-slow: $(STAMP) $(VENV)/.cluster-installed
 	$(PY) -m pytest -q -m "slow"
+
+$(VENV)/.cluster-installed: requirements-cluster.txt
+	$(PY) -m pip install --quiet -r requirements-cluster.txt
+	touch $@
 
 proto: $(STAMP)
 	$(PY) proto/generate.py

@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--metrics-listen", help="host:port for Prometheus /metrics (default: off)")
     serve.add_argument("--console-listen", help="host:port for the web console (default: off; README Console)")
     serve.add_argument("--log-format", choices=("text", "json"))
+    serve.add_argument("--ray", action="store_true",
+                       help="run on Ray Serve (needs the cluster extra and object_store.bucket; README Running on a cluster)")
+    serve.add_argument("--address", dest="ray_address",
+                       help="with --ray: the Ray cluster to join (default cluster.address; \"\": a local one)")
     serve.set_defaults(func=_serve)
     config = sub.add_parser("config", help="print the effective config as TOML (or the option table)")
     config.add_argument("--config", help="a TOML config file")

@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +26,7 @@ from server.engine.engine import Engine
 from server.grpc.server import GrpcFrontend
 from server.metrics import Metrics
 from server.store.audit import AuditPolicy
+from server.store.durable_log import LogOpener
 from server.store.space import DiskSpace
 from server.tenants.catalog import Catalog
 from server.index.tiers import TierRules
@@ -66,20 +67,14 @@ class App:
             self.metrics_port = self.metrics.serve(self.config.metrics_listen)
         if self.console is not None:
             self.console_port = await self.console.start()
-        self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+        self._flusher = asyncio.get_running_loop().create_task(
+            flush_every(self.config.lucene_commit_interval_s, self.engine, after=self._storage_health))
         log.info("engram serving on port %d (device %s)", self.port, self.engine.device)
 
-    async def _flush_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(self.config.lucene_commit_interval_s)
-            try:
-                await loop.run_in_executor(self.engine.write_pool, self.engine.flush)
-            except Exception:
-                log.exception("periodic flush failed")
-            space = self.engine.space
-            if space is not None:   # health "engram.v1.Storage": NOT_SERVING below the watermark (reads go on)
-                await self.frontend.set_storage_ok(not space.report().low)
+    async def _storage_health(self) -> None:
+        space = self.engine.space
+        if space is not None:   # health "engram.v1.Storage": NOT_SERVING below the watermark (reads go on)
+            await self.frontend.set_storage_ok(not space.report().low)
 
     async def stop(self) -> None:
         """Health → NOT_SERVING, finish in-flight calls, drain batchers, flush indexes, close logs."""
@@ -100,14 +95,32 @@ class App:
         log.info("engram stopped")
 
     async def serve_until_signal(self) -> None:
-        await self.start()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        log.info("signal received: shutting down")
-        await self.stop()
+        await serve_until_signal(self.start, self.stop)
+
+
+async def serve_until_signal(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[None]]) -> None:
+    """Starts, waits for SIGTERM or SIGINT, stops (the single node's App and the Ray edge's ClusterApp)."""
+    await start()
+    signalled = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, signalled.set)
+    await signalled.wait()
+    log.info("signal received: shutting down")
+    await stop()
+
+
+async def flush_every(interval_s: float, engine: Engine, *, after: Callable[[], Awaitable[None]] | None = None) -> None:
+    """The periodic flush (``Engine.flush`` on its write pool) until cancelled; ``after`` runs after each."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await loop.run_in_executor(engine.write_pool, engine.flush)
+        except Exception:
+            log.exception("periodic flush failed")
+        if after is not None:
+            await after()
 
 
 # On a CPU the models run as frozen TorchScript traces (one C++ call per forward, no GIL) on packed tokens
@@ -223,19 +236,8 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
     guard_vector_space(config.data_dir, embedder)
     catalog = Catalog(config.data_dir / "system")
     new_admin_key = catalog.ensure_admin_key(config.admin_key)
-    space = DiskSpace(config.data_dir, min_free_bytes=config.storage.min_free_mb << 20)
-    m = config.memory   # each shard's audit log; retention also visits tenants that are not loaded
-    audit = AuditPolicy(retention_s=m.audit_retention_days * DAY_S, max_bytes=m.audit_max_mb << 20)
-    registry = TenantRegistry(data_dir=config.data_dir, catalog=catalog, dim=embedder.dim,
-                              rules=rules or TierRules(), memory_budget_bytes=config.tenants.memory_budget_mb << 20,
-                              space=space, compact_ratio=config.storage.compact_ratio,
-                              compact_min_bytes=int(config.storage.compact_min_mb * (1 << 20)), audit=audit)
-    device_pool = ThreadPoolExecutor(1, thread_name_prefix="device")
-    cpu_pool = ThreadPoolExecutor(4, thread_name_prefix="cpu")
-    write_pool = ThreadPoolExecutor(2, thread_name_prefix="write")
-    engine = Engine(config=config, registry=registry, embedder=embedder, reranker=reranker,
-                    ranker=get_decay_ranker(device), device=device, device_pool=device_pool, cpu_pool=cpu_pool,
-                    write_pool=write_pool, space=space)
+    engine, pools = build_engine(config, catalog=catalog, embedder=embedder, reranker=reranker, device=device,
+                                 rules=rules)
     metrics = build_metrics(config, engine)
     frontend = GrpcFrontend(engine, listen=config.listen, tls_cert=config.tls_cert, tls_key=config.tls_key,
                             tls_client_ca=config.tls_client_ca, metrics=metrics)
@@ -243,4 +245,27 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
                                tls_key=config.tls_key, tls_client_ca=config.tls_client_ca)
                if config.console_listen else None)
     return App(config=config, engine=engine, frontend=frontend, new_admin_key=new_admin_key, metrics=metrics,
-               pools=[device_pool, cpu_pool, write_pool], console=console)
+               pools=pools, console=console)
+
+
+def build_engine(config: ServerConfig, *, catalog: Catalog, embedder: Embedder, reranker: Reranker | None,
+                 device: str, rules: TierRules | None = None,
+                 open_log: Callable[[str], LogOpener] | None = None) -> tuple[Engine, list[ThreadPoolExecutor]]:
+    """The tenant registry over ``config.data_dir`` and the engine on it, with its thread pools. ``open_log``:
+    each tenant's log opener (object storage; a Ray shard replica passes ObjectLogBackend.opener), default
+    each tenant's local file."""
+    space = DiskSpace(config.data_dir, min_free_bytes=config.storage.min_free_mb << 20)
+    m = config.memory   # each shard's audit log; retention also visits tenants that are not loaded
+    audit = AuditPolicy(retention_s=m.audit_retention_days * DAY_S, max_bytes=m.audit_max_mb << 20)
+    registry = TenantRegistry(data_dir=config.data_dir, catalog=catalog, dim=embedder.dim,
+                              rules=rules or TierRules(), memory_budget_bytes=config.tenants.memory_budget_mb << 20,
+                              space=space, compact_ratio=config.storage.compact_ratio,
+                              compact_min_bytes=int(config.storage.compact_min_mb * (1 << 20)), audit=audit,
+                              open_log=open_log)
+    device_pool = ThreadPoolExecutor(1, thread_name_prefix="device")
+    cpu_pool = ThreadPoolExecutor(4, thread_name_prefix="cpu")
+    write_pool = ThreadPoolExecutor(2, thread_name_prefix="write")
+    engine = Engine(config=config, registry=registry, embedder=embedder, reranker=reranker,
+                    ranker=get_decay_ranker(device), device=device, device_pool=device_pool, cpu_pool=cpu_pool,
+                    write_pool=write_pool, space=space)
+    return engine, [device_pool, cpu_pool, write_pool]

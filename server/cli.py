@@ -22,11 +22,18 @@ def serve(args: argparse.Namespace) -> int:
             overrides[name] = getattr(args, name)
     if args.data_dir:
         overrides["data_dir"] = Path(args.data_dir)
+    if getattr(args, "ray_address", None) is not None:
+        overrides["cluster"] = {"address": args.ray_address}
     config = load_config(toml_path=Path(args.config) if args.config else None, overrides=overrides)
     configure_logging(level=config.log_level, fmt=config.log_format, request_id=REQUEST_ID)
 
     async def main() -> None:
-        app = build_app(config)
+        if getattr(args, "ray", False):
+            from server.cluster.ingress import build_cluster_app  # needs ray (the cluster extra)
+
+            app = await build_cluster_app(config)
+        else:
+            app = build_app(config)
         if app.new_admin_key:
             sys.stdout.write(
                 "\nA development admin key was created. It is shown once; keep it:\n\n"

