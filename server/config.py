@@ -10,11 +10,12 @@ import dataclasses
 import logging
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from server.config_migrate import REMOVED, RENAMED, coerce, migrate
 from server.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -325,97 +326,6 @@ def _sections() -> set[str]:
     return today | {name.partition(".")[0] for name in (*RENAMED, *REMOVED) if "." in name}
 
 
-def _coerce(value: str, current: Any) -> Any:
-    if isinstance(current, bool):
-        if value.lower() in ("1", "true", "yes", "on"):
-            return True
-        if value.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ConfigError(f"not a boolean: {value!r}")
-    try:
-        if isinstance(current, int):
-            return int(value)
-        if isinstance(current, float):
-            return float(value)
-    except ValueError as exc:
-        raise ConfigError(f"not a number: {value!r}") from exc
-    if isinstance(current, Path):
-        return Path(value)
-    return value
-
-
-# Options of the previous release, accepted for one more with a warning (then unknown). RENAMED still take
-# effect: old name → (new name, old value → new value; None leaves the new option as it is).
-RENAMED: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "batching.enabled": ("batching.max_batch_requests", lambda on: None if _coerce(str(on), True) else 1),
-}
-# REMOVED were internal knobs: each is now a constant beside the code that uses it, with the measurement that
-# chose it; a setting is ignored (old name → where the value lives now).
-REMOVED: dict[str, str] = {
-    "search.rerank_weight": "the reranked order is the calibrated relevance (README Ranking)",
-    "search.rerank_rrf_k": "the reranked order is the calibrated relevance (README Ranking)",
-    "models.trace": "CPU models always run as frozen TorchScript traces (server/app.py CPU_SPEED)",
-    "models.unpad": "CPU models always run on packed tokens without padding (server/app.py CPU_SPEED)",
-    "models.rerank_max_length": "the cross-encoder reads up to its own limit, the length its recipe trained at",
-    **{f"index.{name}": "index tiers follow server/index/tiers.py TierRules, where the benchmarks chose them"
-       for name in ("promote_at", "codes", "nprobe", "ef_search", "ef_construction", "regrow_factor")},
-    "tenants.evict_idle_s": "server/tenants/registry.py EVICT_IDLE_S",
-    "tenants.build_threads": "server/tenants/registry.py BUILD_THREADS",
-    "memory.default_importance": "server/hygiene/salience.py DEFAULT_IMPORTANCE",
-    "memory.salience_importance_span": "server/hygiene/salience.py SALIENCE_IMPORTANCE_SPAN (chosen on LoCoMo dev)",
-    "memory.pending_below_confidence": "server/engine/write.py PENDING_BELOW_CONFIDENCE",
-    "memory.consolidate_cosine": "server/hygiene/consolidate.py CONSOLIDATE_COSINE (chosen on LoCoMo dev)",
-    **{f"memory.{name}": f"server/hygiene/extractor.py {name.upper()}"
-       for name in ("extract_every_turns", "extract_window", "extractor_timeout_s", "extractor_retries")},
-    "batching.max_batch_tokens": "server/batching/batcher.py MAX_BATCH_TOKENS",
-    "batching.max_wait_ms": "server/batching/batcher.py MAX_WAIT_MS (0 with max_batch_requests = 1)",
-    "batching.device_slots": "server/batching/batcher.py device_slots(), the rule its auto value was",
-    "batching.query_cache_entries": "server/batching/query_cache.py QUERY_CACHE_ENTRIES",
-    "batching.tenant_quantum": "server/batching/scheduler.py TENANT_QUANTUM",
-    "search.default_top_k": "server/engine/ranking.py DEFAULT_TOP_K",
-    **{f"search.{name}": f"server/engine/search.py {name.upper()} (chosen on the dev sets, README Retrieval quality)"
-       for name in ("rrf_k", "dense_weight", "lexical_weight", "dense_weight_cjk", "dense_weight_code")},
-    "search.pair_cache_entries": "server/batching/pair_cache.py PAIR_CACHE_ENTRIES",
-    "search.min_relevance": "server/engine/context.py MIN_RELEVANCE; SearchQuery.min_relevance sets one per query",
-    "search.feedback_weight": "server/engine/feedback.py FEEDBACK_WEIGHT",
-    "search.feedback_below": "server/engine/feedback.py FEEDBACK_BELOW",
-    **{f"scoring.{name}": f"server/engine/ranking.py {name.upper()} (chosen on the dev sets); the Scoring of a request "
-       "sets its own" for name in ("recency_weight", "importance_weight", "decay_floor")},
-    "scoring.temporal_boost": "server/engine/ranking.py TEMPORAL_BOOST",
-    "memory.access_importance_step": "server/engine/ranking.py ACCESS_IMPORTANCE_STEP",
-    "memory.access_importance_max": "server/engine/ranking.py ACCESS_IMPORTANCE_MAX",
-    "memory.access_top_hits": "server/engine/recall.py ACCESS_TOP_HITS",
-    "memory.audit_segment_mb": "server/store/audit.py AUDIT_SEGMENT_BYTES",
-    "limits.max_tenant_id_len": "server/tenants/catalog.py MAX_TENANT_ID_LEN",
-}
-_ABSENT = object()
-
-
-def _migrate(layered: Mapping[str, Any]) -> dict[str, Any]:
-    """``layered`` with deprecated options translated (RENAMED) or dropped (REMOVED), each with a warning."""
-    out = {name: dict(value) if isinstance(value, Mapping) else value for name, value in layered.items()}
-
-    def pop(dotted: str) -> Any:
-        section, _, name = dotted.rpartition(".")
-        table = out.get(section) if section else out
-        return table.pop(name, _ABSENT) if isinstance(table, dict) else _ABSENT
-
-    for old, (new, convert) in RENAMED.items():
-        value = pop(old)
-        if value is not _ABSENT:
-            mapped = convert(value)
-            log.warning("config option %s is deprecated and goes in the next release: set %s instead%s", old, new,
-                        "" if mapped is None else f" (taken as {new} = {mapped!r})")
-            if mapped is not None:
-                section, _, name = new.rpartition(".")
-                (out.setdefault(section, {}) if section else out)[name] = mapped
-    for old, where in REMOVED.items():
-        if pop(old) is not _ABSENT:
-            log.warning("config option %s is no longer an option; the setting is ignored: %s", old, where)
-    current = {f.name for f in dataclasses.fields(ServerConfig)}
-    return {name: value for name, value in out.items() if name in current or value != {}}
-
-
 def _apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
     changes: dict[str, Any] = {}
     known = {f.name for f in dataclasses.fields(cfg)}
@@ -428,7 +338,7 @@ def _apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
                 raise ConfigError(f"config section {name} needs a table")
             changes[name] = _apply(current, value)
         else:
-            changes[name] = _coerce(value, current) if isinstance(value, str) else value
+            changes[name] = coerce(value, current) if isinstance(value, str) else value
     return dataclasses.replace(cfg, **changes)
 
 
@@ -478,7 +388,8 @@ def load_config(*, env: Mapping[str, str] | None = None, toml_path: Path | None 
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     layered = _merge(layered, _env_overrides(env))
     layered = _merge(layered, overrides or {})
-    config = _apply(ServerConfig(), _migrate(layered)).validate()
+    current = {f.name for f in dataclasses.fields(ServerConfig)}
+    config = _apply(ServerConfig(), migrate(layered, current=current)).validate()
     if config.models.reranker == BUNDLED:
         config = dataclasses.replace(config, models=dataclasses.replace(config.models, reranker=bundled_reranker()))
     return config
