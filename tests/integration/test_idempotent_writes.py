@@ -119,6 +119,26 @@ def test_delete_forget_and_confirm_retries_answer_the_first_answer(admin) -> Non
                                                  metadata=admin.metadata)) == grpc.StatusCode.OK
 
 
+def test_a_write_that_stored_nothing_and_a_purge_are_answered_too(admin) -> None:  # type: ignore[no-untyped-def]
+    admin.create_tenant("idem")
+    admin.memory.UpdateSettings(spb.UpdateSettingsRequest(tenant_id="idem", settings=spb.TenantSettings(min_salience=1.0)),
+                                metadata=admin.metadata)
+    request = write_request("idem", "ok", key="skipped")
+    first = admin.memory.Write(request, metadata=admin.metadata)
+    assert first.skipped == 1 and first.results[0].outcome == spb.WRITE_OUTCOME_SKIPPED
+    again = admin.memory.Write(request, metadata=admin.metadata)
+    assert (again.results, again.skipped) == (first.results, first.skipped)
+    # recorded, though nothing was stored: another request with the key is refused
+    assert status_of(lambda: admin.memory.Write(write_request("idem", "ok!", key="skipped"), metadata=admin.metadata)) \
+        == grpc.StatusCode.INVALID_ARGUMENT
+    admin.memory.UpdateSettings(spb.UpdateSettingsRequest(tenant_id="idem", reset=["min_salience"]),
+                                metadata=admin.metadata)
+    admin.write("idem", "Hal sails a red dinghy", "Hal's sister is a pilot")
+    purge = spb.ForgetRequest(tenant_id="idem", all=True, mode=spb.FORGET_MODE_DELETE, idempotency_key="purge")
+    answers = [admin.memory.Forget(purge, metadata=admin.metadata) for _ in range(2)]   # a purge compacts the log
+    assert answers[0] == answers[1] and answers[0].count == 2 and admin.list_all("idem") == []
+
+
 def test_concurrent_duplicates_apply_once(admin) -> None:  # type: ignore[no-untyped-def]
     admin.create_tenant("idem")
     request = write_request("idem", "Dee keeps bees on the roof", key="dup")
