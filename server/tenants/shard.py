@@ -178,8 +178,10 @@ class TenantShard:
             await waiter
 
     def evictable(self) -> bool:
-        """Whether the registry may close the shard now: nothing in flight, building or compacting."""
-        return self._in_flight == 0 and not self.building and not self.compacting and not self._dropped
+        """Whether the registry may close the shard now: nothing in flight (searches, idempotent calls: a
+        reloaded shard would not know a keyed call still running here), building or compacting."""
+        return (self._in_flight == 0 and not self.calls_in_flight and not self.building and not self.compacting
+                and not self._dropped)
 
     def mark_dropped(self) -> None:
         with self.write_lock:   # no write is half-way through when the flag flips

@@ -1,6 +1,7 @@
 """Idempotent calls on a real shard (server/engine/idempotent.py): a key answers from its record, another
-request with it is refused, a call whose client left keeps its key until its work ends (a duplicate waits
-for it and is answered from its record), a failed call leaves the key free, and a reloaded shard answers."""
+request with it is refused, a call whose client left keeps its key (and its shard, from eviction) until its
+work ends (a duplicate waits for it and is answered from its record), a failed call leaves the key free,
+and a reloaded shard answers."""
 
 from __future__ import annotations
 
@@ -55,11 +56,14 @@ def test_a_duplicate_waits_for_a_call_whose_client_left(tmp_path: Path) -> None:
             second = delete_once(shard, [ids[0], "m_x"], "d1", pool=pool)
             await asyncio.sleep(0.05)
             assert not second.done()            # it waits for the first call's work, not for its client
+            assert not shard.evictable()        # a reload would not know the call running here
             gate.set()
             answer = await second
             with pytest.raises(asyncio.CancelledError):
                 await first
             again = await delete_once(shard, [ids[0], "m_x"], "d1", pool=pool)
+            await asyncio.sleep(0)              # the done callbacks release the key
+            assert shard.calls_in_flight == {} and shard.evictable()
             return answer, again
 
     answer, again = asyncio.run(scenario())
