@@ -28,14 +28,17 @@ from ray.serve.handle import DeploymentHandle
 from server.cluster.remote_models import RemoteEmbedder, RemoteReranker, model_info, split
 from server.config import ServerConfig
 from server.domain import KeyScope
-from server.errors import ConfigError, EngramError, NotOwner, StoreUnavailable
+from server.errors import ConfigError, EngramError, NotOwner, NotReady, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
 ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
-# No fallback replica: a tenant's requests go to its ring owner or wait for it (a fallback would load the
-# tenant on a second replica and take the log over, back and forth; safe by the fence, but slow).
-ROUTER_KWARGS = {"num_virtual_nodes": 100, "num_fallback_replicas": 0}
+# One fallback replica: while the ring still names a replica that died (until the controller's next broadcast,
+# ~6 s here), the tenant's calls go to the next replica clockwise, which takes the log over (with none they
+# waited for the broadcast: 6-12 s per kill, tests/integration/test_cluster.py). A fallback also takes calls a
+# busy owner rejects (max_ongoing_requests): the tenant then moves, safe by the fence, at the cost of a reload.
+ROUTER_KWARGS = {"num_virtual_nodes": 100, "num_fallback_replicas": 1}
+HEALTH_CHECK_PERIOD_S = 2.0    # Serve's default 10 s: how soon the controller replaces a replica it lost
 SHARD_MAX_ONGOING = 512      # requests one shard replica takes at once (the engine's own batchers queue them)
 MODEL_MAX_ONGOING = 512      # per Encoder / Reranker replica: every shard's concurrent forwards join one batch
 MAX_BATCH = 64               # requests per @serve.batch call (each is one engine batch's texts or pairs)
@@ -46,6 +49,11 @@ TENANT_CALLS = frozenset({"write", "search", "get", "delete", "list_memories", "
                           "consolidate", "extract", "forget", "audit", "settings", "update_settings",
                           "create_tenant", "delete_tenant"})
 DEADLINE_CALLS = frozenset({"write", "search"})
+
+
+class TenantMoved(NotReady):
+    """The tenant's shard on this replica was discarded while the call ran (another replica took its log
+    over: the ring moved). Nothing is known of a write's outcome; the retry reaches the new owner."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +170,7 @@ class _Opened:
         return blob is None or int(json.loads(blob.body)["epoch"]) != objects.epoch
 
 
-@serve.deployment(max_ongoing_requests=SHARD_MAX_ONGOING,
+@serve.deployment(max_ongoing_requests=SHARD_MAX_ONGOING, health_check_period_s=HEALTH_CHECK_PERIOD_S,
                   request_router_config=RequestRouterConfig(request_router_class=ROUTER,
                                                             request_router_kwargs=ROUTER_KWARGS))
 class TenantShard:
@@ -197,6 +205,7 @@ class TenantShard:
                                                device=resolve_device(config.models.device), open_log=self.opened.opener)
         await self.engine.start()
         self._create_lock = threading.Lock()
+        self._moves: dict[str, int] = {}   # per tenant: how often this replica discarded its shard
         self._flusher = asyncio.get_running_loop().create_task(
             flush_every(config.lucene_commit_interval_s, self.engine))
         log.info("TenantShard replica %s up (pid %d)", self.replica, os.getpid())
@@ -210,7 +219,14 @@ class TenantShard:
 
     def _check_owner(self, tenant_id: str) -> None:
         if self.opened.deposed(tenant_id, every_s=self.config.cluster.verify_owner_s):
-            self.engine.registry.discard(tenant_id)
+            self._discard(tenant_id)
+
+    def _discard(self, tenant_id: str) -> None:
+        """Drops this replica's copy of a tenant another replica took over (the next call reloads it). A call
+        still running on the copy then fails on its closed parts: it answers TenantMoved (UNAVAILABLE)."""
+        with self._create_lock:
+            self._moves[tenant_id] = self._moves.get(tenant_id, 0) + 1
+        self.engine.registry.discard(tenant_id)
 
     async def call(self, method: str, principal: KeyScope, tenant_id: str, args: Sequence[Any],
                    kwargs: dict[str, Any], remaining_s: float | None, request_id: str) -> Any:
@@ -223,6 +239,7 @@ class TenantShard:
             raise ValueError(f"not a tenant call: {method}")
         token = REQUEST_ID.set(request_id)
         loop = asyncio.get_running_loop()
+        moves = self._moves.get(tenant_id, 0)
         try:
             if method != "create_tenant":
                 await loop.run_in_executor(self.engine.write_pool, self._ensure_tenant, tenant_id)
@@ -236,8 +253,15 @@ class TenantShard:
         except EngramError as exc:
             if isinstance(exc, NotOwner) or (isinstance(exc, StoreUnavailable) and exc.outcome_unknown):
                 # Another owner fenced the log, or a commit's outcome is unknown: only a reload settles it.
-                await loop.run_in_executor(self.engine.write_pool, self.engine.registry.discard, tenant_id)
+                await loop.run_in_executor(self.engine.write_pool, self._discard, tenant_id)
             return Failure(exc)
+        except Exception as exc:
+            if self._moves.get(tenant_id, 0) == moves:
+                raise   # a bug, not a handoff: INTERNAL, as on a single node
+            log.info("tenant %s: %s ran into the discard of its shard (%s: %s)", tenant_id, method,
+                     type(exc).__name__, exc)
+            return Failure(TenantMoved(f"tenant {tenant_id!r} moved to another replica during the call; retry "
+                                       "(a write may or may not have been applied)"))
         finally:
             REQUEST_ID.reset(token)
 
