@@ -225,10 +225,14 @@ class Engine:
         shard = await self._shard(principal, tenant_id)
         validate_memory_ids(memory_ids, limit=self.config.limits.max_page_size)
         call = idempotent.call_of("confirm", idempotency_key, list(memory_ids))
-        self.check_space()
-        return await idempotent.once(shard, call, lambda: self._run(self.write_pool, lambda: self.memories.confirm(
-            shard, memory_ids, key_id=principal.key_id, now_ms=self.clock(), call=call)),
-            replay=lambda answer: idempotent.confirm_results(shard, answer), now_ms=self.clock())
+
+        async def run() -> list[tuple[Memory, tuple[str, ...]]]:
+            self.check_space()   # a retry answered from its record needs no space
+            return await self._run(self.write_pool, lambda: self.memories.confirm(
+                shard, memory_ids, key_id=principal.key_id, now_ms=self.clock(), call=call))
+
+        return await idempotent.once(shard, call, run, replay=lambda answer: idempotent.confirm_results(shard, answer),
+                                     now_ms=self.clock())
 
     async def touch(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str]) -> tuple[int, list[str]]:
         """Records that the client used these memories: one access each (what recency reads)."""

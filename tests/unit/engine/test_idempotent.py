@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from engine_support import T0, make_shard, write
+
 from server.config import ServerConfig
 from server.domain import AuditOp, MemoryInput
 from server.engine import idempotent
