@@ -31,7 +31,7 @@ def serve(args: argparse.Namespace) -> int:
         if getattr(args, "ray", False):
             from server.cluster.ingress import build_cluster_app  # needs ray (the cluster extra)
 
-            app = await build_cluster_app(config)
+            app = await build_cluster_app(config, deploy=config.cluster.deploy)
         else:
             app = build_app(config)
         if app.new_admin_key:

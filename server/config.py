@@ -228,6 +228,9 @@ class ClusterConfig:
         "TenantShard replicas: each holds FAISS + Lucene + store of the tenants the consistent-hash ring gives it"))
     encoder_replicas: int = option(1, "Encoder (and Reranker) replicas: stateless, each batches across all tenants")
     app_name: str = option("engram", "the Ray Serve application's name (serve.get_app_handle)")
+    deploy: bool = option(True, (
+        "the edge deploys (or updates) the application at start; false: it attaches to one deployed already (a "
+        "KubeRay RayService's serveConfigV2, import_path server.cluster.deployments:app_builder)"))
     shard_cpus: float = option(1.0, "Ray CPUs each TenantShard replica reserves (0: packs any number on a node)")
     encoder_cpus: float = option(1.0, "Ray CPUs each Encoder / Reranker replica reserves")
     verify_owner_s: float = option(1.0, (

@@ -29,6 +29,7 @@ from server.cluster.remote_models import RemoteEmbedder, RemoteReranker, model_i
 from server.config import ServerConfig
 from server.domain import KeyScope
 from server.errors import ConfigError, EngramError, NotOwner, NotReady, StoreUnavailable
+from server.tenants.settings import RANGES, TenantSettings
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,7 @@ BATCH_WAIT_S = 0.002         # how long a batch waits for stragglers (the engine
 
 # The engine calls a TenantShard replica forwards; the rest (keys, tenants list, info) stay at the edge.
 TENANT_CALLS = frozenset({"write", "search", "get", "delete", "list_memories", "history", "confirm", "touch",
-                          "consolidate", "extract", "forget", "audit", "settings", "update_settings",
-                          "create_tenant", "delete_tenant"})
+                          "consolidate", "extract", "forget", "audit", "create_tenant", "delete_tenant"})
 DEADLINE_CALLS = frozenset({"write", "search"})
 
 
@@ -210,12 +210,14 @@ class TenantShard:
             flush_every(config.lucene_commit_interval_s, self.engine))
         log.info("TenantShard replica %s up (pid %d)", self.replica, os.getpid())
 
-    def _ensure_tenant(self, tenant_id: str) -> None:
+    def _ensure_tenant(self, tenant_id: str, settings: dict[str, float]) -> None:
         """The edge checked that the tenant exists; this replica's catalog learns it on first use (the
-        tenant's data comes from the bucket when its shard loads)."""
+        tenant's data comes from the bucket when its shard loads), and its settings as the edge holds them."""
         with self._create_lock:
             if not self.catalog.has_tenant(tenant_id):
                 self.engine.registry.create(tenant_id)
+            if self.catalog.settings(tenant_id) != TenantSettings.from_stored(settings):
+                self.catalog.update_settings(tenant_id, settings, sorted(set(RANGES) - set(settings)))
 
     def _check_owner(self, tenant_id: str) -> None:
         if self.opened.deposed(tenant_id, every_s=self.config.cluster.verify_owner_s):
@@ -229,8 +231,10 @@ class TenantShard:
         self.engine.registry.discard(tenant_id)
 
     async def call(self, method: str, principal: KeyScope, tenant_id: str, args: Sequence[Any],
-                   kwargs: dict[str, Any], remaining_s: float | None, request_id: str) -> Any:
-        """One engine call for one tenant, as the edge authorized it. Domain errors come back as
+                   kwargs: dict[str, Any], remaining_s: float | None, request_id: str,
+                   settings: dict[str, float]) -> Any:
+        """One engine call for one tenant, as the edge authorized it (``settings``: the tenant's own, from the
+        edge's catalog, which holds them; a replica that just got the tenant has none). Domain errors come back as
         :class:`Failure`; a shard whose log another replica took is discarded here, so the retry loads it
         afresh."""
         from server.grpc.interceptors import REQUEST_ID
@@ -242,7 +246,7 @@ class TenantShard:
         moves = self._moves.get(tenant_id, 0)
         try:
             if method != "create_tenant":
-                await loop.run_in_executor(self.engine.write_pool, self._ensure_tenant, tenant_id)
+                await loop.run_in_executor(self.engine.write_pool, self._ensure_tenant, tenant_id, settings)
                 await loop.run_in_executor(self.engine.cpu_pool, self._check_owner, tenant_id)
             if method in DEADLINE_CALLS and remaining_s is not None:
                 kwargs = {**kwargs, "deadline_ns": time.monotonic_ns() + int(remaining_s * 1e9)}
@@ -300,3 +304,11 @@ def build_application(config: ServerConfig) -> Any:
     reranker = Reranker.options(**models).bind(config) if config.models.reranker else None
     return TenantShard.options(num_replicas=c.replicas, ray_actor_options={"num_cpus": c.shard_cpus}).bind(
         config, encoder, reranker)
+
+
+def app_builder(args: dict[str, str]) -> Any:
+    """The application for a Serve config file (``import_path: server.cluster.deployments:app_builder``,
+    ``args: {config: /path/engram.toml}``), e.g. a KubeRay RayService's ``serveConfigV2``."""
+    from server.config import load_config
+
+    return build_application(load_config(toml_path=Path(args["config"]) if args.get("config") else None))

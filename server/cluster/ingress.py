@@ -14,6 +14,7 @@ replays what was acknowledged to the store), and a retry reaches the tenant's ne
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -37,10 +38,11 @@ from server.cluster.deployments import Failure, build_application
 from server.config import ServerConfig
 from server.domain import AuditOp, Filter, ForgetSpec, KeyScope, MemoryInput, SearchQuery
 from server.engine.engine import Engine
-from server.errors import ConfigError, DeadlineExceeded, NotFound, NotReady
+from server.errors import ConfigError, DeadlineExceeded, FailedPrecondition, NotFound, NotReady
 from server.grpc.interceptors import REQUEST_ID
 from server.grpc.server import GrpcFrontend
 from server.tenants.catalog import Catalog, validate_tenant_id
+from server.tenants.settings import TenantSettings, checked_update
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +82,9 @@ class ClusterEngine:
     async def _forward(self, method: str, principal: KeyScope, tenant_id: str, *args: Any,
                        deadline_ns: int | None = None, **kwargs: Any) -> Any:
         remaining_s = None if deadline_ns is None else max(0.0, (deadline_ns - time.monotonic_ns()) / 1e9)
+        settings = {k: v for k, v in dataclasses.asdict(self.catalog.settings(tenant_id)).items() if v is not None}
         response = self.shards.options(session_id=tenant_id).call.remote(
-            method, principal, tenant_id, args, kwargs, remaining_s, REQUEST_ID.get())
+            method, principal, tenant_id, args, kwargs, remaining_s, REQUEST_ID.get(), settings)
         self.forwarded += 1
         try:
             out = await (asyncio.wait_for(_awaited(response), remaining_s) if remaining_s is not None else response)
@@ -147,12 +150,20 @@ class ClusterEngine:
         return await self._tenant("audit", principal, tenant_id, page_size=page_size, page_token=page_token,
                                   ops=ops, memory_id=memory_id)
 
-    async def settings(self, principal: KeyScope, tenant_id: str) -> Any:
-        return await self._tenant("settings", principal, tenant_id)
+    # -- per-tenant settings: the edge's catalog holds them; every forwarded call carries them ------------
+    async def settings(self, principal: KeyScope, tenant_id: str) -> tuple[TenantSettings, TenantSettings]:
+        self.authorize(principal, tenant_id)
+        self._exists(tenant_id)
+        own = self.catalog.settings(tenant_id)
+        return own, own.effective(self.config.memory)
 
     async def update_settings(self, principal: KeyScope, tenant_id: str, *, values: dict[str, float],
-                              reset: Sequence[str]) -> Any:
-        return await self._tenant("update_settings", principal, tenant_id, values=values, reset=list(reset))
+                              reset: Sequence[str]) -> tuple[TenantSettings, TenantSettings]:
+        self.authorize(principal, tenant_id)
+        checked, names = checked_update(values, reset)
+        own = await asyncio.get_running_loop().run_in_executor(None, self.catalog.update_settings, tenant_id,
+                                                               checked, names)
+        return own, own.effective(self.config.memory)
 
     # -- tenants and keys (the edge's catalog) ---------------------------------------------------------------
     async def create_tenant(self, principal: KeyScope, tenant_id: str, initial: Sequence[MemoryInput] = (),
@@ -160,7 +171,7 @@ class ClusterEngine:
         self.require_admin(principal)
         validate_tenant_id(tenant_id)
         if template_tenant_id:   # the template lives on its own replica: not copied across replicas (yet)
-            raise NotReady("template_tenant_id is not supported on a Ray cluster yet")
+            raise FailedPrecondition("template_tenant_id is not supported on a Ray cluster yet")
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.catalog.create_tenant, tenant_id)   # ALREADY_EXISTS here
         try:

@@ -155,6 +155,12 @@ def test_writes_through_the_edge_search_back_as_on_a_single_node(edge: RunningSe
                 assert [x for h in got for x in h[1:]] == pytest.approx([x for h in want for x in h[1:]], abs=2e-3), (
                     tenant, query, got, want)
         assert sorted(m.content for m in cluster.list_all("acme")) == sorted(FACTS[0::2])
+        # Settings live in the edge's catalog and travel with each call to the tenant's replica.
+        cluster.memory.UpdateSettings(spb.UpdateSettingsRequest(
+            tenant_id="initech", settings=spb.TenantSettings(min_salience=1.0)), metadata=cluster.metadata)
+        got = cluster.memory.GetSettings(spb.GetSettingsRequest(tenant_id="initech"), metadata=cluster.metadata)
+        assert got.settings.min_salience == pytest.approx(1.0)
+        assert cluster.write("initech", "ok then").results[0].outcome == spb.WRITE_OUTCOME_SKIPPED
         code = None
         try:
             cluster.write("no-such-tenant", "x")
@@ -210,16 +216,23 @@ def _owner(tenant: str) -> dict[str, Any]:
     return serve.get_app_handle("engram").options(session_id=tenant).where.remote().result(timeout_s=60)
 
 
-def _wait_for_replicas(n: int, *, deadline: float) -> float:
-    """Waits until the TenantShard deployment has ``n`` RUNNING replicas; returns when (monotonic)."""
+def _wait_for_replicas(n: int, *, deadline: float, gone: str = "") -> float:
+    """Waits until ``n`` distinct TenantShard replicas, none of them ``gone``, answer calls routed over the
+    ring (16 routing keys: the ring as the edge's router sees it, not Serve's status, which counts a killed
+    replica RUNNING until its controller notices); returns when (monotonic)."""
     from ray import serve
 
+    handle = serve.get_app_handle("engram")
     while time.monotonic() < deadline:
-        deployment = serve.status().applications["engram"].deployments["TenantShard"]
-        if deployment.replica_states.get("RUNNING", 0) >= n:
+        try:
+            seen = {handle.options(session_id=f"probe-{i}").where.remote().result(timeout_s=10)["replica"]
+                    for i in range(16)}
+        except Exception:  # noqa: BLE001 - a probe routed to the dead replica before the ring moved
+            seen = set()
+        if len(seen - {gone}) >= n and gone not in seen:
             return time.monotonic()
         time.sleep(0.2)
-    raise AssertionError(f"the TenantShard deployment did not get back to {n} running replicas")
+    raise AssertionError(f"the ring did not get back to {n} live TenantShard replicas")
 
 
 def test_killing_the_owning_replica_under_writes_loses_no_acknowledged_write(edge: RunningServer) -> None:
@@ -245,7 +258,7 @@ def test_killing_the_owning_replica_under_writes_loses_no_acknowledged_write(edg
                 time.sleep(0.05)
             assert all(w.last_ack_s > killed_at for w in writers), f"kill {k}: writes did not resume in 180 s"
             recovered_s = time.monotonic() - killed_at   # every writer had a write acknowledged since the kill
-            full_s = _wait_for_replicas(2, deadline=killed_at + 180) - killed_at
+            full_s = _wait_for_replicas(2, deadline=killed_at + 180, gone=owner["replica"]) - killed_at
             recoveries.append({"kill": k, "pid": owner["pid"], "replica": owner["replica"],
                                "recovery_s": round(recovered_s, 3), "replaced_s": round(full_s, 3),
                                "acked_before": acked_before})
