@@ -92,7 +92,7 @@ async def once(shard: TenantShard, call: Call | None, run: Callable[[], Awaitabl
         if done.fingerprint != call.fingerprint:
             raise InvalidArgument(f"idempotency_key {call.key!r} was used by a different {call.kind.capitalize()} "
                                   "request; a retry must send the same request, a new request needs a new key")
-        log.info("tenant %s: %s %s answered from its record", shard.tenant_id, call.kind, call.key)
+        log.debug("tenant %s: %s %s answered from its record", shard.tenant_id, call.kind, call.key)
         return replay(done.answer)
     task: asyncio.Future[R] = asyncio.ensure_future(run())
     shard.calls_in_flight[slot] = task
