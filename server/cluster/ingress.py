@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -228,8 +230,26 @@ def connect(config: ServerConfig) -> None:
     if not config.object_store.bucket:
         raise ConfigError("engram serve --ray needs object_store.bucket: a replica's disk is only a cache")
     if not ray.is_initialized():
-        ray.init(address=config.cluster.address or None, log_to_driver=False)
+        _init_ray(config)
     serve.run(build_application(config), name=config.cluster.app_name, route_prefix=None)
+
+
+def logical_cpus(config: ServerConfig) -> float:
+    """The Ray CPUs the application reserves: every replica's ``*_cpus``, plus one for Serve's controller."""
+    c = config.cluster
+    models = 2 if config.models.reranker else 1
+    return c.replicas * c.shard_cpus + models * c.encoder_replicas * c.encoder_cpus + 1.0
+
+
+def _init_ray(config: ServerConfig) -> None:
+    """Joins ``cluster.address``, or starts a local Ray with at least the logical CPUs the application reserves
+    (Ray's default, the core count, left a replica unschedulable on 2 cores: ``serve.run`` then waits forever)."""
+    if config.cluster.address:
+        ray.init(address=config.cluster.address, log_to_driver=False)
+        return
+    cpus = max(float(os.cpu_count() or 1), logical_cpus(config))
+    ray.init(num_cpus=math.ceil(cpus), log_to_driver=False)
+    log.info("started a local Ray with %d logical CPUs", math.ceil(cpus))
 
 
 @dataclass
@@ -269,7 +289,7 @@ async def build_cluster_app(config: ServerConfig, *, deploy: bool = True) -> Clu
     if deploy:
         await loop.run_in_executor(None, connect, config)
     elif not ray.is_initialized():
-        ray.init(address=config.cluster.address or None, log_to_driver=False)
+        _init_ray(config)
     shards = serve.get_app_handle(config.cluster.app_name)
     info = await shards.info.remote()
     config.data_dir.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,8 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -28,7 +30,7 @@ from typing import Any
 
 import grpc
 import pytest
-from s3_server import Weed, weed_binary
+from s3_server import Weed, free_ports, weed_binary
 
 pytest.importorskip("ray", reason="ray[serve] is not installed (pip install -r requirements-cluster.txt)")
 
@@ -285,3 +287,55 @@ def test_killing_the_owning_replica_under_writes_loses_no_acknowledged_write(edg
     assert not lost, f"{len(lost)} acknowledged writes lost: {lost[:5]}"
     assert set(failures) <= {"UNAVAILABLE"}, failures    # never INTERNAL: a dead replica is UNAVAILABLE
     assert len(recoveries) == KILLS
+
+
+def test_engram_serve_ray_joins_a_cluster_and_serves_the_api(ray_cluster: Any, weed: Weed, tmp_path: Path) -> None:
+    """The command an operator runs: ``engram serve --ray --address <cluster>`` deploys its own application
+    (here a second one, ``cli``, beside the fixture's) and serves gRPC; SIGTERM stops it cleanly."""
+    from ray import serve
+
+    port = free_ports(1)[0]
+    toml = tmp_path / "engram.toml"
+    toml.write_text(f"""listen = "127.0.0.1:{port}"
+data_dir = "{tmp_path / 'data'}"
+admin_key = "{ADMIN_KEY}"
+[models]
+embedder = "minilm"
+reranker = ""
+cpu_threads = 1
+[object_store]
+bucket = "{BUCKET}"
+endpoint = "{weed.endpoint}"
+prefix = "cli/"
+[cluster]
+app_name = "cli"
+replicas = 1
+shard_cpus = 0.5
+encoder_cpus = 0.5
+""")
+    engram = str(Path(sys.executable).with_name("engram"))
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([engram, "serve", "--ray", "--address", ray_cluster.address, "--config", str(toml)],
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        client = Client(channel, ADMIN_KEY)
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                client.memory.Info(spb.InfoRequest(), metadata=client.metadata, timeout=5)
+                break
+            except grpc.RpcError:
+                assert proc.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, "engram serve --ray did not serve in 300 s"
+                time.sleep(1.0)
+        client.create_tenant("cli-tenant")
+        client.write("cli-tenant", "The office plants are watered on Fridays", "Zoe takes the night train")
+        assert client.contents("cli-tenant", "when are the plants watered")[0] == "The office plants are watered on Fridays"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        serve.delete("cli")
