@@ -176,6 +176,26 @@ def test_writes_through_the_edge_search_back_as_on_a_single_node(edge: RunningSe
                                              metadata=[("authorization", f"Bearer {ADMIN_KEY}")])
 
 
+def test_the_encoder_batches_concurrent_requests_without_a_model_id(edge: RunningServer) -> None:
+    """Requests from anywhere (here 24 at once from the driver, as several shard replicas send theirs) share
+    one forward pass, and each gets its own rows back: the same vectors as when it is embedded alone."""
+    import numpy as np
+    from ray import serve
+
+    encoder = serve.get_deployment_handle("Encoder", app_name="engram")
+    texts = [[f"tenant {i} fact: the locker code is {i * 37 % 1000}", f"tenant {i} note {i}"] for i in range(24)]
+    before = encoder.stats.remote().result(timeout_s=60)
+    together = [r.result(timeout_s=120) for r in [encoder.embed.remote(t) for t in texts]]
+    after = encoder.stats.remote().result(timeout_s=60)
+    alone = [encoder.embed.remote(t).result(timeout_s=120) for t in texts[:3]]
+    batches, requests = after["batches"] - before["batches"], after["requests"] - before["requests"]
+    print(f"encoder: {requests} requests in {batches} batches (largest so far {after['largest_batch']})")
+    assert requests == len(texts) and batches < len(texts)   # at least two requests shared a forward pass
+    for got, want, t in zip(together, alone, texts, strict=False):
+        assert got.shape == (len(t), 384)
+        np.testing.assert_allclose(got, want, atol=1e-4)
+
+
 class Writer:
     """One client writing unique facts to a tenant as fast as it is answered; a failed write is retried
     until it is acknowledged, with the same content and idempotency key (so it applies once)."""
