@@ -177,7 +177,7 @@ class Engine:
         """``idempotency_key`` (here and on confirm, forget, delete): a retry with the same key and request
         is answered from the first call's record, applied once (server/engine/idempotent.py)."""
         shard = await self._shard(principal, tenant_id)
-        call = idempotent.call_of("write", idempotency_key, memories)
+        call = await idempotent.write_call(idempotency_key, memories, pool=self.cpu_pool)
         return await idempotent.once(shard, call, lambda: self.ingest.write(
             shard, memories, key_id=principal.key_id, deadline_ns=deadline_ns, call=call),
             replay=idempotent.write_results, now_ms=self.clock())

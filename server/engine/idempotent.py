@@ -34,11 +34,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from server.domain import Memory, MemoryStatus, WriteOutcome, WriteResult
+from server.domain import Memory, MemoryInput, MemoryStatus, WriteOutcome, WriteResult
 from server.errors import InvalidArgument, NotFound
 from server.store.idempotency import KINDS, Done, fingerprint
 from server.tenants.shard import TenantShard
@@ -47,6 +48,9 @@ log = logging.getLogger(__name__)
 
 MAX_KEY_LEN = 128
 _KEY_RE = re.compile(r"[A-Za-z0-9._:~-]+")
+# A Write's fingerprint is computed on the event loop up to this much text, on a worker thread beyond it.
+# Measured: 512 memories of 16 KiB (the largest Write, 9 MB) take ~120 ms; one small memory 0.06 ms.
+INLINE_FINGERPRINT_BYTES = 16 << 10
 
 R = TypeVar("R")
 
@@ -76,6 +80,14 @@ def call_of(kind: str, key: str, body: Any) -> Call | None:
     assert kind in KINDS, kind
     validate_key(key)
     return Call(kind=kind, key=key, fingerprint=fingerprint(kind, body)) if key else None
+
+
+async def write_call(key: str, memories: Sequence[MemoryInput], *, pool: Executor) -> Call | None:
+    """A Write's call (:func:`call_of`), fingerprinted off the event loop when its memories are large."""
+    if not key or sum(len(m.content) + len(m.context) for m in memories) <= INLINE_FINGERPRINT_BYTES:
+        return call_of("write", key, memories)
+    validate_key(key)   # a bad key is refused before any work
+    return await asyncio.get_running_loop().run_in_executor(pool, call_of, "write", key, memories)
 
 
 async def once(shard: TenantShard, call: Call | None, run: Callable[[], Awaitable[R]], *,

@@ -119,3 +119,25 @@ def test_keys_that_are_accepted(key: str) -> None:
 def test_keys_that_are_refused(key: str) -> None:
     with pytest.raises(InvalidArgument, match="idempotency_key"):
         idempotent.call_of("write", key, [])
+
+
+class CountingPool(ThreadPoolExecutor):
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.submitted = 0
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+        self.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_a_large_write_is_fingerprinted_off_the_loop_to_the_same_call() -> None:
+    small = [MemoryInput(content="x")]
+    large = [MemoryInput(content="word " * 4000) for _ in range(8)]   # 160 kB: beyond the inline limit
+    with CountingPool() as pool:
+        for memories, hops in ((small, 0), (large, 1)):
+            assert asyncio.run(idempotent.write_call("k", memories, pool=pool)) == idempotent.call_of("write", "k", memories)
+            assert pool.submitted == hops
+        assert asyncio.run(idempotent.write_call("", large, pool=pool)) is None
+        with pytest.raises(InvalidArgument):
+            asyncio.run(idempotent.write_call("bad key", large, pool=pool))
