@@ -17,16 +17,18 @@ Decisions:
   never retries INVALID_ARGUMENT (FAILED_PRECONDITION would read as "fix the state, then retry").
 * **Concurrent duplicates**: the first call with a key runs as a task of its own that the shard holds in
   ``calls_in_flight`` until its work ends — even when its client went away (a cancelled RPC leaves the
-  commit on its write thread running, so only the work's own end may release the key). A second call with
-  the key waits for it, then reads the table: answered from the record when it applied, run afresh when
-  it failed (a failed call records nothing, so nothing of it applied).
+  commit on its write thread running, so only the work's own end may release the key; the shard is not
+  evicted meanwhile). A second call with the key waits for it, then reads the table: answered from the
+  record when it applied, run afresh when it failed before its commit.
 * **What a retry answers**: Write, Delete and Forget the first answer exactly (memory ids, outcomes,
   counts). Confirm: the same ids and superseded lists, each memory as it is now (the record keeps ids,
   not copies of memories of up to ``max_content_bytes``; right after the first call the two are the same);
   a memory purged since is NOT_FOUND, as a Confirm of it would be. A Forget dry run changes nothing and
   records nothing.
-* **Errors are not recorded**: a call that failed applied nothing (validation happens before any change,
-  a commit that failed changed nothing), so its retry runs again and fails or succeeds on its own.
+* **Errors are not recorded**: a call that failed before its commit applied nothing (validation happens
+  before any change, a commit that failed changed nothing), so its retry runs again and fails or succeeds
+  on its own; one that failed after its commit (e.g. its audit line met a full disk) has its record, and
+  its retry gets the answer.
 """
 
 from __future__ import annotations
