@@ -232,6 +232,31 @@ class Writer:
             n += 1
 
 
+class Reader:
+    """One client searching the tenant without pause: each failure's code is counted (a search is retried
+    simply by the next one)."""
+
+    def __init__(self, client: Client, tenant: str) -> None:
+        self.client, self.tenant = client, tenant
+        self.ok = 0
+        self.failures: Counter[str] = Counter()
+        self.last_ok_s = 0.0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        request = spb.SearchRequest(tenant_id=self.tenant, queries=[pb.SearchQuery(text="sensor reading in room 3")])
+        while not self.stop.is_set():
+            try:
+                self.client.memory.Search(request, metadata=self.client.metadata, timeout=30)
+            except grpc.RpcError as exc:
+                self.failures[exc.code().name] += 1
+                time.sleep(0.1)
+                continue
+            self.ok += 1
+            self.last_ok_s = time.monotonic()
+
+
 def _owner(tenant: str) -> dict[str, Any]:
     from ray import serve
 
@@ -262,16 +287,18 @@ def test_killing_the_owning_replica_under_writes_loses_no_acknowledged_write(edg
     admin = edge.client()
     admin.create_tenant(tenant)
     writers = [Writer(edge.client(), tenant, f"w{i}") for i in range(3)]
-    for w in writers:
+    reader = Reader(edge.client(), tenant)
+    for w in (*writers, reader):
         w.thread.start()
     recoveries: list[dict[str, Any]] = []
+    last_kill_s = 0.0
     try:
         _wait_for_replicas(2, deadline=time.monotonic() + 180)
         time.sleep(2.0)
         for k in range(KILLS):
             owner = _owner(tenant)
             acked_before = sum(len(w.acked) for w in writers)
-            killed_at = time.monotonic()
+            killed_at = last_kill_s = time.monotonic()
             os.kill(owner["pid"], signal.SIGKILL)
             deadline = killed_at + 180
             while time.monotonic() < deadline:   # recovered: every writer acknowledged a write after the kill
@@ -287,10 +314,12 @@ def test_killing_the_owning_replica_under_writes_loses_no_acknowledged_write(edg
             print(f"kill {k}: replica {owner['replica']} (pid {owner['pid']}) -> every writer acknowledged again "
                   f"after {recovered_s:.2f}s; 2 replicas running again after {full_s:.2f}s")
             time.sleep(1.0)
+        while reader.last_ok_s < last_kill_s and time.monotonic() < last_kill_s + 60:
+            time.sleep(0.1)   # searches answer again too
     finally:
-        for w in writers:
+        for w in (*writers, reader):
             w.stop.set()
-        for w in writers:
+        for w in (*writers, reader):
             w.thread.join(60)
     acked = [c for w in writers for c in w.acked]
     stored = Counter(m.content for m in admin.list_all(tenant))
@@ -298,7 +327,8 @@ def test_killing_the_owning_replica_under_writes_loses_no_acknowledged_write(edg
     failures = sum((w.failures for w in writers), Counter())
     report = {"kills": len(recoveries), "acknowledged_writes": len(acked), "lost": len(lost),
               "duplicates": sum(n - 1 for n in stored.values() if n > 1), "failed_calls_by_code": dict(failures),
-              "writes_acked_after_a_retry": sum(w.retried_ok for w in writers), "recoveries": recoveries,
+              "writes_acked_after_a_retry": sum(w.retried_ok for w in writers),
+              "searches_ok": reader.ok, "failed_searches_by_code": dict(reader.failures), "recoveries": recoveries,
               "recovery_s_max": max((r["recovery_s"] for r in recoveries), default=0.0),
               "recovery_s_median": sorted(r["recovery_s"] for r in recoveries)[len(recoveries) // 2] if recoveries else 0}
     print(json.dumps(report, indent=1))
@@ -307,6 +337,8 @@ def test_killing_the_owning_replica_under_writes_loses_no_acknowledged_write(edg
     assert not lost, f"{len(lost)} acknowledged writes lost: {lost[:5]}"
     assert set(failures) <= {"UNAVAILABLE"}, failures    # never INTERNAL: a dead replica is UNAVAILABLE
     assert len(recoveries) == KILLS
+    assert set(reader.failures) <= {"UNAVAILABLE"}, reader.failures
+    assert reader.last_ok_s > last_kill_s, "searches did not answer again after the last kill"
 
 
 def test_engram_serve_ray_joins_a_cluster_and_serves_the_api(ray_cluster: Any, weed: Weed, tmp_path: Path) -> None:
