@@ -29,7 +29,13 @@ def serve(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         if getattr(args, "ray", False):
-            from server.cluster.ingress import build_cluster_app  # needs ray (the cluster extra)
+            try:
+                from server.cluster.ingress import build_cluster_app
+            except ImportError as exc:
+                from server.errors import ConfigError
+
+                raise ConfigError(f"engram serve --ray needs ray[serve] ({exc}): pip install -r "
+                                  "requirements-cluster.txt, or pip install 'engram[cluster]'") from exc
 
             app = await build_cluster_app(config, deploy=config.cluster.deploy)
         else:
