@@ -94,7 +94,6 @@ def evaluate_variant(variant: Variant | None, manifest: dict[str, Any], cache: P
         with EvalServer(data, overrides=overrides) as server:
             info = server.info()
             out["reranker"] = ({"name": info.reranker.name, "dtype": info.reranker.dtype,
-                                "max_length": info.reranker.max_length,
                                 "depth": server.default_rerank_depth} if variant else None)
             t0 = time.perf_counter()
             tenant = Ingested(tenant="scifact", docs_of=manifest["tenants"]["scifact"])

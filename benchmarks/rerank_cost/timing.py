@@ -143,7 +143,8 @@ def plot(timing: dict[str, Any], quality: dict[str, Any] | None, path: Path) -> 
         x = np.arange(len(shapes))
         width = 0.8 / len(names)
         for i, name in enumerate(names):
-            ax.bar(x + i * width, [timing["ms_per_pair"][name][kind][s] for s in shapes], width, label=name)
+            ax.bar(x + i * width, [timing["ms_per_pair"][name][kind][s] for s in shapes], width, label=name,
+                   color=f"C{i}")
         ax.set_xticks(x + 0.4 - width / 2, shapes)
         ax.set_xlabel("queries x candidates in one call")
         ax.set_ylabel("ms per pair (median)")
@@ -156,7 +157,8 @@ def plot(timing: dict[str, Any], quality: dict[str, Any] | None, path: Path) -> 
             cost = timing["ms_per_pair"].get(name, {}).get("locomo", {}).get("1x20")
             if cost is None:
                 continue
-            ax.scatter(row["scifact_test"]["ndcg@10"], row["locomo_dev"]["all"]["recall@10"], s=20 + 8 * cost)
+            ax.scatter(row["scifact_test"]["ndcg@10"], row["locomo_dev"]["all"]["recall@10"], s=20 + 8 * cost,
+                       color=f"C{names.index(name)}")
             ax.annotate(f"{name}\n{cost:.1f} ms/pair", (row["scifact_test"]["ndcg@10"],
                                                         row["locomo_dev"]["all"]["recall@10"]), fontsize=7)
         if "rerank-off" in quality["variants"]:
