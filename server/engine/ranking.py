@@ -24,7 +24,7 @@ TEMPORAL_AFTER = 1.0   # window_weight's fall-off after a window's end, in windo
 # always ranks above it, whatever their ages and importances (at 0.5 / 0.5 it took 4×: the issue's "where does
 # alice live" lost its year-old Lisbon memory, relevance 0.25, to a pinned allergy at 0.14). Within that bound the
 # weight grid of make bench-quality on the dev sets (offline over each query's top 100 at the defaults) is flat:
-# LoCoMo recall@10 0.7518 at 0.3 / 0.3 vs 0.7524 at 0.5 / 0.5 (0.749 with decay off, 0.187 on the plain curve);
+# LoCoMo recall@10 0.749 at 0.3 / 0.3 vs 0.751 at 0.5 / 0.5 (0.745 with decay off, 0.189 on the plain curve);
 # the recency set's answer-above-its-stale-twin share 0.40 vs 0.55 at 0.5 / 0.5 and 0.33 with decay off, so decay
 # still beats decay-off there (README "Retrieval quality", what chose each default).
 RECENCY_WEIGHT = 0.3
