@@ -241,8 +241,10 @@ def test_filters_on_search_and_list(admin) -> None:
         (dict(accessed_after_ms=t0 + 8 * DAY_MS, entities_any=["payments"]), [ids[2]]),
         (dict(min_importance=0.7), [ids[0]]),
     ]
+    as_of = pb.Scoring(now_ms=now_ms())   # records no uses: a periodic flush mid-loop must not move last_access
     for flt, expected in cases:
-        found = sorted(ids_of(admin.search(T, "Alice Bob payments team skiing", top_k=10, filter=pb.Filter(**flt))))
+        found = sorted(ids_of(admin.search(T, "Alice Bob payments team skiing", top_k=10, filter=pb.Filter(**flt),
+                                           scoring=as_of)))
         listed = sorted(m.memory_id for m in admin.list_all(T, **flt))
         if expected is None:
             assert len(found) == 1 and found == listed, flt
