@@ -29,7 +29,6 @@ from server.errors import NotFound, is_storage_full
 from server.index.dense import FlatDenseIndex
 from server.index.tiered import VectorIndex
 from server.index.tiers import TierRules
-from server.store.access import TouchBuffer
 from server.store.audit import AuditPolicy, audit_bytes
 from server.store.durable_log import LogOpener
 from server.store.space import DiskSpace
@@ -186,9 +185,8 @@ class TenantRegistry:
                 shard = self._shards.pop(tenant_id, None)
             if shard is None:
                 return False
-            shard.touches = TouchBuffer()   # a deposed copy's pending access counts: its log refuses them
             try:
-                shard.close()
+                shard.abandon()
             except Exception as exc:  # noqa: BLE001 - a deposed copy: whatever its close meets, its files go
                 log.info("tenant %s: discarded shard did not close cleanly (%s)", tenant_id, exc)
             shutil.rmtree(self.directory(tenant_id), ignore_errors=True)

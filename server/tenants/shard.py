@@ -355,6 +355,18 @@ class TenantShard:
         self._lexical.close()
         self.store.close()
 
+    def abandon(self) -> None:
+        """Closes a deposed copy (another owner took its log) without committing anything: its pending
+        access touches are dropped (the log would refuse them), no Lucene commit, no dense snapshot (its
+        local files are caches of a log that moved on). The shard is unusable after."""
+        self.dense.close()
+        with self.write_lock:
+            self.closed = True
+            self.touches = TouchBuffer()
+        self.audit.close()
+        self._lexical.close()
+        self.store.close()
+
     # -- purges -------------------------------------------------------------------------------------------
     def purge_locked(self, memory_ids: Sequence[str], *, key_id: str, now_ms: int, compact: bool,
                      note: str = "", done: Done | None = None) -> int:

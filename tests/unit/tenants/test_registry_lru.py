@@ -74,3 +74,25 @@ def test_loaded_shard_is_the_no_io_fast_path_only_without_a_budget(tmp_path: Pat
     budgeted.shard("a")
     assert budgeted.loaded_shard("a") is None           # every access must also enforce the budget
     budgeted.close()
+
+
+def test_discard_commits_nothing_and_the_next_load_replays(tmp_path: Path, jvm: None) -> None:
+    """A deposed copy (another owner took its log) is abandoned: its pending access touches are not
+    committed, its local files go, and the next request loads the tenant afresh from its log."""
+    registry = make(tmp_path, budget=0)
+    registry.create("a")
+    shard = registry.shard("a")
+    with shard.write_lock:
+        vec = np.ones((1, DIM), dtype=np.float32) / np.sqrt(DIM)
+        commit_writes(shard, [MemoryInput(content="alpha memory")], vec, cfg=MemoryConfig(), now_ms=1)
+    memory = shard.store.all()[0]
+    seq = shard.store.seq
+    shard.record_uses([memory.memory_id], now_ms=5_000)
+    assert len(shard.touches) == 1
+    assert registry.discard("a") is True and shard.closed
+    assert shard.store.seq == seq                            # no access record was appended on the way out
+    assert registry.loaded_shard("a") is None and not registry.directory("a").exists()
+    assert registry.discard("a") is False                    # nothing loaded: nothing to discard
+    again = registry.shard("a")                              # loads afresh (the local WAL went with the cache)
+    assert again is not shard and not again.closed
+    registry.close()
