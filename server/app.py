@@ -16,21 +16,25 @@ from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernels import get_decay_ranker
 from models.base import Embedder, Reranker
 from server.config import DAY_S, ServerConfig
-from server.errors import ConfigError
 from server.console.frontend import ConsoleFrontend
 from server.engine.engine import Engine
+from server.errors import ConfigError
 from server.grpc.server import GrpcFrontend
+from server.index.tiers import TierRules
 from server.metrics import Metrics
 from server.store.audit import AuditPolicy
-from server.store.durable_log import LogOpener
+from server.store.durable_log import CATALOG_FILE, LogOpener
 from server.store.space import DiskSpace
 from server.tenants.catalog import Catalog
-from server.index.tiers import TierRules
 from server.tenants.registry import TenantRegistry
+
+if TYPE_CHECKING:
+    from server.store.object_wal import ObjectLogBackend
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +218,32 @@ def guard_vector_space(data_dir: Path, embedder: Embedder) -> None:
         os.replace(tmp, record)
 
 
+def open_bucket(config: ServerConfig, embedder: Embedder | None) -> ObjectLogBackend:
+    """``object_store.bucket`` set: the bucket is the source of truth of the catalog and of every tenant's log,
+    the data dir a cache of it (a server started on an empty data dir rebuilds everything from the bucket).
+    Refuses to start on a store that ignores conditional writes, on a bucket whose vectors come from another
+    embedder (``embedder``; None: not checked here), and on a data dir whose local catalog the bucket lacks (its tenants exist only on this disk:
+    starting would hide them; export them and import them into the bucket-backed server instead)."""
+    from server.store.object_wal import ObjectLogBackend
+
+    backend = ObjectLogBackend.from_config(config.object_store, env=os.environ)
+    backend.verify()
+    local = config.data_dir / "system" / CATALOG_FILE
+    if not backend.holds_catalog() and local.is_file() and local.stat().st_size > 0:
+        raise ConfigError(f"{config.data_dir} holds a local catalog that bucket {config.object_store.bucket!r} lacks: its "
+                          "tenants live on this disk only. Start on an empty data dir (or without object_store.bucket), "
+                          "and move tenants with engram export / engram import")
+    record = {"name": embedder.name, "dim": int(embedder.dim)} if embedder is not None else None
+    found = backend.vector_space(record) if record is not None else None   # None: the Ray edge (no embedder)
+    if found != record:
+        raise ConfigError(f"bucket {config.object_store.bucket!r} holds vectors of {found['name']} ({found['dim']}-d) and "
+                          f"the configured embedder is {record['name']} ({record['dim']}-d): set models.embedder to "
+                          f"{found['name']!r}, or use another bucket or object_store.prefix")
+    log.info("object storage: bucket %r%s is the source of truth; %s is its cache", config.object_store.bucket,
+             f" under {config.object_store.prefix!r}" if config.object_store.prefix else "", config.data_dir)
+    return backend
+
+
 def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranker: Reranker | None = None,
               rules: TierRules | None = None) -> App:
     """Builds every component (models load and warm up here; the JVM starts here). Tests and benchmarks
@@ -234,10 +264,12 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
     embedder.warmup()
     config.data_dir.mkdir(parents=True, exist_ok=True)
     guard_vector_space(config.data_dir, embedder)
-    catalog = Catalog(config.data_dir / "system")
+    backend = open_bucket(config, embedder) if config.object_store.bucket else None
+    catalog = Catalog(config.data_dir / "system", open_log=backend.catalog_opener() if backend is not None else None)
     new_admin_key = catalog.ensure_admin_key(config.admin_key)
     engine, pools = build_engine(config, catalog=catalog, embedder=embedder, reranker=reranker, device=device,
-                                 rules=rules)
+                                 rules=rules, open_log=backend.opener if backend is not None else None,
+                                 drop_log=backend.drop_tenant if backend is not None else None)
     metrics = build_metrics(config, engine)
     frontend = GrpcFrontend(engine, listen=config.listen, tls_cert=config.tls_cert, tls_key=config.tls_key,
                             tls_client_ca=config.tls_client_ca, metrics=metrics)
@@ -250,10 +282,11 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
 
 def build_engine(config: ServerConfig, *, catalog: Catalog, embedder: Embedder, reranker: Reranker | None,
                  device: str, rules: TierRules | None = None,
-                 open_log: Callable[[str], LogOpener] | None = None) -> tuple[Engine, list[ThreadPoolExecutor]]:
+                 open_log: Callable[[str], LogOpener] | None = None,
+                 drop_log: Callable[[str], int] | None = None) -> tuple[Engine, list[ThreadPoolExecutor]]:
     """The tenant registry over ``config.data_dir`` and the engine on it, with its thread pools. ``open_log``:
     each tenant's log opener (object storage; a Ray shard replica passes ObjectLogBackend.opener), default
-    each tenant's local file."""
+    each tenant's local file; ``drop_log``: deletes a tenant's remote log (where this catalog is the authority)."""
     space = DiskSpace(config.data_dir, min_free_bytes=config.storage.min_free_mb << 20)
     m = config.memory   # each shard's audit log; retention also visits tenants that are not loaded
     audit = AuditPolicy(retention_s=m.audit_retention_days * DAY_S, max_bytes=m.audit_max_mb << 20)
@@ -261,7 +294,7 @@ def build_engine(config: ServerConfig, *, catalog: Catalog, embedder: Embedder, 
                               rules=rules or TierRules(), memory_budget_bytes=config.tenants.memory_budget_mb << 20,
                               space=space, compact_ratio=config.storage.compact_ratio,
                               compact_min_bytes=int(config.storage.compact_min_mb * (1 << 20)), audit=audit,
-                              open_log=open_log)
+                              open_log=open_log, drop_log=drop_log)
     device_pool = ThreadPoolExecutor(1, thread_name_prefix="device")
     cpu_pool = ThreadPoolExecutor(4, thread_name_prefix="cpu")
     write_pool = ThreadPoolExecutor(2, thread_name_prefix="write")

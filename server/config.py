@@ -205,8 +205,9 @@ class ObjectStoreConfig:
     """S3-compatible object storage as the source of truth of tenant logs (server/store/object_wal.py)."""
 
     bucket: str = option("", (
-        "S3 bucket that holds every tenant's log (one object per group commit, fenced owners, compacted bases); "
-        "the local log becomes a cache. \"\" = off: each tenant's log is a local file (fsync) only"))
+        "S3 bucket that holds the catalog (tenants, keys, settings) and every tenant's log (one object per group "
+        "commit, fenced owners, compacted bases); the data dir becomes a cache of it. \"\" = off: local files (fsync) "
+        "only"))
     endpoint: str = option("", "S3 endpoint URL (e.g. http://127.0.0.1:8333); \"\" = AWS S3 of object_store.region")
     region: str = option("us-east-1", "signing region")
     prefix: str = option("", "key prefix inside the bucket (e.g. \"engram/prod/\"); tenants live under it")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -35,7 +36,7 @@ from ray.serve.exceptions import (
 )
 from ray.serve.handle import DeploymentHandle
 
-from server.app import serve_until_signal
+from server.app import open_bucket, serve_until_signal
 from server.cluster.deployments import Failure, build_application
 from server.config import ServerConfig
 from server.domain import AuditOp, Filter, ForgetSpec, KeyScope, MemoryInput, SearchQuery
@@ -293,7 +294,9 @@ async def build_cluster_app(config: ServerConfig, *, deploy: bool = True) -> Clu
     shards = serve.get_app_handle(config.cluster.app_name)
     info = await shards.info.remote()
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    catalog = Catalog(config.data_dir / "system")
+    backend = await loop.run_in_executor(None, open_bucket, config, None)   # the catalog lives in the bucket too
+    catalog = await loop.run_in_executor(None, functools.partial(Catalog, config.data_dir / "system",
+                                                                 open_log=backend.catalog_opener()))
     new_admin_key = catalog.ensure_admin_key(config.admin_key)
     engine = ClusterEngine(config=config, shards=shards, catalog=catalog, info=info)
     frontend = GrpcFrontend(engine, listen=config.listen, tls_cert=config.tls_cert,  # type: ignore[arg-type]

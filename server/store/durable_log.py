@@ -33,6 +33,11 @@ class TenantLog(Protocol):
 
     def size_bytes(self) -> int: ...
 
+    # The store seq of the base the replay started from: history before it is gone, so an index cache committed
+    # below it (another owner compacted the log since) cannot be caught up and must be rebuilt. 0: none.
+    @property
+    def compacted_seq(self) -> int: ...
+
     def read(self, *, upto: int | None = None) -> list[Record]: ...
 
     def write_replacement(self, records: Sequence[Record], *, upto: int | None = None) -> Path: ...
@@ -44,4 +49,6 @@ class TenantLog(Protocol):
 
 # directory of the tenant → (its log, every record to replay); TenantStore.open's default is the local file
 LogOpener = Callable[[Path], "tuple[TenantLog, list[Record]]"]
+
+CATALOG_FILE = "catalog.wal"   # the server catalog's log (server/tenants/catalog.py) in ``data_dir/system``
 

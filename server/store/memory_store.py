@@ -86,6 +86,11 @@ class TenantStore:
         log.info("tenant store %s: %d memories from %d log records", directory.name, len(store._by_id), len(records))
         return store, replayed
 
+    @property
+    def compacted_seq(self) -> int:
+        """The seq below which the log kept no history (TenantLog.compacted_seq); index caches older are stale."""
+        return self._wal.compacted_seq
+
     # -- reads ------------------------------------------------------------------------------------
     def get(self, memory_id: str) -> Memory | None:
         return self._by_id.get(memory_id)

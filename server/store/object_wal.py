@@ -14,6 +14,7 @@ first ``upto`` bytes is a base for exactly the segments they hold.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -24,10 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from server.errors import StoreUnavailable
-from server.store.durable_log import TenantLog
+from server.store.durable_log import CATALOG_FILE, TenantLog
 from server.store.memory_store import LOG_FILE
-from server.store.objectlog import ObjectLog, tenant_root
-from server.store.s3 import ObjectStore, make_client, verify_conditional_writes
+from server.store.objectlog import CATALOG_ROOT, ObjectLog, tenant_root
+from server.store.s3 import ObjectStore, Taken, make_client, verify_conditional_writes
 from server.store.wal import Record, WriteAheadLog, encode_group, encode_record, fsync_dir
 
 if TYPE_CHECKING:
@@ -53,11 +54,12 @@ class ObjectBackedLog:
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, directory: Path, objects: ObjectLog) -> tuple[ObjectBackedLog, list[Record]]:
-        """Takes the tenant over (owner CAS, replay, fence) and rebuilds the local cache from the replay."""
+    def open(cls, directory: Path, objects: ObjectLog, *, cache_name: str = LOG_FILE) -> tuple[ObjectBackedLog, list[Record]]:
+        """Takes the tenant over (owner CAS, replay, fence) and rebuilds the local cache (``directory /
+        cache_name``) from the replay."""
         replay = objects.acquire()
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / LOG_FILE
+        path = directory / cache_name
         parts = [b"".join(encode_record(meta, blob) for meta, blob in replay.base)]
         seq_at = {len(parts[0]): replay.base_seq}
         size = len(parts[0])
@@ -169,6 +171,30 @@ class ObjectLogBackend:
         that never learned of a drop could otherwise append to a re-created tenant's log."""
         return _Opener(self, tenant_id)
 
+    def catalog_opener(self) -> _Opener:
+        """The LogOpener of the server's catalog (tenants, keys, settings: server/tenants/catalog.py), kept in
+        the bucket under CATALOG_ROOT; its local cache is the file a local catalog would use."""
+        return _Opener(self, "catalog", root=CATALOG_ROOT, cache_name=CATALOG_FILE)
+
+    def holds_catalog(self) -> bool:
+        """Whether the bucket holds a catalog log (one commit at least)."""
+        return bool(self.store.keys(CATALOG_ROOT + "wal/")) or self.store.get(CATALOG_ROOT + "manifest") is not None
+
+    def vector_space(self, current: Mapping[str, object]) -> dict[str, object]:
+        """The embedder the bucket's vectors come from (``system/embedder.json``): recorded by the first server
+        to start on the bucket (``current``), returned as recorded ever after."""
+        key = "system/embedder.json"
+        blob = self.store.get(key)
+        if blob is None:
+            try:
+                self.store.create(key, json.dumps(dict(current)).encode())
+            except Taken:
+                pass   # another server recorded it first: its record stands
+            blob = self.store.get(key)
+        if blob is None:
+            raise StoreUnavailable(f"{key} vanished right after it was written; retry")
+        return dict(json.loads(blob.body))
+
     def drop_tenant(self, tenant_id: str) -> int:
         """Deletes every object of the tenant's log (its owner record, segments, bases, manifest); returns
         how many. Its shard must be closed first."""
@@ -180,8 +206,10 @@ class ObjectLogBackend:
 class _Opener:
     backend: ObjectLogBackend
     tenant_id: str
+    root: str = ""               # "": the tenant's (objectlog.tenant_root)
+    cache_name: str = LOG_FILE
 
     def __call__(self, directory: Path) -> tuple[TenantLog, list[Record]]:
         objects = ObjectLog(self.backend.store, self.tenant_id, owner_id=self.backend.owner_id,
-                            grace_s=self.backend.grace_s)
-        return ObjectBackedLog.open(directory, objects)
+                            grace_s=self.backend.grace_s, root=self.root)
+        return ObjectBackedLog.open(directory, objects, cache_name=self.cache_name)

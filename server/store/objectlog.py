@@ -117,15 +117,20 @@ def tenant_root(tenant_id: str) -> str:
     return f"tenants/{quote(tenant_id, safe='')}/"
 
 
+# The server's own catalog (tenants, keys, settings) is a log like a tenant's, outside ``tenants/`` (tenant ids are
+# quoted under it, so no tenant can reach this root).
+CATALOG_ROOT = "system/catalog/"
+
+
 class ObjectLog:
     def __init__(self, store: ObjectStore, tenant_id: str, *, owner_id: str, grace_s: float = 300.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, root: str = "") -> None:
         self.store = store
         self.tenant_id = tenant_id
         self.owner_id = owner_id
         self.grace_s = grace_s
         self.clock = clock
-        self.root = tenant_root(tenant_id)
+        self.root = root or tenant_root(tenant_id)   # ``root``: another log than a tenant's (CATALOG_ROOT)
         self.epoch = 0
         self.next_seq = 0               # 0 until acquire()
         self.fenced = False             # a create at next_seq met another owner's segment

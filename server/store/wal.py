@@ -161,6 +161,12 @@ class WriteAheadLog:
         with self._lock:
             return self._size
 
+    @property
+    def compacted_seq(self) -> int:
+        """0: this file's own index caches are always committed before it is compacted (TenantShard.compact),
+        so no cache can predate history it dropped."""
+        return 0
+
     def read(self, *, upto: int | None = None) -> list[Record]:
         """Every record of the log's complete groups (its first ``upto`` bytes when given), read back."""
         return read_records(self.path, upto=upto)
@@ -172,8 +178,7 @@ class WriteAheadLog:
         tmp = _tmp_of(self.path)
         try:
             with open(tmp, "wb") as f:
-                for meta, blob in records:
-                    f.write(encode_record(meta, blob))
+                f.writelines(encode_record(meta, blob) for meta, blob in records)
                 f.flush()
                 os.fsync(f.fileno())
         except BaseException:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from server.domain import KeyScope
 from server.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
+from server.store.durable_log import CATALOG_FILE, LogOpener, TenantLog
 from server.store.wal import WriteAheadLog
 from server.tenants.settings import TenantSettings
 
@@ -57,13 +58,17 @@ class _StoredKey:
 
 
 class Catalog:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, open_log: LogOpener | None = None) -> None:
+        """``open_log``: where the catalog's log lives (``ObjectLogBackend.catalog_opener()``: in the bucket,
+        ``directory / CATALOG_FILE`` its cache); default that local file."""
         directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._tenants: dict[str, int] = {}   # tenant id → created_at_ms
         self._settings: dict[str, dict[str, float]] = {}   # tenant id → the settings it set (server/tenants/settings.py)
         self._keys: dict[str, _StoredKey] = {}
-        self._wal, records = WriteAheadLog.open(directory / "catalog.wal")
+        self._wal: TenantLog
+        self._wal, records = (open_log(directory) if open_log is not None
+                              else WriteAheadLog.open(directory / CATALOG_FILE))
         for meta, _ in records:
             self._apply(meta)
 

@@ -27,12 +27,13 @@ DENSE_SNAPSHOT = "dense.snap"
 
 def load_lexical(tenant_id: str, directory: Path, store: TenantStore, replayed: Replayed) -> LuceneIndex:
     """The tenant's Lucene index at the store's seq: replayed past its last commit, or rebuilt from the
-    store when it claims changes the log does not hold."""
+    store when it claims changes the log does not hold, or predates the history the log kept (compacted by
+    another owner since)."""
     lexical = LuceneIndex.open(directory / "lucene")
     committed = lexical.committed_seq()
-    if committed > store.seq:
-        log.warning("tenant %s: lexical index ahead of the log (%d > %d); rebuilding",
-                    tenant_id, committed, store.seq)
+    if committed > store.seq or 0 < committed < store.compacted_seq:
+        log.warning("tenant %s: lexical index at seq %d, the log at %d (history from %d); rebuilding",
+                    tenant_id, committed, store.seq, store.compacted_seq)
         lexical.delete_all()
         lexical.upsert([(m.doc_id, memory_text(m)) for m in store.all()])
     else:
@@ -50,7 +51,7 @@ def load_dense(directory: Path, store: TenantStore, replayed: Replayed, *, dim: 
     if snap is not None:
         header, payload = snap
         seq = int(header.get("seq", -1))
-        if header.get("dim") == dim and 0 <= seq <= store.seq:
+        if header.get("dim") == dim and store.compacted_seq <= seq <= store.seq:
             try:
                 ivf = ivf_from_payload(payload, dim=dim, rules=rules, description=str(header.get("description", "")))
             except (RuntimeError, ValueError) as exc:

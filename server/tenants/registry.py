@@ -31,9 +31,9 @@ from server.index.tiered import VectorIndex
 from server.index.tiers import TierRules
 from server.store.audit import AuditPolicy, audit_bytes
 from server.store.durable_log import LogOpener
+from server.store.memory_store import LOG_FILE
 from server.store.space import DiskSpace
 from server.tenants.catalog import Catalog
-from server.store.memory_store import LOG_FILE
 from server.tenants.shard import TenantShard
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,8 @@ class TenantRegistry:
                  memory_budget_bytes: int = 0, evict_idle_s: float = EVICT_IDLE_S, build_threads: int = BUILD_THREADS,
                  flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex, space: DiskSpace | None = None,
                  compact_ratio: float = 2.0, compact_min_bytes: int = 4 << 20,
-                 audit: AuditPolicy | None = None, open_log: Callable[[str], LogOpener] | None = None) -> None:
+                 audit: AuditPolicy | None = None, open_log: Callable[[str], LogOpener] | None = None,
+                 drop_log: Callable[[str], int] | None = None) -> None:
         self.root = data_dir / "tenants"
         self.root.mkdir(parents=True, exist_ok=True)
         self.catalog = catalog
@@ -66,6 +67,10 @@ class TenantRegistry:
         self.flat_factory = flat_factory   # the exact small tier (FAISS flat; a GPU twin may go here)
         self.audit = audit or AuditPolicy()   # each shard's audit log; retention also visits unloaded tenants
         self.open_log = open_log   # tenant id → its log opener (object storage); None: each tenant's local file
+        # Deletes a tenant's remote log (ObjectLogBackend.drop_tenant) when the tenant is destroyed, and before a
+        # tenant id is created, a leftover of an earlier tenant of that id whose drop a crash cut short (else its
+        # memories would come back). Only where this registry's catalog is the authority (not a Ray replica's).
+        self.drop_log = drop_log
         self._audit_swept_s = 0.0
         self._builder = ThreadPoolExecutor(max(1, build_threads), thread_name_prefix="index-build")
         self.space = space
@@ -87,9 +92,13 @@ class TenantRegistry:
 
     def create(self, tenant_id: str) -> None:
         directory = self.directory(tenant_id)
-        if directory.exists() and not self.catalog.has_tenant(tenant_id):
-            shutil.rmtree(directory)  # leftovers of a tenant that was dropped
-        self.catalog.create_tenant(tenant_id)
+        with self._gate(tenant_id):
+            if not self.catalog.has_tenant(tenant_id):   # leftovers of a tenant that was dropped
+                if directory.exists():
+                    shutil.rmtree(directory)
+                if self.drop_log is not None:
+                    self.drop_log(tenant_id)
+            self.catalog.create_tenant(tenant_id)
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "tenant.json").write_text(json.dumps({"tenant_id": tenant_id}))
 
@@ -209,6 +218,8 @@ class TenantRegistry:
             count = len(shard.store)
             shard.close()
         shutil.rmtree(self.directory(tenant_id), ignore_errors=True)
+        if self.drop_log is not None:
+            self.drop_log(tenant_id)
         return count
 
     def sweep_orphans(self) -> int:

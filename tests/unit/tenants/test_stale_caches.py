@@ -1,0 +1,63 @@
+"""Index caches a node kept from an earlier ownership of a tenant whose log another owner compacted since: the
+history in between is gone from the log (a delete left no record to replay), so the Lucene index and the
+dense snapshot must be rebuilt from the store, not caught up (TenantLog.compacted_seq)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from server.config import MemoryConfig
+from server.domain import MemoryInput, WriteOutcome
+from server.engine.write import commit_writes
+from server.store.object_wal import ObjectLogBackend
+from server.tenants.shard import TenantShard
+from tests.unit.store.s3_support import mocked, new_store
+
+DIM = 8
+
+
+@pytest.fixture()
+def bucket() -> Iterator[None]:
+    with mocked():
+        yield
+
+
+def node(owner: str) -> ObjectLogBackend:
+    store, _ = new_store()
+    return ObjectLogBackend(store=store, owner_id=owner, grace_s=0.0)
+
+
+def write(shard: TenantShard, text: str, seed: int) -> str:
+    vec = np.random.default_rng(seed).normal(size=(1, DIM)).astype(np.float32)
+    vec /= np.linalg.norm(vec)
+    with shard.write_lock:
+        result, = commit_writes(shard, [MemoryInput(content=text)], vec, cfg=MemoryConfig(dedupe_cosine=0.99), now_ms=seed)
+    assert result.outcome == WriteOutcome.CREATED, result
+    return result.memory_id
+
+
+def test_a_cache_older_than_another_owners_compaction_is_rebuilt(bucket: None, tmp_path: Path, jvm: None) -> None:
+    a, b = node("node-a"), node("node-b")
+    first = TenantShard.load("t", tmp_path / "a", dim=DIM, open_log=a.opener("t"))
+    doomed = write(first, "the walrus sings at dawn", 1)
+    write(first, "a quiet harbour town", 2)
+    first.close()                                    # node A keeps its Lucene index and dense snapshot on disk
+
+    second = TenantShard.load("t", tmp_path / "b", dim=DIM, open_log=b.opener("t"))
+    with second.write_lock:
+        second.purge_locked([doomed], key_id="k", now_ms=3, compact=False)
+    write(second, "the lighthouse keeper", 4)
+    assert second.compact() is not None              # the delete's record is gone from the log now
+    second.close()
+
+    again = TenantShard.load("t", tmp_path / "a", dim=DIM, open_log=a.opener("t"))   # A's stale caches
+    assert again.store.get(doomed) is None and again.store.compacted_seq > 0
+    live = {m.doc_id for m in again.store.all()}
+    _, docs = again.lexical.search("walrus", 5)
+    assert set(docs.tolist()) <= live and len(again.lexical.search("lighthouse", 5)[1]) == 1
+    assert len(again.dense) == len(live) == 2
+    again.close()
