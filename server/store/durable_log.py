@@ -18,7 +18,7 @@ of truth, one immutable object per group commit, fenced against deposed owners; 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -40,7 +40,14 @@ class TenantLog(Protocol):
 
     def read(self, *, upto: int | None = None) -> list[Record]: ...
 
-    def write_replacement(self, records: Sequence[Record], *, upto: int | None = None) -> Path: ...
+    def write_replacement(self, records: Sequence[Record], *, upto: int | None = None,
+                          artefacts: Mapping[str, bytes] | None = None) -> Path: ...
+
+    # Whether a compaction's ``artefacts`` (a shard's index snapshots) are kept beside its base, and handed back
+    # once by ``take_artefacts`` after the open that replayed that base (object storage: yes; a local file: no).
+    stores_artefacts: bool
+
+    def take_artefacts(self) -> dict[str, bytes]: ...
 
     def publish(self, tmp: Path, *, tail_from: int | None) -> int: ...
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,6 +85,15 @@ class TenantStore:
             store._apply(meta, blob, replayed)
         log.info("tenant store %s: %d memories from %d log records", directory.name, len(store._by_id), len(records))
         return store, replayed
+
+    @property
+    def stores_artefacts(self) -> bool:
+        """Whether a compaction keeps index snapshots beside its base (TenantLog.stores_artefacts)."""
+        return self._wal.stores_artefacts
+
+    def take_artefacts(self) -> dict[str, bytes]:
+        """The index snapshots the replayed base carried (once); {} for a local log."""
+        return self._wal.take_artefacts()
 
     @property
     def compacted_seq(self) -> int:
@@ -239,17 +248,18 @@ class TenantStore:
                                   live=sorted(self._by_id.values(), key=lambda m: m.doc_id),
                                   answered=self.idempotency.live())
 
-    def run_compaction(self, plan: CompactionPlan) -> int:
+    def run_compaction(self, plan: CompactionPlan, *, artefacts: Mapping[str, bytes] | None = None) -> int:
         """Writes the plan's memories (with their vectors, read back from the log) to a new log, appends
         what was committed since the plan, swaps it in; returns the new size. Commits go on meanwhile:
-        only the final copy and swap hold the store's lock. A failure (ENOSPC) leaves the old log."""
+        only the final copy and swap hold the store's lock. A failure (ENOSPC) leaves the old log.
+        ``artefacts``: index snapshots at the plan's seq, kept beside the base where the log stores them."""
         try:
             vectors = self._logged_blobs(upto=plan.upto)
             records: list[Record] = [({"op": "put", "seq": plan.seq, "m": memory_to_json(m)}, vectors[m.doc_id])
                                      for m in plan.live]
             # The answers still inside their window: a retry after the compaction is answered as before.
             records.extend((done.record(plan.seq), b"") for done in plan.answered)
-            tmp = self._wal.write_replacement(records, upto=plan.upto)
+            tmp = self._wal.write_replacement(records, upto=plan.upto, artefacts=artefacts)
             with self._lock:
                 if self.closed:
                     tmp.unlink(missing_ok=True)

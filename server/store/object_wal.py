@@ -79,6 +79,8 @@ class ObjectBackedLog:
         return (cls(objects, WriteAheadLog(path), seq_at, compacted_seq=compacted, artefacts=replay.artefacts),
                 replay.records())
 
+    stores_artefacts = True
+
     def take_artefacts(self) -> dict[str, bytes]:
         """The artefacts the replayed base carried (once: the log keeps no reference to them)."""
         artefacts, self._artefacts = self._artefacts, {}

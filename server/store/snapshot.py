@@ -27,26 +27,61 @@ _HEAD = struct.Struct("<8sIQI")
 _CHUNK = 64 << 20
 
 
-def write_snapshot(path: Path, header: dict[str, Any], payload: np.ndarray | bytes) -> int:
-    """Atomically replaces ``path`` with ``header`` + ``payload``; returns the bytes written."""
+def _framed(header: dict[str, Any], payload: np.ndarray | bytes) -> list[bytes | memoryview]:
+    """The snapshot's bytes in parts: fixed head, JSON header, then the payload in chunks."""
     head = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
     body = memoryview(np.ascontiguousarray(payload).view(np.uint8).reshape(-1) if isinstance(payload, np.ndarray)
                       else payload)
     crc = zlib.crc32(head)
     for start in range(0, len(body), _CHUNK):
         crc = zlib.crc32(body[start:start + _CHUNK], crc)
+    return [_HEAD.pack(MAGIC, len(head), len(body), crc), head,
+            *(body[start:start + _CHUNK] for start in range(0, len(body), _CHUNK))]
+
+
+def _publish(path: Path, parts: list[bytes | memoryview]) -> int:
     tmp = path.with_name(path.name + ".tmp")
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(tmp, "wb") as f:
-        f.write(_HEAD.pack(MAGIC, len(head), len(body), crc))
-        f.write(head)
-        for start in range(0, len(body), _CHUNK):
-            f.write(body[start:start + _CHUNK])
+        f.writelines(parts)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_dir(path.parent)
-    return _HEAD.size + len(head) + len(body)
+    return sum(len(p) for p in parts)
+
+
+def write_snapshot(path: Path, header: dict[str, Any], payload: np.ndarray | bytes) -> int:
+    """Atomically replaces ``path`` with ``header`` + ``payload``; returns the bytes written."""
+    return _publish(path, _framed(header, payload))
+
+
+def snapshot_bytes(header: dict[str, Any], payload: np.ndarray | bytes) -> bytes:
+    """What :func:`write_snapshot` would write, in memory (a compaction's artefact in object storage)."""
+    return b"".join(_framed(header, payload))
+
+
+def install_snapshot(path: Path, data: bytes) -> int:
+    """Atomically replaces ``path`` with snapshot bytes made by :func:`snapshot_bytes` (checked when read)."""
+    return _publish(path, [data])
+
+
+def snapshot_header(data: bytes | Path) -> dict[str, Any] | None:
+    """The JSON header of a snapshot (bytes or a file), read without its payload; None when unreadable."""
+    try:
+        if isinstance(data, Path):
+            with open(data, "rb") as f:
+                raw = f.read(_HEAD.size)
+                magic, head_len, _, _ = _HEAD.unpack(raw)
+                head = f.read(head_len)
+        else:
+            magic, head_len, _, _ = _HEAD.unpack(data[:_HEAD.size])
+            head = data[_HEAD.size:_HEAD.size + head_len]
+        if magic != MAGIC or len(head) != head_len:
+            return None
+        return dict(json.loads(head))
+    except (OSError, ValueError, struct.error):
+        return None
 
 
 def read_snapshot(path: Path) -> tuple[dict[str, Any], np.ndarray] | None:

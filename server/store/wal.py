@@ -16,7 +16,7 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +161,11 @@ class WriteAheadLog:
         with self._lock:
             return self._size
 
+    stores_artefacts = False
+
+    def take_artefacts(self) -> dict[str, bytes]:
+        return {}
+
     @property
     def compacted_seq(self) -> int:
         """0: this file's own index caches are always committed before it is compacted (TenantShard.compact),
@@ -171,10 +176,12 @@ class WriteAheadLog:
         """Every record of the log's complete groups (its first ``upto`` bytes when given), read back."""
         return read_records(self.path, upto=upto)
 
-    def write_replacement(self, records: Sequence[Record], *, upto: int | None = None) -> Path:
+    def write_replacement(self, records: Sequence[Record], *, upto: int | None = None,
+                          artefacts: Mapping[str, bytes] | None = None) -> Path:
         """Writes ``records`` to the log's temp file and fsyncs it; the live log is untouched (appends may
         go on meanwhile). On any failure (ENOSPC) the temp file is removed and the error raised. ``upto``
-        (the log's size the records stand for) is what a remote log needs; a file has its own (``publish``)."""
+        (the log's size the records stand for) is what a remote log needs; a file has its own (``publish``).
+        ``artefacts``: not kept here (:attr:`stores_artefacts` is False: the index caches sit beside the file)."""
         tmp = _tmp_of(self.path)
         try:
             with open(tmp, "wb") as f:

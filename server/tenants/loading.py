@@ -17,12 +17,32 @@ from server.index.tiered import TieredDenseIndex, VectorIndex
 from server.index.tiers import TierRules
 from server.lexical.lucene import LuceneIndex
 from server.store.memory_store import Replayed, TenantStore
-from server.store.snapshot import read_snapshot
+from server.store.snapshot import install_snapshot, read_snapshot, snapshot_header
 from server.text import memory_text
 
 log = logging.getLogger(__name__)
 
 DENSE_SNAPSHOT = "dense.snap"
+
+
+def restore_artefacts(directory: Path, store: TenantStore) -> None:
+    """Installs the index snapshots the replayed base carried (object storage) where they are newer than the
+    local ones: a node with an empty disk loads the IVF index the last owner compacted with, caught up from
+    the log like its own snapshot would be, instead of training one."""
+    for name, data in store.take_artefacts().items():
+        if name != DENSE_SNAPSHOT:
+            log.warning("tenant dir %s: unknown artefact %r in the log's base; ignored", directory.name, name)
+            continue
+        offered = snapshot_header(data)
+        local = snapshot_header(directory / name) if (directory / name).is_file() else None
+        if offered is None or (local is not None and int(local.get("seq", -1)) >= int(offered.get("seq", -1))):
+            continue
+        try:
+            install_snapshot(directory / name, data)
+        except OSError as exc:   # a full disk: the index is built from the replayed vectors instead
+            log.warning("tenant dir %s: the base's dense snapshot could not be installed (%s)", directory.name, exc)
+            continue
+        log.info("tenant dir %s: dense snapshot at seq %s from the log's base", directory.name, offered.get("seq"))
 
 
 def load_lexical(tenant_id: str, directory: Path, store: TenantStore, replayed: Replayed) -> LuceneIndex:

@@ -46,9 +46,9 @@ from server.store.audit import AuditLog, AuditPolicy, refs_of
 from server.store.durable_log import LogOpener
 from server.store.idempotency import Done
 from server.store.memory_store import TenantStore
-from server.store.snapshot import write_snapshot
+from server.store.snapshot import snapshot_bytes, write_snapshot
 from server.tenants.lexical_slot import LexicalSlot
-from server.tenants.loading import DENSE_SNAPSHOT, load_dense, load_lexical
+from server.tenants.loading import DENSE_SNAPSHOT, load_dense, load_lexical, restore_artefacts
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,7 @@ class TenantShard:
         started = time.perf_counter()
         rules = rules or TierRules()
         store, replayed = TenantStore.open(directory, dim=dim, open_log=open_log)
+        restore_artefacts(directory, store)
         dense, snap_seq = load_dense(directory, store, replayed, dim=dim, rules=rules, builder=builder,
                                      flat_factory=flat_factory)
         replayed.vectors = {}   # the indexes hold them now
@@ -303,15 +304,28 @@ class TenantShard:
             if plan is None:
                 return None
             self.compacting = True
+            # Where the base lives in object storage, the IVF index rides beside it (a new owner with an empty
+            # disk loads it instead of training one); taken at the plan's seq, like the base.
+            artefacts = self._dense_artefact_locked() if self.store.stores_artefacts else {}
         try:
             before = plan.upto
             started = time.perf_counter()
-            size = self.store.run_compaction(plan)
+            size = self.store.run_compaction(plan, artefacts=artefacts)
         finally:
             self.compacting = False
         log.info("tenant %s: log compacted %d -> %d bytes (%d memories) in %.2fs", self.tenant_id, before, size,
                  len(plan.live), time.perf_counter() - started)
         return size
+
+    def _dense_artefact_locked(self) -> dict[str, bytes]:
+        """The dense snapshot at the store's seq as bytes, when the index is IVF (a flat one is rebuilt from
+        the replayed vectors as fast as it loads). Caller holds ``write_lock``."""
+        active = self.dense.active
+        if active.tier != "ivf" or self.closed:
+            return {}
+        header = {"seq": self.store.seq, "dim": self.dense.dim, "n": len(active), "built_n": self.dense.built_n,
+                  "description": active.description}
+        return {DENSE_SNAPSHOT: snapshot_bytes(header, ivf_payload(active))}  # type: ignore[arg-type]
 
     def save_dense_snapshot(self) -> bool:
         """Writes ``dense.snap`` when the dense index is IVF and its vectors changed since the last snapshot

@@ -5,6 +5,7 @@ dense snapshot must be rebuilt from the store, not caught up (TenantLog.compacte
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from server.config import MemoryConfig
 from server.domain import MemoryInput, WriteOutcome
 from server.engine.write import commit_writes
+from server.index.tiers import TierRules
 from server.store.object_wal import ObjectLogBackend
 from server.tenants.shard import TenantShard
 from tests.unit.store.s3_support import mocked, new_store
@@ -61,3 +63,34 @@ def test_a_cache_older_than_another_owners_compaction_is_rebuilt(bucket: None, t
     assert set(docs.tolist()) <= live and len(again.lexical.search("lighthouse", 5)[1]) == 1
     assert len(again.dense) == len(live) == 2
     again.close()
+
+
+def test_a_new_owner_loads_the_ivf_index_the_last_compaction_stored(bucket: None, tmp_path: Path, jvm: None) -> None:
+    """The IVF index rides beside the base in object storage: a node with an empty disk loads it (caught up
+    with what was committed after the compaction) instead of training one."""
+    rules = TierRules(promote_at=500, codes="Flat", nprobe=16, ef_search=32)
+    rng = np.random.default_rng(7)
+    vecs = rng.normal(size=(660, DIM)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    cfg = MemoryConfig(dedupe_cosine=1.01)
+    with ThreadPoolExecutor(1) as builder:
+        first = TenantShard.load("t", tmp_path / "a", dim=DIM, rules=rules, builder=builder,
+                                 open_log=node("node-a").opener("t"))
+        with first.write_lock:
+            commit_writes(first, [MemoryInput(content=f"memory {i}") for i in range(600)], vecs[:600], cfg=cfg,
+                          now_ms=1)
+        first.wait_built(60)
+        assert first.dense.tier == "ivf"
+        assert first.compact() is not None
+        with first.write_lock:   # after the compaction: only in the log's segments
+            commit_writes(first, [MemoryInput(content=f"memory {i}") for i in range(600, 660)], vecs[600:],
+                          cfg=cfg, now_ms=2)
+        expected = first.dense.search(vecs[:20], 5)[1]
+        first.close()
+
+        second = TenantShard.load("t", tmp_path / "b", dim=DIM, rules=rules, builder=builder,
+                                  open_log=node("node-b").opener("t"))
+        assert second.dense.tier == "ivf" and second.dense.builds == 0 and not second.building   # loaded, not trained
+        assert len(second.dense) == 660
+        assert np.array_equal(second.dense.search(vecs[:20], 5)[1], expected)
+        second.close()
