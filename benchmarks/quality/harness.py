@@ -123,15 +123,15 @@ class EvalServer:
         self.last_grid_hits: Any = None
         self.grid_hits: list[Any] = []
 
+    async def _start_app(self) -> App:
+        """The server the harness talks to (a hook: benchmarks/cluster/parity.py starts engram on Ray here)."""
+        app = build_app(self.config)
+        await app.start()
+        return app
+
     def __enter__(self) -> EvalServer:
         self._thread.start()
-
-        async def build() -> App:
-            app = build_app(self.config)
-            await app.start()
-            return app
-
-        self._app = asyncio.run_coroutine_threadsafe(build(), self._loop).result(600)
+        self._app = asyncio.run_coroutine_threadsafe(self._start_app(), self._loop).result(600)
         options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
         self._channel = grpc.insecure_channel(f"127.0.0.1:{self._app.port}", options=options)
         self._memory = sgrpc.MemoryServiceStub(self._channel)
