@@ -111,6 +111,10 @@ class SearchConfig:
         "rerank queries in CJK scripts at the default depth; false because the bundled cross-encoder reads English "
         "only (zh/en set: Chinese nDCG@10 0.536 -> 0.506 with it); true for a multilingual cross-encoder. An explicit "
         "per-request depth is always honoured"))
+    centre_cjk: bool = option(True, (
+        "a CJK query searches the dense index with the mean query vector of 64 Chinese anchor sentences removed "
+        "(server/engine/centring.py), so memories in another language rank by meaning: e5 puts a Chinese query "
+        "nearer to every Chinese memory than to the English one that answers it (README \"Quality\")"))
     feedback_docs: int = option(0, (
         "the second retrieval round for weak queries (a dense Rocchio step toward the top N fused candidates, "
         "server/engine/feedback.py); 0 = off, the default: it lowered LoCoMo dev recall@10 (README \"Ranking\"); "

@@ -25,6 +25,7 @@ from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ScoringConfig, SearchConfig
 from server.domain import QueryResult, SearchQuery, Timings
 from server.engine.candidates import Candidates, SearchItem
+from server.engine.centring import Centring, read_anchors
 from server.engine.feedback import FEEDBACK_BELOW, FEEDBACK_WEIGHT, is_weak, rocchio
 from server.engine.ranking import RankStage
 from server.engine.rerank import PairScorer
@@ -53,10 +54,13 @@ FEEDBACK_DOCS = 3      # feedback docs of a query that asks for the second round
 RRF_K = 10.0
 DENSE_WEIGHT = 0.85
 LEXICAL_WEIGHT = 1.0
-# The dense weight × DENSE_WEIGHT_CJK for a query in a CJK script: the best of 0–5 on the zh/en dev half in the
-# offline fusion of the server's two lists (0.640; held-out half 0.527 against 0.517 at 1.0), and × DENSE_WEIGHT_CODE
-# for a query naming a code (XJ-2026-0421): embedders blur codes, BM25's code field matches them whole.
-DENSE_WEIGHT_CJK = 3.0
+# The dense weight × DENSE_WEIGHT_CJK for a query in a CJK script: with the query centred (server/engine/centring.py)
+# e5's list ranks memories of both languages and Chinese BM25 reads none in English, so RRF follows the dense order
+# (BM25 still enters the calibration's bm25 feature): the smallest weight of the best plateau of 1–1000 on the zh/en
+# dev half through the server at the defaults (dev nDCG@10 0.763 at 50 and 100, 0.750 at 20, 0.729 at 3, the weight
+# before centring; README "Quality"), and × DENSE_WEIGHT_CODE for a query naming a code (XJ-2026-0421): embedders
+# blur codes, BM25's code field matches them whole.
+DENSE_WEIGHT_CJK = 50.0
 DENSE_WEIGHT_CODE = 0.3
 
 
@@ -112,6 +116,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         self.controller = controller
         self.scorer = PairScorer(reranker=reranker, device_pool=device_pool, cpu_pool=cpu_pool,
                                  cache=pair_cache) if reranker else None
+        self.centring: Centring | None = None   # centre_cjk: measured on the first CJK query (device thread)
 
     def depth(self, query: SearchQuery) -> int:
         base = query.candidates or self.cfg.candidates
@@ -148,6 +153,11 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         overlaps this batch's CPU stages (:meth:`finish`); a reranking pass later queues on the device
         thread behind the next batch's embedding."""
         loop = asyncio.get_running_loop()
+        if self.cfg.centre_cjk and self.centring is None and any(e.payload.cjk and not e.payload.query.lexical_only
+                                                                 for e in batch):
+            # Once, on the first CJK query, before the batch's clock starts: the rerank-depth controller's cost
+            # model never counts the anchors' embedding as a query's work.
+            self.centring = await loop.run_in_executor(self.device_pool, Centring.measure, self._embed, read_anchors())
         run = _InFlight(started_ns=time.monotonic_ns(), items=[entry.payload for entry in batch],
                         timings=Timings(batch_size=len(batch)))
         run.lexical = loop.run_in_executor(self.cpu_pool, self._lexical_stage, run.items)
@@ -212,6 +222,10 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         prefix = getattr(self.embedder, "query_prefix", "")   # asymmetric models (e5): "query: "
         return self.embedder.forward(self.embedder.tokenize([prefix + t for t in texts] if prefix else texts))
 
+    def _centred(self, it: SearchItem) -> Centring | None:
+        """The centring a query's dense search takes: CJK queries' (server/engine/centring.py), else none."""
+        return self.centring if it.cjk and self.cfg.centre_cjk else None
+
     def _lexical_stage(self, items: Sequence[SearchItem]) -> tuple[list[tuple[np.ndarray, np.ndarray] | None], int]:
         """BM25 per tenant group: one consistent snapshot and one call per tenant."""
         t0 = time.monotonic_ns()
@@ -237,10 +251,13 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         for members in groups.values():
             shard = items[members[0]].shard
             k = max(self.depth(items[i].query) for i in members)
-            scores, ids = shard.dense.search(np.stack([items[i].vector for i in members]), k)  # type: ignore[misc]
-            for row, i in enumerate(members):
+            centring = [self._centred(items[i]) for i in members]
+            vectors = [items[i].vector if c is None else c.search_vector(items[i].vector)  # type: ignore[arg-type]
+                       for i, c in zip(members, centring, strict=True)]
+            scores, ids = shard.dense.search(np.stack(vectors), k)  # type: ignore[misc]
+            for row, (i, c) in enumerate(zip(members, centring, strict=True)):
                 depth = self.depth(items[i].query)
-                out[i] = (scores[row, :depth], ids[row, :depth])
+                out[i] = (scores[row, :depth] if c is None else c.scores(scores[row, :depth]), ids[row, :depth])
         return out
 
     def _weights(self, it: SearchItem) -> tuple[float, float]:
