@@ -40,6 +40,11 @@ class Entry(Generic[T]):
     future: asyncio.Future[Any]
     enqueued_ns: int = field(default_factory=time.monotonic_ns)
     started_ns: int = 0
+    origin_ns: int = 0   # when its request arrived (before the queue); 0: at enqueue
+
+    def __post_init__(self) -> None:
+        if not self.origin_ns:
+            self.origin_ns = self.enqueued_ns
 
     def cancelled(self) -> bool:
         return self.future.cancelled()
@@ -139,7 +144,8 @@ class Batcher(Generic[T]):
         self.tenant_rejected[tenant_id] += 1
         return Overloaded(f"{self.name} queue: {why}; retry later")
 
-    async def submit(self, *, tenant_id: str, tokens: int, payload: T, deadline_ns: int | None) -> Any:
+    async def submit(self, *, tenant_id: str, tokens: int, payload: T, deadline_ns: int | None,
+                     origin_ns: int = 0) -> Any:
         if self._closed:
             raise NotReady("the server is shutting down")
         verdict = admit(self._queued, tenant_id, capacity=self.capacity, weights=self.tenant_weights)
@@ -155,7 +161,8 @@ class Batcher(Generic[T]):
             self._queued[pushed.tenant_id] -= 1
             pushed.fail(self._reject(pushed.tenant_id, "this tenant's share of it is full"))
         entry: Entry[T] = Entry(tenant_id=tenant_id, tokens=max(1, tokens), deadline_ns=deadline_ns,
-                                payload=payload, future=asyncio.get_running_loop().create_future())
+                                payload=payload, future=asyncio.get_running_loop().create_future(),
+                                origin_ns=origin_ns)
         self._queue.append(entry)
         self._queued[tenant_id] += 1
         self._in_flight[tenant_id] += 1

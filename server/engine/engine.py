@@ -120,7 +120,7 @@ class Engine:
                              clock=clock, extractor=self.extractor)
         self.recall_gate = RecallGate(pool=cpu_pool)
         self.recall = Recall(config=config, batcher=self.search_batcher, cache=self.query_cache,
-                             gate=self.recall_gate, tokens=self._tokens, clock=clock)
+                             gate=self.recall_gate, tokens=self._tokens, clock=clock, controller=self.controller)
         self.consolidator = Consolidator(cfg=config.memory, registry=registry, embed=self._embed_texts,
                                          cpu_pool=cpu_pool, write_pool=write_pool)
         registry.sweep_orphans()
@@ -196,8 +196,9 @@ class Engine:
 
     async def search(self, principal: KeyScope, tenant_id: str, queries: Sequence[SearchQuery], *,
                      deadline_ns: int | None = None) -> list[QueryResult]:
+        arrived_ns = time.monotonic_ns()   # the latency target counts from here (a shard load included)
         shard = await self._shard(principal, tenant_id)
-        return await self.recall.search(shard, principal, queries, deadline_ns=deadline_ns)
+        return await self.recall.search(shard, principal, queries, deadline_ns=deadline_ns, arrived_ns=arrived_ns)
 
     async def consolidate(self, principal: KeyScope, tenant_id: str, *, dry_run: bool = False) -> ConsolidationReport:
         """Runs the consolidation job for one tenant now (README "Memory hygiene")."""

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 
 from server.batching.batcher import Batcher
+from server.batching.controller import RerankController
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ServerConfig
 from server.domain import AuditOp, KeyScope, QueryResult, SearchQuery
@@ -25,13 +27,13 @@ from server.hygiene.normalise import normalise_text
 from server.store.audit import refs_of
 from server.tenants.shard import TenantShard
 
-
 ACCESS_TOP_HITS = 3   # a live search counts its first N hits as used (what enters a prompt); 0: only Touch does
 
 
 class Recall:
     def __init__(self, *, config: ServerConfig, batcher: Batcher[SearchItem], cache: QueryEmbeddingCache,
-                 gate: RecallGate, tokens: Callable[[Sequence[str]], int], clock: Callable[[], int]) -> None:
+                 gate: RecallGate, tokens: Callable[[Sequence[str]], int], clock: Callable[[], int],
+                 controller: RerankController | None = None) -> None:
         self.config = config
         self.access_top_hits = ACCESS_TOP_HITS   # a test of Touch alone sets 0 on its server
         self.batcher = batcher
@@ -39,15 +41,18 @@ class Recall:
         self.gate = gate
         self.tokens = tokens
         self.clock = clock
+        self.controller = controller   # told how long answers take after their batch resolved
 
     async def search(self, shard: TenantShard, principal: KeyScope, queries: Sequence[SearchQuery], *,
-                     deadline_ns: int | None = None) -> list[QueryResult]:
+                     deadline_ns: int | None = None, arrived_ns: int = 0) -> list[QueryResult]:
+        arrived_ns = arrived_ns or time.monotonic_ns()
         queries = [dataclasses.replace(q, text=normalise_text(q.text)[0]) for q in queries]
         validate_queries(queries, limits=self.config.limits)
         gated = await self.gate.skips(shard, queries)   # small talk: answered at once, nothing searched
         if gated:
             rest = [dataclasses.replace(q, gate=False) for i, q in enumerate(queries) if i not in gated]
-            found = iter(await self.search(shard, principal, rest, deadline_ns=deadline_ns) if rest else [])
+            found = iter(await self.search(shard, principal, rest, deadline_ns=deadline_ns, arrived_ns=arrived_ns)
+                         if rest else [])
             return [gated[i] if i in gated else next(found) for i in range(len(queries))]
         now = self.clock()
         tenant_id = shard.tenant_id
@@ -58,14 +63,24 @@ class Recall:
             vector = None if q.lexical_only else self.cache.get(tenant_id, q.text)
             jobs.append(self.batcher.submit(
                 tenant_id=tenant_id, tokens=1 if vector is not None else self.tokens([q.text]),
-                deadline_ns=deadline_ns,
+                deadline_ns=deadline_ns, origin_ns=arrived_ns,
                 payload=SearchItem(shard=shard, query=q, now_ms=q.scoring.now_ms or now, vector=vector)))
+        submitted_ns = time.monotonic_ns()
         shard.enter()   # a tenant purge waits for the searches holding it
         try:
             results = list(await asyncio.gather(*jobs))
         finally:
             shard.leave()
-        return self.after_search(shard, principal, queries, results, now_ms=now)
+        answered = self.after_search(shard, principal, queries, results, now_ms=now)
+        if self.controller is not None:
+            # From the batch's resolve (enqueue + its total) until now: the wait for the event loop behind the
+            # batch's other answers, and this one's own.
+            done_ns = time.monotonic_ns()
+            for r in results:
+                if r.timings.total_ns:
+                    self.controller.observe_answer(batch_size=r.timings.batch_size,
+                                                   ms=(done_ns - submitted_ns - r.timings.total_ns) / 1e6)
+        return answered
 
     def after_search(self, shard: TenantShard, principal: KeyScope, queries: Sequence[SearchQuery],
                      results: list[QueryResult], *, now_ms: int) -> list[QueryResult]:

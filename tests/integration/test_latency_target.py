@@ -58,6 +58,7 @@ def test_depth_falls_under_load_and_returns_to_full_when_idle(loaded_server) -> 
         assert sum(h.breakdown.HasField("rerank") for h in r.hits) <= max(r.timings.rerank_depth_used, 0)
     state = running.app.engine.controller.state()
     assert state.batches_reduced + state.batches_skipped > 0
+    assert state.ms_answer > 0, "the answer time after a batch resolves is measured (and reserved)"
 
     assert _idle_depth(client) == FULL, "idle again: the full depth"
     info = client.memory.Info(spb.InfoRequest(), metadata=client.metadata).rerank_control

@@ -3,8 +3,12 @@ waits, deadlines and the queue. No clocks: times are given."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
+import pytest
+
+from server.batching.batcher import Entry
 from server.batching.controller import CostModel, RerankController, bucket, choose_depth
 
 MS = 1_000_000
@@ -12,7 +16,7 @@ MS = 1_000_000
 
 @dataclass
 class Job:
-    enqueued_ns: int
+    origin_ns: int
     deadline_ns: int | None = None
 
 
@@ -108,3 +112,37 @@ def test_off_or_nothing_to_rerank_is_the_full_depth() -> None:
     now = 1000 * MS
     assert off.choose([Job(now - 900 * MS)] * 8, [], reranked=8, now_ns=now) == 20
     assert controller().choose([Job(now - 900 * MS)], [], reranked=0, now_ns=now) == 20
+
+
+
+def test_a_batch_reserves_the_time_its_answers_take_after_it_resolves() -> None:
+    c = controller()   # 10 ms per query of other stages, 1 ms per pair
+    now = 1000 * MS
+    batch = [Job(now) for _ in range(8)]
+    assert c.choose(batch, [], reranked=8, now_ns=now) == 17          # (250 - 80) x 0.8 = 136 ms: 17 pairs each
+    # Answers measured: in batches of 8 the mean wait after the resolve was 12 ms (so the last one's ~24 ms).
+    for _ in range(5):
+        c.observe_answer(batch_size=8, ms=12.0)
+    assert c.answer_ms(8) == pytest.approx(24.0) and c.state().ms_answer > 0
+    assert c.choose(batch, [], reranked=8, now_ns=now) == 14          # (250 - 80 - 24) x 0.8 = 116.8 ms
+    # A lone idle query's own answer time is small: it still gets the full depth.
+    c.observe_answer(batch_size=1, ms=1.5)
+    assert c.choose([Job(now)], [], reranked=1, now_ns=now) == 20
+
+
+def test_the_budget_counts_from_the_requests_arrival_not_its_enqueue() -> None:
+    c = controller()
+    loop = asyncio.new_event_loop()
+    try:
+        now = 1000 * MS
+
+        def entry(**origin: int) -> Entry[None]:
+            return Entry(tenant_id="t", tokens=1, deadline_ns=None, payload=None, future=loop.create_future(),
+                         enqueued_ns=now, **origin)
+
+        queued_now, arrived_early = entry(), entry(origin_ns=now - 235 * MS)   # e.g. a shard load before the queue
+        assert queued_now.origin_ns == now and arrived_early.origin_ns == now - 235 * MS
+        assert c.choose([queued_now], [], reranked=1, now_ns=now) == 20
+        assert c.choose([arrived_early], [], reranked=1, now_ns=now) == 4   # (15 left - 10) x 0.8 = 4 ms
+    finally:
+        loop.close()
