@@ -38,6 +38,11 @@ class TenantLog(Protocol):
     @property
     def compacted_seq(self) -> int: ...
 
+    # True once the log refuses appends until it is reopened (object storage: a commit's outcome is unknown,
+    # or another owner fenced it); the registry then reloads the tenant on its next request.
+    @property
+    def needs_reload(self) -> bool: ...
+
     def read(self, *, upto: int | None = None) -> list[Record]: ...
 
     def write_replacement(self, records: Sequence[Record], *, upto: int | None = None,

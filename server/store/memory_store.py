@@ -96,6 +96,11 @@ class TenantStore:
         return self._wal.take_artefacts()
 
     @property
+    def needs_reload(self) -> bool:
+        """The log refuses appends until it is reopened (TenantLog.needs_reload)."""
+        return self._wal.needs_reload
+
+    @property
     def compacted_seq(self) -> int:
         """The seq below which the log kept no history (TenantLog.compacted_seq); index caches older are stale."""
         return self._wal.compacted_seq

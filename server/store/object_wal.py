@@ -81,6 +81,10 @@ class ObjectBackedLog:
 
     stores_artefacts = True
 
+    @property
+    def needs_reload(self) -> bool:
+        return self.objects.fenced or self.objects.uncertain
+
     def take_artefacts(self) -> dict[str, bytes]:
         """The artefacts the replayed base carried (once: the log keeps no reference to them)."""
         artefacts, self._artefacts = self._artefacts, {}

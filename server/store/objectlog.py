@@ -292,10 +292,16 @@ class ObjectLog:
             raise NotOwner(f"tenant {self.tenant_id}: fenced: another owner took the log at seq {seq}; this replica "
                            "no longer owns the tenant (the write was not applied)") from exc
         except StoreUnavailable as exc:
+            # Every failed create counts as one that may have landed, even when no try seemed to reach the
+            # server: a SIGKILLed SeaweedFS once kept a segment whose create had failed as "could not connect"
+            # (tests/integration/test_object_store.py). The next append would reuse the seq and meet our own
+            # earlier bytes as another owner's; only a reload (replay + fence) settles it.
+            self.uncertain = True
+            log.warning("tenant %s: the outcome of wal seq %d is unknown (%s); reload needed", self.tenant_id, seq, exc)
             if exc.outcome_unknown:
-                self.uncertain = True
-                log.warning("tenant %s: the outcome of wal seq %d is unknown; reload needed", self.tenant_id, seq)
-            raise
+                raise
+            raise StoreUnavailable(f"{exc}; the outcome is unknown until the tenant is reloaded",
+                                   outcome_unknown=True) from exc
         self.next_seq = seq + 1
         return seq
 

@@ -162,6 +162,7 @@ class WriteAheadLog:
             return self._size
 
     stores_artefacts = False
+    needs_reload = False   # a failed fsync raises; the file never needs reopening to know its state
 
     def take_artefacts(self) -> dict[str, bytes]:
         return {}

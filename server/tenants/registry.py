@@ -107,13 +107,27 @@ class TenantRegistry:
             return self._loading.setdefault(tenant_id, threading.Lock())
 
     def _touch_loaded(self, tenant_id: str) -> TenantShard | None:
-        """The loaded shard, marked most recently used; None when it is not loaded."""
+        """The loaded shard, marked most recently used; None when it is not loaded, or when its log needs a
+        reload (object storage: a commit's outcome is unknown, or another owner fenced it), in which case the
+        shard is closed without committing and the caller's :meth:`shard` loads it afresh (replay + fence)."""
         with self._lock:
             shard = self._shards.get(tenant_id)
-            if shard is not None:
+            if shard is not None and shard.store.needs_reload:
+                del self._shards[tenant_id]
+                stale, shard = shard, None
+            elif shard is not None:
                 self._shards.move_to_end(tenant_id)
                 shard.touch()
-        return shard
+                return shard
+            else:
+                return None
+        try:   # its index caches stay: the reload replays past them (or rebuilds them past a compaction)
+            stale.abandon()
+        except Exception as exc:  # noqa: BLE001 - whatever its close meets, the reload replays from the log
+            log.info("tenant %s: shard closed for a reload did not close cleanly (%s)", tenant_id, exc)
+        log.warning("tenant %s: its log needs a reload (a commit's outcome is unknown, or another owner took it); "
+                    "reloading", tenant_id)
+        return None
 
     def loaded_shard(self, tenant_id: str) -> TenantShard | None:
         """The shard if it is loaded and no memory budget is set, else None: no I/O, so the event loop

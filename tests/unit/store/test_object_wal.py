@@ -109,17 +109,24 @@ def test_an_unknown_outcome_refuses_further_commits_until_a_reload_settles_it(
     assert len(open_store(objects, tmp_path / "b")) == 3
 
 
-def test_a_refused_connection_fails_cleanly_and_the_next_commit_goes_through(
+def test_a_refused_connection_fails_cleanly_and_a_reload_lets_the_next_commit_through(
         backend: tuple[ObjectLogBackend, Faults], tmp_path: Path) -> None:
+    """Even a refused connection counts as an unknown outcome (a killed SeaweedFS once kept a segment whose
+    create had failed that way): nothing is applied, the log needs a reload, and the reload settles it."""
     objects, faults = backend
     store = open_store(objects, tmp_path / "a")
     faults.refused = 10
     with pytest.raises(StoreUnavailable) as exc:
         store.commit(puts=[(memory(1), vec(1))])
-    assert not exc.value.outcome_unknown and len(store) == 0
+    assert exc.value.outcome_unknown and len(store) == 0 and store.needs_reload
     faults.refused = 0
-    store.commit(puts=[(memory(2), vec(2))])
-    assert [m.memory_id for m in open_store(objects, tmp_path / "b").all()] == ["m_000002"]
+    with pytest.raises(StoreUnavailable):   # refused until reloaded
+        store.commit(puts=[(memory(2), vec(2))])
+    store.close()
+    store = open_store(objects, tmp_path / "a")
+    assert not store.needs_reload
+    store.commit(puts=[(memory(3), vec(3))])
+    assert [m.memory_id for m in open_store(objects, tmp_path / "b").all()] == ["m_000003"]
 
 
 

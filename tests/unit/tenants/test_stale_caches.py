@@ -14,6 +14,7 @@ import pytest
 from server.config import MemoryConfig
 from server.domain import MemoryInput, WriteOutcome
 from server.engine.write import commit_writes
+from server.errors import StoreUnavailable
 from server.index.tiers import TierRules
 from server.store.object_wal import ObjectLogBackend
 from server.tenants.shard import TenantShard
@@ -94,3 +95,29 @@ def test_a_new_owner_loads_the_ivf_index_the_last_compaction_stored(bucket: None
         assert len(second.dense) == 660
         assert np.array_equal(second.dense.search(vecs[:20], 5)[1], expected)
         second.close()
+
+
+def test_the_registry_reloads_a_tenant_whose_commit_outcome_is_unknown(bucket: None, tmp_path: Path, jvm: None) -> None:
+    """A failed commit to object storage latches the tenant's log (its outcome is unknown); the next request
+    finds the shard closed for a reload and gets a fresh one, replayed and fenced, whose writes go through."""
+    from server.tenants.catalog import Catalog
+    from server.tenants.registry import TenantRegistry
+
+    store, faults = new_store()
+    backend = ObjectLogBackend(store=store, owner_id="node-a", grace_s=0.0)
+    registry = TenantRegistry(data_dir=tmp_path, catalog=Catalog(tmp_path / "system"), dim=DIM,
+                              open_log=backend.opener, drop_log=backend.drop_tenant)
+    registry.create("t")
+    shard = registry.shard("t")
+    write(shard, "kept", 1)
+    faults.refused = 10
+    with pytest.raises(StoreUnavailable):
+        write(shard, "refused", 2)
+    faults.refused = 0
+    assert shard.store.needs_reload
+    again = registry.shard("t")
+    assert again is not shard and shard.closed and not again.store.needs_reload
+    assert [m.content for m in again.store.all()] == ["kept"]
+    write(again, "after the reload", 3)
+    assert registry.shard("t") is again
+    registry.close()
