@@ -24,6 +24,7 @@ class LoadResult:
     seconds: float
     latencies_ms: list[float] = field(default_factory=list)
     batch_sizes: list[int] = field(default_factory=list)
+    rerank_depths: list[int] = field(default_factory=list)   # Timings.rerank_depth_used of each answer
     errors: dict[str, int] = field(default_factory=dict)
     stage_ns: dict[str, int] = field(default_factory=dict)   # summed server-side stage timings
 
@@ -35,10 +36,21 @@ class LoadResult:
             "p50_ms": round(float(np.percentile(lat, 50)), 2), "p95_ms": round(float(np.percentile(lat, 95)), 2),
             "p99_ms": round(float(np.percentile(lat, 99)), 2), "mean_ms": round(float(lat.mean()), 2),
             "mean_batch_size": round(float(np.mean(self.batch_sizes)), 2) if self.batch_sizes else 0.0,
+            "rerank_depth_used": depth_summary(self.rerank_depths),
             "errors": dict(self.errors),
             "server_stage_mean_ms": {k: round(v / max(1, len(self.latencies_ms)) / 1e6, 2)
                                      for k, v in self.stage_ns.items()},
         }
+
+
+def depth_summary(depths: list[int]) -> dict[str, float]:
+    """The rerank depths the answers used: mean, median, and the share at each end (0 and the largest seen)."""
+    if not depths:
+        return {}
+    d = np.asarray(depths)
+    return {"mean": round(float(d.mean()), 2), "p50": float(np.percentile(d, 50)), "min": int(d.min()),
+            "max": int(d.max()), "share_zero": round(float((d == 0).mean()), 3),
+            "share_max": round(float((d == d.max()).mean()), 3)}
 
 
 async def run_load(address: str, key: str, *, tenants: list[str], queries: list[str], concurrency: int,
@@ -67,6 +79,7 @@ async def run_load(address: str, key: str, *, tenants: list[str], queries: list[
             result.latencies_ms.append((time.perf_counter() - started) * 1000)
             timings = reply.results[0].timings
             result.batch_sizes.append(timings.batch_size)
+            result.rerank_depths.append(timings.rerank_depth_used)
             for stage in STAGES:
                 result.stage_ns[stage] = result.stage_ns.get(stage, 0) + getattr(timings, f"{stage}_ns")
 

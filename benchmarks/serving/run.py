@@ -1,11 +1,15 @@
-"""The serving benchmark: batching on vs off, side by side in one run, against real server processes.
+"""The serving benchmark: two variants side by side in one run, against real server processes.
 
 For each dataset (tenants × memories per tenant) two servers start from copies of the same cached data
-directory, one with ``batching.enabled`` and one without; both stay up, and for each concurrency level
-the two are measured back to back (on, then off), so that load from other processes on the machine
-hits both alike. Results: JSON + PNG under benchmarks/results/serving/ and a markdown table.
+directory; both stay up, and for each concurrency level the two are measured back to back, so that load
+from other processes on the machine hits both alike. The variants (``--compare``): ``batching`` (default,
+no rerank): batching on vs off (``batching.max_batch_requests`` 1); ``controller``: the bundled reranker at
+the server's default depth, with the rerank-depth controller (``search.latency_target_ms`` default) vs
+without it (target 0: always the full depth). Results: JSON + PNG under benchmarks/results/serving/ and a
+markdown table.
 
     .venv/bin/python -m benchmarks.serving.run                       # the CPU grid
+    .venv/bin/python -m benchmarks.serving.run --compare controller --datasets 1x10000 --name rerank_grid
     .venv/bin/python -m benchmarks.serving.run --quick               # a smoke run
     .venv/bin/python -m benchmarks.serving.run --device cuda --reranker DIR --rerank-depth 100 --out DIR
 """
@@ -46,19 +50,28 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# Each comparison: variant name → (batching on, extra server env); the first is the one ratios are quoted for.
+COMPARISONS: dict[str, dict[str, tuple[bool, dict[str, str]]]] = {
+    "batching": {"on": (True, {}), "off": (False, {})},
+    "controller": {"controller": (True, {}), "full-depth": (True, {"ENGRAM_SEARCH__LATENCY_TARGET_MS": "0"})},
+}
+
+
 class ServerProcess:
     """``engram serve`` in a child process on a copy of a data directory."""
 
-    def __init__(self, data: Path, *, batching: bool, env: dict[str, str], workdir: Path) -> None:
+    def __init__(self, data: Path, *, batching: bool, env: dict[str, str], workdir: Path, name: str = "") -> None:
         self.port = free_port()
-        self.dir = workdir / ("on" if batching else "off")
+        name = name or ("on" if batching else "off")
+        self.dir = workdir / name
         shutil.copytree(data, self.dir)
-        self.log_path = workdir / f"server-{'on' if batching else 'off'}.log"
+        self.log_path = workdir / f"server-{name}.log"
         child_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                      "ENGRAM_ADMIN_KEY": ADMIN_KEY, "ENGRAM_LOG_LEVEL": "WARNING",
                      **({} if batching else {"ENGRAM_BATCHING__MAX_BATCH_REQUESTS": "1"}),   # off: one query a batch
                      # Every query counts: no embedding cache hits in a throughput benchmark.
                      "ENGRAM_BATCHING__QUERY_CACHE_TTL_MS": "0", **env}
+        self.batching = batching
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "engram_cli", "serve", "--listen", f"127.0.0.1:{self.port}",
              "--data-dir", str(self.dir)], cwd=ROOT, env=child_env,
@@ -120,13 +133,14 @@ def load_embedder_for_build(device: str):  # type: ignore[no-untyped-def]
 
 
 def bench_dataset(*, tenants: int, per_tenant: int, levels: list[int], seconds: float, env: dict[str, str],
-                  rerank_depth: int, workdir: Path, warmup_s: float = 10.0) -> dict[str, Any]:
+                  rerank_depth: int, workdir: Path, warmup_s: float = 10.0, compare: str = "batching") -> dict[str, Any]:
     data = build(load_embedder_for_build(env.get("ENGRAM_MODELS__DEVICE", "cpu")), tenants=tenants,
                  per_tenant=per_tenant)
     names = [tenant_name(i) for i in range(tenants)]
     queries = query_texts(5000)
-    servers = {mode: ServerProcess(data, batching=mode == "on", env=env, workdir=workdir) for mode in ("on", "off")}
-    out: dict[str, Any] = {"tenants": tenants, "memories_per_tenant": per_tenant, "runs": []}
+    servers = {mode: ServerProcess(data, batching=batching, env={**env, **extra}, workdir=workdir, name=mode)
+               for mode, (batching, extra) in COMPARISONS[compare].items()}
+    out: dict[str, Any] = {"tenants": tenants, "memories_per_tenant": per_tenant, "compare": compare, "runs": []}
     try:
         for mode, server in servers.items():
             out[f"server_{mode}"] = server.wait_ready()
@@ -144,7 +158,8 @@ def bench_dataset(*, tenants: int, per_tenant: int, levels: list[int], seconds: 
                 result = asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries,
                                               concurrency=level, seconds=seconds, rerank_depth=rerank_depth,
                                               seed=level))
-                row = {"batching": mode, **result.summary(), "loadavg_1m_before": round(load_before, 2),
+                row = {"variant": mode, "batching": "on" if server.batching else "off", **result.summary(),
+                       "loadavg_1m_before": round(load_before, 2),
                        "loadavg_1m_after": round(os.getloadavg()[0], 2)}
                 log.info("t%d m%d %s c=%d: %s", tenants, per_tenant, mode, level, row)
                 out["runs"].append(row)
@@ -154,17 +169,27 @@ def bench_dataset(*, tenants: int, per_tenant: int, levels: list[int], seconds: 
     return out
 
 
+def _variants(ds: dict[str, Any]) -> list[str]:
+    return list(COMPARISONS[ds.get("compare", "batching")])
+
+
+def _depth(r: dict[str, Any]) -> str:
+    used = r.get("rerank_depth_used") or {}
+    return f"{used['mean']:.1f} ({used['min']}-{used['max']})" if used and used.get("max") else "–"
+
+
 def markdown(results: dict[str, Any]) -> str:
-    lines = ["| tenants × memories | clients | batching | QPS | p50 ms | p95 ms | p99 ms | mean batch | QPS on/off |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [("| tenants × memories | clients | variant | QPS | p50 ms | p95 ms | p99 ms | mean batch | rerank depth "
+              "mean (min-max) | QPS ratio |"), "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for ds in results["datasets"]:
-        by = {(r["batching"], r["concurrency"]): r for r in ds["runs"]}
-        for (mode, level), r in sorted(by.items(), key=lambda kv: (kv[0][1], kv[0][0] != "on")):
-            other = by.get(("off", level))
-            ratio = f"{r['qps'] / other['qps']:.2f}×" if mode == "on" and other and other["qps"] else ""
+        first, second = _variants(ds)
+        by = {(r.get("variant", r["batching"]), r["concurrency"]): r for r in ds["runs"]}
+        for (mode, level), r in sorted(by.items(), key=lambda kv: (kv[0][1], kv[0][0] != first)):
+            other = by.get((second, level))
+            ratio = f"{r['qps'] / other['qps']:.2f}×" if mode == first and other and other["qps"] else ""
             lines.append(f"| {ds['tenants']} × {ds['memories_per_tenant'] // 1000}k | {level} | {mode} | {r['qps']:.1f} "
                          f"| {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['p99_ms']:.1f} | {r['mean_batch_size']:.1f} "
-                         f"| {ratio} |")
+                         f"| {_depth(r)} | {ratio} |")
     return "\n".join(lines) + "\n"
 
 
@@ -177,12 +202,15 @@ def plot(results: dict[str, Any], path: Path) -> None:
     datasets = results["datasets"]
     fig, axes = plt.subplots(2, len(datasets), figsize=(5 * len(datasets), 7), squeeze=False)
     for col, ds in enumerate(datasets):
-        for mode, style in (("on", "o-"), ("off", "s--")):
-            runs = sorted((r for r in ds["runs"] if r["batching"] == mode), key=lambda r: r["concurrency"])
+        for mode, style in zip(_variants(ds), ("o-", "s--"), strict=True):
+            runs = sorted((r for r in ds["runs"] if r.get("variant", r["batching"]) == mode),
+                          key=lambda r: r["concurrency"])
             xs = [r["concurrency"] for r in runs]
-            axes[0][col].plot(xs, [r["qps"] for r in runs], style, label=f"batching {mode}")
-            axes[1][col].plot(xs, [r["p95_ms"] for r in runs], style, label=f"batching {mode} p95")
-        axes[0][col].set_title(f"{ds['tenants']} tenant(s) × {ds['memories_per_tenant']:,} memories")
+            label = f"batching {mode}" if ds.get("compare", "batching") == "batching" else f"rerank {mode}"
+            axes[0][col].plot(xs, [r["qps"] for r in runs], style, label=label)
+            axes[1][col].plot(xs, [r["p95_ms"] for r in runs], style, label=f"{label} p95")
+        rerank = " (rerank at the default depth)" if ds.get("compare") == "controller" else " (no rerank)"
+        axes[0][col].set_title(f"{ds['tenants']} tenant(s) × {ds['memories_per_tenant']:,} memories{rerank}", fontsize=9)
         axes[0][col].set_ylabel("QPS")
         axes[1][col].set_ylabel("p95 latency (ms)")
         axes[1][col].set_yscale("log")
@@ -209,11 +237,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-env", action="append", default=[], help="extra KEY=VALUE for the servers")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--name", default="serving")
+    parser.add_argument("--compare", choices=sorted(COMPARISONS), default="batching",
+                        help="batching: on vs off, no rerank; controller: bundled reranker, controller on vs off")
     parser.add_argument("--quick", action="store_true", help="1x10000, clients 1 and 8, 3 s each")
     parser.add_argument("--replot", action="store_true", help="only redraw the PNG and table from the JSON")
+    parser.add_argument("--merge", default="", help="with --replot: NAME,NAME,... JSONs under --out drawn as one "
+                        "PNG and table named --name (e.g. the batching grid beside the controller grid)")
     args = parser.parse_args(argv)
     if args.replot:
-        saved = json.loads((Path(args.out) / f"{args.name}.json").read_text())
+        parts = [json.loads((Path(args.out) / f"{n}.json").read_text()) for n in (args.merge or args.name).split(",")]
+        saved = {**parts[0], "datasets": [ds for part in parts for ds in part["datasets"]]}
         plot(saved, Path(args.out) / f"{args.name}.png")
         (Path(args.out) / f"{args.name}.md").write_text(markdown(saved))
         return 0
@@ -221,8 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.datasets, args.levels, args.seconds, args.warmup = "1x10000", "1,8", 3.0, 3.0
     # No --reranker: none loaded at all (not the bundled default), as the searches send rerank_depth -1.
-    env = {"ENGRAM_MODELS__DEVICE": args.device,
-           "ENGRAM_MODELS__RERANKER": str(Path(args.reranker).resolve()) if args.reranker else ""}
+    if args.compare == "controller":   # the shipped reranker at the server's default depth (the controller's)
+        args.reranker, args.rerank_depth = args.reranker or "bundled", 0
+    reranker = str(Path(args.reranker).resolve()) if args.reranker and args.reranker != "bundled" else args.reranker
+    env = {"ENGRAM_MODELS__DEVICE": args.device, "ENGRAM_MODELS__RERANKER": reranker}
     env.update(kv.split("=", 1) for kv in args.server_env)  # type: ignore[arg-type]
     levels = [int(x) for x in args.levels.split(",")]
     out_dir = Path(args.out)
@@ -243,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             work.mkdir()
             results["datasets"].append(bench_dataset(tenants=tenants, per_tenant=per_tenant, levels=levels,
                                                      seconds=args.seconds, env=env, rerank_depth=args.rerank_depth,
-                                                     workdir=work, warmup_s=args.warmup))
+                                                     workdir=work, warmup_s=args.warmup, compare=args.compare))
             (out_dir / f"{args.name}.json").write_text(json.dumps(results, indent=2))
     results["loadavg_at_end"] = os.getloadavg()
     (out_dir / f"{args.name}.json").write_text(json.dumps(results, indent=2))

@@ -1,0 +1,131 @@
+"""Noisy neighbour: one quiet client on one tenant, alone and beside 31 clients flooding another tenant.
+
+    .venv/bin/python -m benchmarks.serving.neighbour                  # 2 x 10k, no rerank, 3 rounds of 10 s
+    .venv/bin/python -m benchmarks.serving.neighbour --rounds 1 --seconds 5
+
+One ``engram serve`` at its defaults (batching on, fair share as shipped) on a copy of the cached 2 x 10k data
+directory (built once, like the serving grid's). Each round measures the quiet tenant alone, then the quiet
+tenant with the noisy one beside it, back to back, so that load from other processes hits both alike.
+Reports, per round and pooled: the quiet tenant's p50 / p95 alone and with the neighbour (and their ratio),
+the noisy tenant's QPS, its RESOURCE_EXHAUSTED answers, and the server's per-tenant rejections (Stats).
+A rejected noisy client sends its next query at once (a flood does not back off). JSON under
+benchmarks/results/serving/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+
+from benchmarks.serving.build import ADMIN_KEY, build, tenant_name
+from benchmarks.serving.corpus import query_texts
+from benchmarks.serving.load import LoadResult, run_load, touch_tenants
+from benchmarks.serving.run import RESULTS, ServerProcess, load_embedder_for_build
+from engram_proto.v1 import service_pb2 as spb
+from engram_proto.v1 import service_pb2_grpc as sgrpc
+
+log = logging.getLogger("benchmarks.serving.neighbour")
+QUIET, NOISY = tenant_name(0), tenant_name(1)
+
+
+def rejections(address: str) -> dict[str, int]:
+    """Each tenant's RESOURCE_EXHAUSTED count so far, from the server's Stats."""
+    with grpc.insecure_channel(address) as channel:
+        stats = sgrpc.AdminServiceStub(channel).Stats(
+            spb.StatsRequest(), metadata=(("authorization", f"Bearer {ADMIN_KEY}"),), timeout=30)
+    return {t.tenant_id: int(t.rejected) for t in stats.tenants}
+
+
+def quiet_row(result: LoadResult) -> dict[str, Any]:
+    s = result.summary()
+    return {k: s[k] for k in ("requests", "qps", "p50_ms", "p95_ms", "p99_ms", "mean_batch_size", "errors")}
+
+
+async def side_by_side(address: str, queries: list[str], *, noisy_clients: int, seconds: float,
+                       seed: int) -> tuple[LoadResult, LoadResult]:
+    quiet, noisy = await asyncio.gather(
+        run_load(address, ADMIN_KEY, tenants=[QUIET], queries=queries, concurrency=1, seconds=seconds, seed=seed),
+        run_load(address, ADMIN_KEY, tenants=[NOISY], queries=queries, concurrency=noisy_clients, seconds=seconds,
+                 seed=seed + 1))
+    return quiet, noisy
+
+
+def pooled(latencies: list[float]) -> dict[str, float]:
+    lat = np.asarray(latencies) if latencies else np.zeros(1)
+    return {"p50_ms": round(float(np.percentile(lat, 50)), 2), "p95_ms": round(float(np.percentile(lat, 95)), 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--noisy-clients", type=int, default=31)
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=float, default=8.0)
+    p.add_argument("--per-tenant", type=int, default=10000)
+    p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server")
+    p.add_argument("--out", default=str(RESULTS / "noisy_neighbour.json"))
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    data = build(load_embedder_for_build("cpu"), tenants=2, per_tenant=args.per_tenant)
+    queries = query_texts(5000)
+    env = {"ENGRAM_MODELS__DEVICE": "cpu", "ENGRAM_MODELS__RERANKER": "",
+           **dict(kv.split("=", 1) for kv in args.env)}
+    rounds: list[dict[str, Any]] = []
+    alone_lat: list[float] = []
+    beside_lat: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="engram-neighbour-") as tmp:
+        server = ServerProcess(data, batching=True, env=env, workdir=Path(tmp))
+        try:
+            info = server.wait_ready()
+            asyncio.run(touch_tenants(server.address, ADMIN_KEY, [QUIET, NOISY], queries[0]))
+            server.wait_indexes_built()
+            asyncio.run(side_by_side(server.address, queries, noisy_clients=args.noisy_clients,
+                                     seconds=args.warmup, seed=99))
+            for r in range(args.rounds):
+                alone = asyncio.run(run_load(server.address, ADMIN_KEY, tenants=[QUIET], queries=queries,
+                                             concurrency=1, seconds=args.seconds, seed=10 * r))
+                before = rejections(server.address)
+                quiet, noisy = asyncio.run(side_by_side(server.address, queries, noisy_clients=args.noisy_clients,
+                                                        seconds=args.seconds, seed=10 * r + 1))
+                after = rejections(server.address)
+                alone_lat += alone.latencies_ms
+                beside_lat += quiet.latencies_ms
+                ns = noisy.summary()
+                row = {"round": r, "quiet_alone": quiet_row(alone), "quiet_with_neighbour": quiet_row(quiet),
+                       "noisy": {k: ns[k] for k in ("requests", "qps", "p50_ms", "p95_ms", "mean_batch_size", "errors")},
+                       "server_rejected": {t: after.get(t, 0) - before.get(t, 0) for t in (QUIET, NOISY)},
+                       "loadavg_1m": round(os.getloadavg()[0], 2)}
+                row["quiet_p95_ratio"] = round(row["quiet_with_neighbour"]["p95_ms"] / max(1e-9, row["quiet_alone"]["p95_ms"]), 2)
+                log.info("round %d: %s", r, row)
+                rounds.append(row)
+        finally:
+            server.stop()
+    alone_p, beside_p = pooled(alone_lat), pooled(beside_lat)
+    out = {"what": "1 quiet client (tenant bench-000) alone vs beside N noisy clients (bench-001), no rerank, defaults",
+           "noisy_clients": args.noisy_clients, "seconds": args.seconds, "rounds": args.rounds,
+           "memories_per_tenant": args.per_tenant, "server": info, "server_env": env, "cpus": os.cpu_count(),
+           "quiet_alone": alone_p, "quiet_with_neighbour": beside_p,
+           "quiet_p95_ratio": round(beside_p["p95_ms"] / max(1e-9, alone_p["p95_ms"]), 2),
+           "noisy_qps_mean": round(float(np.mean([r["noisy"]["qps"] for r in rounds])), 2),
+           "noisy_rejected_total": sum(r["server_rejected"][NOISY] for r in rounds),
+           "quiet_rejected_total": sum(r["server_rejected"][QUIET] for r in rounds),
+           "runs": rounds, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2))
+    sys.stdout.write(json.dumps({k: v for k, v in out.items() if k != "runs"}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
