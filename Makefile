@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install serve test test-slow proto bench-quality bench-serving bench-index bench-durability reranker reranker-student bench-rerank-cost lint clean
+.PHONY: install serve test test-slow proto bench-quality bench-serving bench-index bench-durability bench-cluster reranker reranker-student bench-rerank-cost lint clean
 
 install: $(STAMP)
 
@@ -50,6 +50,11 @@ bench-index: $(STAMP)
 
 bench-durability: $(STAMP)
 	$(PY) -m benchmarks.durability.run
+
+# Single node vs engram on Ray (benchmarks/cluster; results in benchmarks/results/cluster). Parity on the quality
+# sets: python -m benchmarks.cluster.parity --suite locomo|scifact --side single|ray, then --compare.
+bench-cluster: $(STAMP) $(VENV)/.cluster-installed
+	$(PY) -m benchmarks.cluster.run
 
 # Trains engram's own cross-encoder into models/weights/engram-reranker-v1 (see training/).
 reranker: $(STAMP)
