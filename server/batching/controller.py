@@ -17,8 +17,8 @@ the largest one whose cost fits in both:
 A query's time counts from its arrival at the engine (``origin_ns``: before the recall gate, the shard
 lookup and the queue), and ends when its answer leaves the engine, not when its batch resolves: a batch's
 answers are finished one after another on the event loop (hits checked, uses recorded, the audit line,
-the context block), so the last of n waits for the n - 1 before it. That answer time is measured too (per
-query, by batch size) and reserved; without it the controller met its target at the batch's resolve
+the context block), so the last of n waits for the n - 1 before it. Each answer's own time is measured
+too and a batch of n reserves n of them; without it the controller met its target at the batch's resolve
 while clients saw ~30 ms more at 32 clients (1 x 10k, with rerank: server total mean 234 ms, client
 p95 306 ms against the 250 ms target).
 
@@ -75,12 +75,17 @@ class CostModel:
             self._ms[b] = per_unit if old is None else (1 - self.smoothing) * old + self.smoothing * per_unit
 
     def per_unit_ms(self, units: int) -> float:
+        """The nearest measured bucket's value, and never more than a smaller measured shape's: a bigger batch
+        costs no more per unit. A shape measured only under load keeps that dear figure until it runs again,
+        and a controller that then avoids the shape never refreshes it (after a 32-client run, one idle client
+        got depth 12 of 20: the 16-31 pair bucket still read its contended cost)."""
         with self._lock:
             if not self._ms:
                 return self.prior_ms
             b = bucket(units)
             near = min(self._ms, key=lambda k: (abs(k - b), k))
-            return self._ms[near]
+            smaller = [v for k, v in self._ms.items() if k < b]
+            return min([self._ms[near], *smaller])
 
     def measured(self) -> bool:
         return bool(self._ms)
@@ -142,7 +147,7 @@ class RerankController:
         self.max_requests = max(1, max_requests)
         self.pairs = CostModel(prior_ms=prior_pair_ms)
         self.queries = CostModel(prior_ms=PRIOR_QUERY_MS)
-        self.answers = CostModel(prior_ms=0.0)   # ms per query of a batch's answer time, by batch size
+        self.answers = CostModel(prior_ms=0.0)   # ms of one answer's own work after its batch resolved
         self.depth = full_depth
         self._last_pairs = 1
         self._last_queries = 1
@@ -181,14 +186,13 @@ class RerankController:
         return depth
 
     def answer_ms(self, queries: int) -> float:
-        """The answer time a batch of ``queries`` reserves: its last query's wait after the batch resolved."""
-        return 2.0 * queries * self.answers.per_unit_ms(queries) if queries > 0 else 0.0
+        """The answer time a batch of ``queries`` reserves: its last answer waits for the others' on the event loop."""
+        return queries * self.answers.per_unit_ms(1) if queries > 0 else 0.0
 
-    def observe_answer(self, *, batch_size: int, ms: float) -> None:
-        """One query's time from its batch's resolve until its answer left the engine. The answers of a batch
-        of n leave one after another, so the mean of these is about half the last one's: the model keeps
-        ms / n, and :meth:`answer_ms` reads 2 x n x that."""
-        self.answers.observe(max(1, batch_size), ms)
+    def observe_answer(self, *, ms: float) -> None:
+        """One answer's own work after its batch resolved (hits checked, uses recorded, audit line, context block).
+        Its own, not its wait: the wait behind other batches' answers under load is no cost an idle query pays."""
+        self.answers.observe(1, ms)
 
     def observe(self, *, queries: int, other_ms: float, pairs: int, rerank_ms: float) -> None:
         """A batch's measured cost: ``other_ms`` for its stages but reranking, ``rerank_ms`` for ``pairs``

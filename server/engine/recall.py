@@ -65,21 +65,15 @@ class Recall:
                 tenant_id=tenant_id, tokens=1 if vector is not None else self.tokens([q.text]),
                 deadline_ns=deadline_ns, origin_ns=arrived_ns,
                 payload=SearchItem(shard=shard, query=q, now_ms=q.scoring.now_ms or now, vector=vector)))
-        submitted_ns = time.monotonic_ns()
         shard.enter()   # a tenant purge waits for the searches holding it
         try:
             results = list(await asyncio.gather(*jobs))
         finally:
             shard.leave()
+        started_ns = time.monotonic_ns()
         answered = self.after_search(shard, principal, queries, results, now_ms=now)
-        if self.controller is not None:
-            # From the batch's resolve (enqueue + its total) until now: the wait for the event loop behind the
-            # batch's other answers, and this one's own.
-            done_ns = time.monotonic_ns()
-            for r in results:
-                if r.timings.total_ns:
-                    self.controller.observe_answer(batch_size=r.timings.batch_size,
-                                                   ms=(done_ns - submitted_ns - r.timings.total_ns) / 1e6)
+        if self.controller is not None:   # this answer's own work, which the batch's later answers wait for
+            self.controller.observe_answer(ms=(time.monotonic_ns() - started_ns) / 1e6 / max(1, len(results)))
         return answered
 
     def after_search(self, shard: TenantShard, principal: KeyScope, queries: Sequence[SearchQuery],

@@ -120,13 +120,13 @@ def test_a_batch_reserves_the_time_its_answers_take_after_it_resolves() -> None:
     now = 1000 * MS
     batch = [Job(now) for _ in range(8)]
     assert c.choose(batch, [], reranked=8, now_ns=now) == 17          # (250 - 80) x 0.8 = 136 ms: 17 pairs each
-    # Answers measured: in batches of 8 the mean wait after the resolve was 12 ms (so the last one's ~24 ms).
+    # Each answer takes 3 ms of the event loop after the batch resolved: the last of 8 waits ~24 ms.
     for _ in range(5):
-        c.observe_answer(batch_size=8, ms=12.0)
+        c.observe_answer(ms=3.0)
     assert c.answer_ms(8) == pytest.approx(24.0) and c.state().ms_answer > 0
     assert c.choose(batch, [], reranked=8, now_ns=now) == 14          # (250 - 80 - 24) x 0.8 = 116.8 ms
-    # A lone idle query's own answer time is small: it still gets the full depth.
-    c.observe_answer(batch_size=1, ms=1.5)
+    # A lone idle query reserves only its own answer: it still gets the full depth.
+    assert c.answer_ms(1) == pytest.approx(3.0)
     assert c.choose([Job(now)], [], reranked=1, now_ns=now) == 20
 
 
@@ -146,3 +146,24 @@ def test_the_budget_counts_from_the_requests_arrival_not_its_enqueue() -> None:
         assert c.choose([arrived_early], [], reranked=1, now_ns=now) == 4   # (15 left - 10) x 0.8 = 4 ms
     finally:
         loop.close()
+
+
+def test_a_shape_measured_dear_under_load_never_reads_dearer_than_a_smaller_one() -> None:
+    # After load: 20-pair batches measured at 12 ms per pair (contended), then idle 12-pair ones at 9 ms.
+    model = CostModel(prior_ms=1.0, smoothing=1.0)
+    model.observe(20, 20 * 12.0)
+    model.observe(12, 12 * 9.0)
+    assert model.per_unit_ms(12) == 9.0
+    assert model.per_unit_ms(20) == 9.0   # not the stale 12: a bigger batch costs no more per pair
+    model.observe(20, 20 * 8.5)           # measured again at that shape: its own figure
+    assert model.per_unit_ms(20) == 8.5 and model.per_unit_ms(12) == 9.0
+
+
+def test_an_idle_query_gets_the_full_depth_again_after_load() -> None:
+    c = RerankController(target_ms=250.0, full_depth=20, device="cpu", max_requests=64)
+    c.observe(queries=30, other_ms=30 * 6.0, pairs=30, rerank_ms=30 * 12.0)   # under load: dear small passes
+    c.observe(queries=1, other_ms=20.0, pairs=12, rerank_ms=12 * 8.9)         # idle, at a reduced depth
+    now = 1000 * MS
+    assert c.choose([Job(now)], [], reranked=1, now_ns=now) == 20             # (250 - 20) x 0.8 = 184 >= 20 x 8.9
+
+
