@@ -77,7 +77,7 @@ class BatchingConfig:
         "queries: every query is embedded)"))
     tenant_weights: str = option("", (
         "fair share per tenant (server/batching/scheduler.py) as \"tenant=weight,...\": while several tenants are "
-        "active each puts at most 4 x its weight queries in a batch and holds at most its weighted share of "
+        "active each puts at most 2 x its weight queries in a batch and holds at most its weighted share of "
         "queue_capacity, beyond it RESOURCE_EXHAUSTED (default weight 1: equal shares; README \"Serving benchmark\")"))
 
     def weights(self) -> dict[str, float]:
