@@ -13,7 +13,6 @@ import dataclasses
 import json
 import logging
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +29,6 @@ from server.cluster.remote_models import RemoteEmbedder, RemoteReranker, model_i
 from server.config import ServerConfig
 from server.domain import KeyScope
 from server.errors import ConfigError, EngramError, NotOwner, NotReady, StoreUnavailable
-from server.tenants.loading import DENSE_SNAPSHOT
 from server.tenants.settings import RANGES, TenantSettings
 
 log = logging.getLogger(__name__)
@@ -148,11 +146,8 @@ class _Opened:
         inner = self.backend.opener(tenant_id)
 
         def open_log(directory: Path) -> Any:
-            # The index caches a replica kept from an earlier ownership may predate another owner's compaction
-            # (the log no longer holds what happened in between, so they cannot be caught up): each load
-            # rebuilds them from the replayed records. Until the shard checks ObjectBackedLog.compacted_seq.
-            shutil.rmtree(directory / "lucene", ignore_errors=True)
-            (directory / DENSE_SNAPSHOT).unlink(missing_ok=True)
+            # Index caches kept from an earlier ownership are caught up from the log, or rebuilt when another
+            # owner compacted past them (server/tenants/loading.py, TenantLog.compacted_seq).
             opened = inner(directory)
             self.logs[tenant_id] = opened[0]
             self.checked_s[tenant_id] = time.monotonic()

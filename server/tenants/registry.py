@@ -50,6 +50,15 @@ def tenant_dirname(tenant_id: str) -> str:
     return hashlib.sha256(tenant_id.encode()).hexdigest()[:32]
 
 
+def _abandon(shard: TenantShard) -> None:
+    """Closes a shard whose log moved on or needs a reload, committing nothing; whatever its close meets, the
+    next load replays from the log."""
+    try:
+        shard.abandon()
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        log.info("tenant %s: abandoned shard did not close cleanly (%s)", shard.tenant_id, exc)
+
+
 class TenantRegistry:
     def __init__(self, *, data_dir: Path, catalog: Catalog, dim: int, rules: TierRules | None = None,
                  memory_budget_bytes: int = 0, evict_idle_s: float = EVICT_IDLE_S, build_threads: int = BUILD_THREADS,
@@ -121,10 +130,7 @@ class TenantRegistry:
                 return shard
             else:
                 return None
-        try:   # its index caches stay: the reload replays past them (or rebuilds them past a compaction)
-            stale.abandon()
-        except Exception as exc:  # noqa: BLE001 - whatever its close meets, the reload replays from the log
-            log.info("tenant %s: shard closed for a reload did not close cleanly (%s)", tenant_id, exc)
+        _abandon(stale)   # its index caches stay: the reload replays past them (or rebuilds them past a compaction)
         log.warning("tenant %s: its log needs a reload (a commit's outcome is unknown, or another owner took it); "
                     "reloading", tenant_id)
         return None
@@ -208,10 +214,7 @@ class TenantRegistry:
                 shard = self._shards.pop(tenant_id, None)
             if shard is None:
                 return False
-            try:
-                shard.abandon()
-            except Exception as exc:  # noqa: BLE001 - a deposed copy: whatever its close meets, its files go
-                log.info("tenant %s: discarded shard did not close cleanly (%s)", tenant_id, exc)
+            _abandon(shard)
             shutil.rmtree(self.directory(tenant_id), ignore_errors=True)
         log.warning("tenant %s discarded: another owner holds its log", tenant_id)
         return True

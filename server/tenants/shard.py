@@ -317,15 +317,20 @@ class TenantShard:
                  len(plan.live), time.perf_counter() - started)
         return size
 
-    def _dense_artefact_locked(self) -> dict[str, bytes]:
-        """The dense snapshot at the store's seq as bytes, when the index is IVF (a flat one is rebuilt from
-        the replayed vectors as fast as it loads). Caller holds ``write_lock``."""
+    def _dense_snapshot_locked(self) -> tuple[dict[str, Any], Any] | None:
+        """(header, payload) of the dense snapshot at the store's seq, when the index is IVF (a flat one is
+        rebuilt from the logged vectors as fast as it loads); None otherwise. Caller holds ``write_lock``."""
         active = self.dense.active
         if active.tier != "ivf" or self.closed:
-            return {}
+            return None
         header = {"seq": self.store.seq, "dim": self.dense.dim, "n": len(active), "built_n": self.dense.built_n,
                   "description": active.description}
-        return {DENSE_SNAPSHOT: snapshot_bytes(header, ivf_payload(active))}  # type: ignore[arg-type]
+        return header, ivf_payload(active)  # type: ignore[arg-type]
+
+    def _dense_artefact_locked(self) -> dict[str, bytes]:
+        """The dense snapshot as a compaction's artefact (bytes by name); {} when there is none."""
+        snap = self._dense_snapshot_locked()
+        return {DENSE_SNAPSHOT: snapshot_bytes(*snap)} if snap is not None else {}
 
     def save_dense_snapshot(self) -> bool:
         """Writes ``dense.snap`` when the dense index is IVF and its vectors changed since the last snapshot
@@ -333,15 +338,14 @@ class TenantShard:
         load-time catch-up replays only vector changes after the snapshot's seq."""
         with self._snapshot_lock:
             with self.write_lock:   # no write between reading the seq and serialising the index
-                active = self.dense.active
-                seq = self.store.seq
                 changes = (self._dense_changes, self.dense.builds)
-                if active.tier != "ivf" or self.closed or (
-                        self._dense_snapshot_seq and changes == self._dense_snapshot_changes):
+                if self._dense_snapshot_seq and changes == self._dense_snapshot_changes:
                     return False
-                payload = ivf_payload(active)  # type: ignore[arg-type]
-                header = {"seq": seq, "dim": self.dense.dim, "n": len(active), "built_n": self.dense.built_n,
-                          "description": active.description}
+                snap = self._dense_snapshot_locked()
+                if snap is None:
+                    return False
+                header, payload = snap
+                seq = header["seq"]
             started = time.perf_counter()
             try:
                 size = write_snapshot(self.directory / DENSE_SNAPSHOT, header, payload)
