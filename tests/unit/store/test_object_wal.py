@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,6 +140,10 @@ def test_compactions_on_another_thread_while_commits_stream(backend: tuple[Objec
 
     def writer() -> None:
         for i in range(21, 61):
+            if i in (35, 50):   # commits go on only once a compaction finished beside them (not left to timing)
+                deadline = time.monotonic() + 30
+                while store.compactions < (1 if i == 35 else 2) and time.monotonic() < deadline:
+                    time.sleep(0.005)
             store.commit(puts=[(memory(i), vec(i))], deletes=[f"m_{i - 20:06d}"] if i % 3 == 0 else [])
         done.set()
 
