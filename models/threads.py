@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 logger = logging.getLogger(__name__)
 
 
 def default_cpu_threads() -> int:
     """One fewer than the CPUs this process may use, at least 1."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, cpus - 1)
+    return max(1, process_cpus() - 1)
 
 
 def set_cpu_threads(num_threads: int | None = None) -> int:
@@ -34,3 +32,28 @@ def set_cpu_threads(num_threads: int | None = None) -> int:
         logger.info("torch intra-op threads %d -> %d", torch.get_num_threads(), threads)
         torch.set_num_threads(threads)
     return threads
+
+
+def process_cpus() -> int:
+    """The CPUs this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """Torch's intra-op threads set to ``threads`` for the block, then back (0: unchanged). The setting is
+    process-wide: only for a thread that runs every forward pass of the process (the server's device thread)."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads <= 0 or threads == before:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

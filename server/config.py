@@ -65,6 +65,11 @@ class ModelsConfig:
     embed_max_length: int = option(256, (
         "tokens per text the embedder reads (the rest of a longer memory is not embedded)"))
     cpu_threads: int = option(0, "torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)")
+    idle_threads: int = option(0, (
+        "torch threads of a search batch's cross-encoder pass when the batch runs alone (nothing queued, no other "
+        "batch in the pipeline): the cores the CPU stages would use are idle then; 0 = auto (every core this "
+        "process may use, on CPU), 1 = off. 20 LoCoMo pairs on 2 cores: ~100 ms against ~165 ms with one thread "
+        "(README \"Serving benchmark\"); passes measured dearer than one thread's stay narrow"))
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,10 @@ class BatchingConfig:
     max_batch_requests: int = option(64, (
         "queries per device batch at most; 1 = no batching (each query alone, two batches on the device at once)"))
     queue_capacity: int = option(1024, "queued requests per batcher; beyond: RESOURCE_EXHAUSTED at once")
+    split_above: int = option(16, (
+        "a search batch takes at most half the requests in the server (queued or in the pipeline), and never "
+        "fewer than this: two cohorts alternate on the device, where a closed loop of clients otherwise bunches "
+        "into one batch whose CPU stages leave the device idle (server/batching/batcher.py split_at); 0 = off"))
     query_cache_ttl_ms: float = option(5000.0, (
         "a repeated query text (same tenant) reuses its embedding for this long; 0 = off (load tests that repeat "
         "queries: every query is embedded)"))
@@ -286,6 +295,8 @@ class ServerConfig:
             (self.log_format in ("text", "json"), "log_format must be text or json"),
             (self.batching.query_cache_ttl_ms >= 0, "batching.query_cache_ttl_ms must be >= 0"),
             (self.models.cpu_threads >= 0, "models.cpu_threads must be >= 0"),
+            (self.models.idle_threads >= 0, "models.idle_threads must be >= 0"),
+            (self.batching.split_above >= 0, "batching.split_above must be >= 0"),
             (self.models.embed_max_length >= 2, "models.embed_max_length must be >= 2"),
             (bool(self.tls_cert) == bool(self.tls_key), "tls_cert and tls_key are set together"),
             (not self.tls_client_ca or bool(self.tls_cert), "tls_client_ca needs tls_cert and tls_key"),

@@ -50,6 +50,10 @@ RERANK_DEPTH = "engram_rerank_depth"                     # the depth the control
 RERANK_DEPTH_FULL = "engram_rerank_depth_full"           # the default depth it starts from
 RERANK_PAIR_SECONDS = "engram_rerank_pair_seconds"       # its cost model: seconds per (query, candidate) pair
 RERANK_BATCHES = "engram_rerank_batches"                 # counter → _total, by depth: full | reduced | skipped
+RERANK_PAIR_SECONDS_WIDE = "engram_rerank_pair_seconds_wide"   # the same, of passes alone on the idle cores
+RERANK_BATCHES_WIDE = "engram_rerank_batches_wide"       # counter → _total: batches whose pass ran on them
+RERANK_LOAD_SCALE = "engram_rerank_load_scale"           # the observed tail's feedback on the budget under load
+RERANK_TAIL_P95 = "engram_rerank_tail_p95_seconds"       # the p95 that feedback reads
 
 STAGES = ("queue", "embed", "ann", "bm25", "fusion", "rerank", "decay", "total")
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -186,10 +190,18 @@ class _RerankCollector(Collector):
         yield GaugeMetricFamily(RERANK_DEPTH_FULL, "The default rerank depth (when idle).", value=s.full_depth)
         yield GaugeMetricFamily(RERANK_PAIR_SECONDS, "Measured cross-encoder seconds per pair, smoothed.",
                                 value=s.ms_per_pair / 1000.0)
+        yield GaugeMetricFamily(RERANK_PAIR_SECONDS_WIDE, "Measured seconds per pair of a cross-encoder pass that ran "
+                                "alone on the idle cores, smoothed (0: not measured).", value=s.ms_per_pair_wide / 1000.0)
         batches = CounterMetricFamily(RERANK_BATCHES, "Search batches by the rerank depth chosen.", labels=["depth"])
         for label, value in (("full", s.batches_full), ("reduced", s.batches_reduced), ("skipped", s.batches_skipped)):
             batches.add_metric([label], value)
         yield batches
+        yield GaugeMetricFamily(RERANK_LOAD_SCALE, "The share of its budget a search batch under load may rerank "
+                                "with: cut while the observed p95 is over the target.", value=s.load_scale)
+        yield GaugeMetricFamily(RERANK_TAIL_P95, "p95 of the last default-depth searches' latencies, arrival to "
+                                "answer (0: too few yet).", value=s.tail_p95_ms / 1000.0)
+        yield CounterMetricFamily(RERANK_BATCHES_WIDE, "Search batches whose cross-encoder pass ran alone on the idle "
+                                  "cores.", value=s.batches_wide)
 
 
 class _StorageCollector(Collector):

@@ -348,7 +348,7 @@ class Batching(_message.Message):
     def __init__(self, enabled: _Optional[bool] = ..., max_batch_requests: _Optional[int] = ..., max_batch_tokens: _Optional[int] = ..., max_wait_ms: _Optional[float] = ...) -> None: ...
 
 class RerankControl(_message.Message):
-    __slots__ = ("target_ms", "full_depth", "depth", "ms_per_pair", "ms_per_query", "device", "batches_full", "batches_reduced", "batches_skipped")
+    __slots__ = ("target_ms", "full_depth", "depth", "ms_per_pair", "ms_per_query", "device", "batches_full", "batches_reduced", "batches_skipped", "idle_threads", "batches_wide", "ms_per_pair_wide", "load_scale", "tail_p95_ms")
     TARGET_MS_FIELD_NUMBER: _ClassVar[int]
     FULL_DEPTH_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
@@ -358,6 +358,11 @@ class RerankControl(_message.Message):
     BATCHES_FULL_FIELD_NUMBER: _ClassVar[int]
     BATCHES_REDUCED_FIELD_NUMBER: _ClassVar[int]
     BATCHES_SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    IDLE_THREADS_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_WIDE_FIELD_NUMBER: _ClassVar[int]
+    MS_PER_PAIR_WIDE_FIELD_NUMBER: _ClassVar[int]
+    LOAD_SCALE_FIELD_NUMBER: _ClassVar[int]
+    TAIL_P95_MS_FIELD_NUMBER: _ClassVar[int]
     target_ms: float
     full_depth: int
     depth: int
@@ -367,4 +372,9 @@ class RerankControl(_message.Message):
     batches_full: int
     batches_reduced: int
     batches_skipped: int
-    def __init__(self, target_ms: _Optional[float] = ..., full_depth: _Optional[int] = ..., depth: _Optional[int] = ..., ms_per_pair: _Optional[float] = ..., ms_per_query: _Optional[float] = ..., device: _Optional[str] = ..., batches_full: _Optional[int] = ..., batches_reduced: _Optional[int] = ..., batches_skipped: _Optional[int] = ...) -> None: ...
+    idle_threads: int
+    batches_wide: int
+    ms_per_pair_wide: float
+    load_scale: float
+    tail_p95_ms: float
+    def __init__(self, target_ms: _Optional[float] = ..., full_depth: _Optional[int] = ..., depth: _Optional[int] = ..., ms_per_pair: _Optional[float] = ..., ms_per_query: _Optional[float] = ..., device: _Optional[str] = ..., batches_full: _Optional[int] = ..., batches_reduced: _Optional[int] = ..., batches_skipped: _Optional[int] = ..., idle_threads: _Optional[int] = ..., batches_wide: _Optional[int] = ..., ms_per_pair_wide: _Optional[float] = ..., load_scale: _Optional[float] = ..., tail_p95_ms: _Optional[float] = ...) -> None: ...

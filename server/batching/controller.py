@@ -26,10 +26,29 @@ Idle, both are close to the whole target and the depth is the full default; as t
 waits eat the budget and the depth falls; once the other stages alone overrun it (overload) the depth
 is 0, and the queue drains at the speed of the pipeline without the cross-encoder. A headroom factor
 keeps the mean cost model below the target's tail (the target is read as a p95).
+
+**The observed tail, fed back.** The cost model sees the queue as it is when a batch forms, not the
+clients that come back while the batch reranks (in a closed loop, those of the other batch in the
+pipeline): at 32 clients a 2-core server answered 98 % of queries at depth 0, yet spent about 60 % of its
+device time on the rare batches that reranked (24 queries x a few candidates each), and p95 was 361 ms
+against the 250 ms target. So every default-depth answer's latency (arrival to answer) also goes into a
+window (:class:`TailGuard`); when its p95 is over the target, the share of the budget a batch under load may
+spend on reranking (``load_scale``) is cut, and it grows back while the p95 is under ``TAIL_LOW`` of the
+target. A batch alone reads the cost model only: nothing but itself waits for its pass.
+
+**The idle cores.** The server runs its forward passes on one device thread with half the CPU's cores (on
+a small box the other half serves gRPC, FAISS and Lucene for the batches beside it). A batch that forms
+alone (nothing queued, no other batch in the pipeline) has nobody beside it: its cross-encoder pass takes
+``idle_threads`` torch threads, every core, and the controller reads that pass's cost from a cost model of
+its own. On a 2-core CPU 20 LoCoMo pairs take ~100 ms with two threads against ~165 ms with one, so the
+idle query gets the full depth within the target. Where the wide pass measures dearer than the narrow one
+(a box shared with other busy processes: OpenMP threads wait at barriers for a descheduled peer), batches
+stay narrow, and one in ``WIDE_PROBE_EVERY`` alone goes wide anyway to measure it again.
 """
 
 from __future__ import annotations
 
+import collections
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -40,6 +59,11 @@ HEADROOM = 0.8          # the cost model is a mean; the target is a tail
 SMOOTHING = 0.2         # EWMA weight of a new measurement
 PRIOR_PAIR_MS = 1.0     # ms per pair before the first measurement (a CPU cross-encoder's order of magnitude)
 PRIOR_QUERY_MS = 5.0    # ms per query for the other stages before the first measurement
+WIDE_PROBE_EVERY = 16   # a batch alone goes wide this often even when wide passes measured dearer: re-measured
+TAIL_WINDOW = 64        # answers the observed tail is read over (a quarter of them new before each reading)
+TAIL_DECREASE = 0.7     # the load scale's cut when the window's p95 is over the target
+TAIL_INCREASE = 0.05    # its step back up when the window's p95 is under TAIL_LOW x the target
+TAIL_LOW = 0.8
 
 
 class Timed(Protocol):
@@ -133,6 +157,44 @@ class ControllerState:
     batches_reduced: int
     batches_skipped: int    # depth 0 (overload)
     ms_answer: float = 0.0  # answering the last batch's queries after it resolved (the last one's wait), smoothed
+    idle_threads: int = 0   # torch threads of a batch's cross-encoder pass when it runs alone (0: never wide)
+    ms_per_pair_wide: float = 0.0   # smoothed, such passes' cost per pair at the full depth (0: not measured)
+    batches_wide: int = 0   # batches whose cross-encoder pass ran with idle_threads
+    load_scale: float = 1.0         # the share of its budget a batch under load may rerank with (TailGuard)
+    tail_p95_ms: float = 0.0        # the p95 of the last default-depth answers' latencies (0: too few yet)
+
+
+class TailGuard:
+    """The p95 of the last ``window`` default-depth answers' latencies, and the load scale it moves: once a
+    quarter of the window is new, ``scale`` (in [0, 1]) is cut by ``TAIL_DECREASE`` if the p95 is over the
+    target, or raised by ``TAIL_INCREASE`` if it is under ``TAIL_LOW`` x the target. Every answer counts,
+    depth 0 included, so a scale at 0 recovers once the tail is back under the target. Written from the
+    event loop; read there too (a lock all the same: cheap)."""
+
+    def __init__(self, *, target_ms: float, window: int = TAIL_WINDOW) -> None:
+        self.target_ms = target_ms
+        self.window = max(4, window)
+        self._ms: collections.deque[float] = collections.deque(maxlen=self.window)
+        self._new = 0
+        self.scale = 1.0
+        self.p95_ms = 0.0
+        self._lock = threading.Lock()
+
+    def observe(self, ms: float) -> None:
+        if self.target_ms <= 0 or not math.isfinite(ms) or ms < 0:
+            return
+        with self._lock:
+            self._ms.append(ms)
+            self._new += 1
+            if self._new < self.window // 4 or len(self._ms) < self.window // 2:
+                return
+            self._new = 0
+            ordered = sorted(self._ms)
+            self.p95_ms = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+            if self.p95_ms > self.target_ms:
+                self.scale = self.scale * TAIL_DECREASE if self.scale > 0.02 else 0.0
+            elif self.p95_ms < TAIL_LOW * self.target_ms:
+                self.scale = min(1.0, self.scale + TAIL_INCREASE)
 
 
 class RerankController:
@@ -140,18 +202,22 @@ class RerankController:
     ``observe`` on executor threads when its stages finish."""
 
     def __init__(self, *, target_ms: float, full_depth: int, device: str, max_requests: int,
-                 prior_pair_ms: float = PRIOR_PAIR_MS) -> None:
+                 prior_pair_ms: float = PRIOR_PAIR_MS, idle_threads: int = 0) -> None:
         self.target_ns = int(target_ms * 1_000_000)
         self.full_depth = full_depth
         self.device = device
         self.max_requests = max(1, max_requests)
         self.pairs = CostModel(prior_ms=prior_pair_ms)
+        self.idle_threads = idle_threads                       # 0: every pass narrow
+        self.wide_pairs = CostModel(prior_ms=prior_pair_ms)   # passes with idle_threads
+        self._alone = 0
         self.queries = CostModel(prior_ms=PRIOR_QUERY_MS)
         self.answers = CostModel(prior_ms=0.0)   # ms of one answer's own work after its batch resolved
+        self.tail = TailGuard(target_ms=target_ms)
         self.depth = full_depth
         self._last_pairs = 1
         self._last_queries = 1
-        self.counts = {"full": 0, "reduced": 0, "skipped": 0}
+        self.counts = {"full": 0, "reduced": 0, "skipped": 0, "wide": 0}
 
     @property
     def enabled(self) -> bool:
@@ -167,8 +233,25 @@ class RerankController:
             left = min(left, (end - now_ns) / 1e6)
         return left
 
-    def choose(self, batch: Sequence[Timed], queued: Sequence[Timed], *, reranked: int, now_ns: int) -> int:
-        """The depth for this batch's default-depth queries (``reranked`` of them)."""
+    def threads(self, *, alone: bool) -> int:
+        """Torch threads for this batch's cross-encoder pass: ``idle_threads`` when it runs alone and such
+        passes are not measured dearer per pair (or it is their turn to be measured again), else 0 (the
+        server's setting)."""
+        if self.idle_threads <= 0 or not alone:
+            return 0
+        self._alone += 1
+        if not self.wide_pairs.measured() or self._alone % WIDE_PROBE_EVERY == 0:
+            wide = True
+        else:
+            wide = (not self.pairs.measured()
+                    or self.wide_pairs.per_unit_ms(self.full_depth) < self.pairs.per_unit_ms(self.full_depth))
+        return self.idle_threads if wide else 0
+
+    def choose(self, batch: Sequence[Timed], queued: Sequence[Timed], *, reranked: int, now_ns: int,
+               threads: int = 0, alone: bool = False) -> int:
+        """The depth for this batch's default-depth queries (``reranked`` of them); ``threads``: its cross-encoder
+        pass's (:meth:`threads`), whose cost model it reads; ``alone``: nothing queued and no other batch in the
+        pipeline (the observed tail's load scale does not apply)."""
         if not self.enabled:
             return self.full_depth
         if reranked == 0:
@@ -180,7 +263,8 @@ class RerankController:
             batch_other_ms=n * self.queries.per_unit_ms(n) + self.answer_ms(n),
             queue_left_ms=self._left_ms(queued[:self.max_requests], now_ns) if queued else None,
             queue_other_ms=nxt * self.queries.per_unit_ms(nxt) + self.answer_ms(nxt) if nxt else 0.0,
-            pair_ms=self.pairs.per_unit_ms)
+            pair_ms=(self.wide_pairs if threads > 0 else self.pairs).per_unit_ms,
+            headroom=HEADROOM * (1.0 if alone else self.tail.scale))
         self.depth = depth
         self.counts["full" if depth >= self.full_depth else "reduced" if depth > 0 else "skipped"] += 1
         return depth
@@ -189,18 +273,25 @@ class RerankController:
         """The answer time a batch of ``queries`` reserves: its last answer waits for the others' on the event loop."""
         return queries * self.answers.per_unit_ms(1) if queries > 0 else 0.0
 
+    def observe_latency(self, *, ms: float) -> None:
+        """A default-depth query's latency, from its arrival at the engine to its answer (:class:`TailGuard`)."""
+        self.tail.observe(ms)
+
     def observe_answer(self, *, ms: float) -> None:
         """One answer's own work after its batch resolved (hits checked, uses recorded, audit line, context block).
         Its own, not its wait: the wait behind other batches' answers under load is no cost an idle query pays."""
         self.answers.observe(1, ms)
 
-    def observe(self, *, queries: int, other_ms: float, pairs: int, rerank_ms: float) -> None:
+    def observe(self, *, queries: int, other_ms: float, pairs: int, rerank_ms: float, threads: int = 0) -> None:
         """A batch's measured cost: ``other_ms`` for its stages but reranking, ``rerank_ms`` for ``pairs``
-        (pairs the cross-encoder scored, cached ones excluded)."""
+        (pairs the cross-encoder scored, cached ones excluded; ``threads``: its pass's, as :meth:`threads` gave)."""
         if queries > 0:
             self.queries.observe(queries, other_ms)
             self._last_queries = queries
-        if pairs > 0:
+        if pairs > 0 and threads > 0:
+            self.wide_pairs.observe(pairs, rerank_ms)
+            self.counts["wide"] += queries > 0   # 0: the start's seeding pass (search.measure_rerank_cost)
+        elif pairs > 0:
             self.pairs.observe(pairs, rerank_ms)
             self._last_pairs = pairs
 
@@ -209,5 +300,7 @@ class RerankController:
             target_ms=self.target_ns / 1e6, full_depth=self.full_depth, depth=self.depth,
             ms_per_pair=self.pairs.per_unit_ms(self._last_pairs), ms_per_query=self.queries.per_unit_ms(self._last_queries),
             ms_answer=self.answer_ms(self._last_queries), device=self.device, batches_full=self.counts["full"],
-            batches_reduced=self.counts["reduced"],
-            batches_skipped=self.counts["skipped"])
+            batches_reduced=self.counts["reduced"], batches_skipped=self.counts["skipped"],
+            idle_threads=self.idle_threads, batches_wide=self.counts["wide"], load_scale=self.tail.scale,
+            tail_p95_ms=self.tail.p95_ms,
+            ms_per_pair_wide=self.wide_pairs.per_unit_ms(self.full_depth) if self.wide_pairs.measured() else 0.0)

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from kernels.decay import DecayRanker
 from models.base import Embedder, Reranker
+from models.threads import process_cpus
 from server.batching.batcher import MAX_BATCH_TOKENS, MAX_WAIT_MS, Batcher, device_slots
 from server.batching.controller import RerankController
 from server.batching.pair_cache import PAIR_CACHE_ENTRIES, PairScoreCache
@@ -66,6 +67,18 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def idle_threads(requested: int, device: str, device_pool: Executor) -> int:
+    """Torch threads of a cross-encoder pass that runs alone (the controller's ``idle_threads``): the
+    configured count, or every core of the process (0 = auto), on CPU only; 0 when that is no more than the
+    threads every pass already has (read on the device thread: torch's OpenMP setting is per thread)."""
+    if not device.startswith("cpu"):
+        return 0
+    import torch
+
+    wide = requested or process_cpus()
+    return wide if wide > device_pool.submit(torch.get_num_threads).result() else 0
+
+
 class Engine:
     def __init__(self, *, config: ServerConfig, registry: TenantRegistry, embedder: Embedder,
                  reranker: Reranker | None, ranker: DecayRanker, device: str, device_pool: Executor,
@@ -86,9 +99,11 @@ class Engine:
         self.clock = clock
         b = config.batching
         max_requests = b.max_batch_requests   # 1: no batching (each query alone, two on the device at once)
+        rerank_device = str(reranker.describe().get("device", device)) if reranker is not None else device
         self.controller = RerankController(
-            target_ms=config.search.latency_target_ms, device=str(reranker.describe().get("device", device)),
+            target_ms=config.search.latency_target_ms, device=rerank_device,
             full_depth=config.search.rerank_depth or auto_rerank_depth(reranker), max_requests=max_requests,
+            idle_threads=idle_threads(config.models.idle_threads, rerank_device, device_pool),
         ) if reranker is not None else None
         self.pair_cache = PairScoreCache(max_entries=PAIR_CACHE_ENTRIES)
         self.query_cache = QueryEmbeddingCache(ttl_ms=b.query_cache_ttl_ms, max_entries=QUERY_CACHE_ENTRIES)
@@ -98,11 +113,13 @@ class Engine:
                                               calibration=load_calibration_for(config, embedder, reranker),
                                               cache=self.query_cache, controller=self.controller,
                                               pair_cache=self.pair_cache)
+        self.search_pipeline.measure_rerank_cost()
         queue = dict(max_requests=max_requests, max_wait_ms=MAX_WAIT_MS if max_requests > 1 else 0.0,
                      capacity=b.queue_capacity, device_slots=device_slots(max_requests),
                      tenant_weights=b.weights(), tenant_quantum=TENANT_QUANTUM)
         self.search_batcher: Batcher[SearchItem] = Batcher(
-            name="search", stage=self.search_pipeline, max_tokens=MAX_BATCH_TOKENS, **queue)  # type: ignore[arg-type]
+            name="search", stage=self.search_pipeline, max_tokens=MAX_BATCH_TOKENS, split_above=b.split_above,
+            **queue)  # type: ignore[arg-type]
         self.write_batcher: Batcher[list[str]] = Batcher(
             name="write-embed", stage=EmbedStage(embedder=embedder, device_pool=device_pool),
             max_tokens=MAX_BATCH_TOKENS * 4, **queue)  # type: ignore[arg-type]

@@ -73,7 +73,11 @@ class Recall:
         started_ns = time.monotonic_ns()
         answered = self.after_search(shard, principal, queries, results, now_ms=now)
         if self.controller is not None:   # this answer's own work, which the batch's later answers wait for
-            self.controller.observe_answer(ms=(time.monotonic_ns() - started_ns) / 1e6 / max(1, len(results)))
+            done_ns = time.monotonic_ns()
+            self.controller.observe_answer(ms=(done_ns - started_ns) / 1e6 / max(1, len(results)))
+            for q in queries:   # the observed tail the controller keeps under its target: default-depth queries
+                if q.rerank_depth == 0:
+                    self.controller.observe_latency(ms=(done_ns - arrived_ns) / 1e6)
         return answered
 
     def after_search(self, shard: TenantShard, principal: KeyScope, queries: Sequence[SearchQuery],

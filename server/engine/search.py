@@ -118,6 +118,23 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
                                  cache=pair_cache) if reranker else None
         self.centring: Centring | None = None   # centre_cjk: measured on the first CJK query (device thread)
 
+    def measure_rerank_cost(self) -> None:
+        """Seeds the controller's cost models with a pass at the full depth, with the device thread's threads
+        and, where set, the idle ones (blocks on the device thread; at start). Before, a server whose idle
+        passes all ran wide met its first load with the narrow model unmeasured, read its prior (1 ms a
+        pair, a sixth of a 2-core CPU's), reranked 12 candidates for a batch of 12 at 32 clients and held the
+        device ~0.8 s: p95 336 ms against 229 without the reranker."""
+        if self.controller is None or self.scorer is None or self.default_rerank_depth <= 0:
+            return
+        scorer, depth, wide = self.scorer, self.default_rerank_depth, self.controller.idle_threads
+        self.device_pool.submit(scorer.sample_ms, 2).result()   # first calls allocate
+        self.controller.observe(queries=0, other_ms=0.0, pairs=depth,
+                                rerank_ms=self.device_pool.submit(scorer.sample_ms, depth).result())
+        if wide:
+            self.device_pool.submit(scorer.sample_ms, 2, wide).result()
+            self.controller.observe(queries=0, other_ms=0.0, pairs=depth, threads=wide,
+                                    rerank_ms=self.device_pool.submit(scorer.sample_ms, depth, wide).result())
+
     def depth(self, query: SearchQuery) -> int:
         base = query.candidates or self.cfg.candidates
         # A filter that is not the default drops candidates after retrieval: look deeper.
@@ -135,16 +152,22 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             return 0
         return self.default_rerank_depth if it.depth_cap is None else min(it.depth_cap, self.default_rerank_depth)
 
-    def shape(self, batch: list[Entry[SearchItem]], queued: list[Entry[SearchItem]], now_ns: int) -> None:
+    def shape(self, batch: list[Entry[SearchItem]], queued: list[Entry[SearchItem]], now_ns: int, *,
+              others: int = 0) -> None:
         """As a batch forms: the controller's depth for its default-depth queries (an explicit per-request
-        depth is honoured as asked)."""
+        depth is honoured as asked), and its rerank pass's threads (the idle cores when it runs alone)."""
         if self.controller is None:
             return
+        alone = not queued and others == 0
+        threads = self.controller.threads(alone=alone)
         default = [e.payload for e in batch if self.reranker is not None and e.payload.query.rerank_depth == 0
                    and (self.cfg.rerank_cjk or not e.payload.cjk)]
-        depth = self.controller.choose(batch, queued, reranked=len(default), now_ns=now_ns)
+        depth = self.controller.choose(batch, queued, reranked=len(default), now_ns=now_ns, threads=threads,
+                                       alone=alone)
         for it in default:
             it.depth_cap = depth
+        for entry in batch:
+            entry.payload.rerank_threads = threads
 
     # -- the batch ----------------------------------------------------------------------------------
     async def device(self, batch: list[Entry[SearchItem]]) -> _InFlight:
@@ -198,18 +221,19 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
                                                lexical_results)
             timings.ann_ns += time.monotonic_ns() - t0   # the second dense round (and its fusion)
         pairs, owners = self._rerank_pairs(items, cands)
-        computed, compute_ns = 0, 0
+        computed, compute_ns, threads = 0, 0, 0
         if pairs:
             assert self.scorer is not None
             t0 = time.monotonic_ns()
-            scored = await self.scorer.score(pairs, [items[qi].shard.tenant_id for qi, _ in owners])
+            threads = max(it.rerank_threads for it in items)
+            scored = await self.scorer.score(pairs, [items[qi].shard.tenant_id for qi, _ in owners], threads=threads)
             timings.rerank_ns = time.monotonic_ns() - t0
             computed, compute_ns = scored.computed, scored.compute_ns
             self._apply_rerank(items, cands, owners, scored.logits)
         results = await loop.run_in_executor(self.cpu_pool, self.rank, items, cands, timings)
         if self.controller is not None:   # the cost model: ms per pair, and per query for the other stages
             self.controller.observe(queries=len(batch), other_ms=(time.monotonic_ns() - started_ns - timings.rerank_ns) / 1e6,
-                                    pairs=computed, rerank_ms=compute_ns / 1e6)
+                                    pairs=computed, rerank_ms=compute_ns / 1e6, threads=threads)
         for entry, it, result in zip(batch, items, results, strict=True):
             own = Timings(**{f: getattr(result.timings, f) for f in Timings.__slots__})  # type: ignore[attr-defined]
             own.rerank_depth_used = self.rerank_depth(it)

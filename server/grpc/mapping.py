@@ -154,7 +154,9 @@ def info_to_pb(info: dict[str, Any], *, version: str) -> spb.InfoResponse:
 def rerank_control_to_pb(s: ControllerState) -> pb.RerankControl:
     return pb.RerankControl(target_ms=s.target_ms, full_depth=s.full_depth, depth=s.depth, ms_per_pair=s.ms_per_pair,
                             ms_per_query=s.ms_per_query, device=s.device, batches_full=s.batches_full,
-                            batches_reduced=s.batches_reduced, batches_skipped=s.batches_skipped)
+                            batches_reduced=s.batches_reduced, batches_skipped=s.batches_skipped,
+                            idle_threads=s.idle_threads, batches_wide=s.batches_wide, ms_per_pair_wide=s.ms_per_pair_wide,
+                            load_scale=s.load_scale, tail_p95_ms=s.tail_p95_ms)
 
 
 def stats_to_pb(d: dict[str, Any]) -> spb.StatsResponse:

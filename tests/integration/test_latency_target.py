@@ -9,10 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
+import torch
 from support import start_server
 
 from engram_proto.v1 import messages_pb2 as pb
 from engram_proto.v1 import service_pb2 as spb
+from models.threads import process_cpus
+from server.app import set_process_threads
+from server.batching.controller import WIDE_PROBE_EVERY
 
 FULL = 12
 TENANT = "acme/load"
@@ -69,6 +73,20 @@ def test_depth_falls_under_load_and_returns_to_full_when_idle(loaded_server) -> 
     assert "engram_rerank_latency_target_seconds 0.06" in text
     assert f"engram_rerank_depth {float(FULL)}" in text and f"engram_rerank_depth_full {float(FULL)}" in text
     assert 'engram_rerank_batches_total{depth="full"}' in text and "engram_rerank_pair_seconds" in text
+    # A lone query's cross-encoder pass takes the idle cores (every core of the process, on CPU), and the
+    # device thread's torch threads (torch's OpenMP setting is per thread) are as set after it.
+    threads = running.app.engine.device_pool.submit(torch.get_num_threads).result()
+    assert threads == set_process_threads(0)
+    assert info.idle_threads == (process_cpus() if process_cpus() > threads else 0)
+    if info.idle_threads:   # measured at start; a lone batch goes wide when that is cheaper, or now and then anyway
+        assert info.ms_per_pair_wide > 0
+        assert "engram_rerank_batches_wide_total" in text and "engram_rerank_pair_seconds_wide" in text
+        for i in range(WIDE_PROBE_EVERY):
+            client.search(TENANT, f"when did project {i} ship")
+        state = running.app.engine.controller.state()
+        assert state.batches_wide > 0
+        assert running.app.engine.device_pool.submit(torch.get_num_threads).result() == threads
+    assert 0 <= info.load_scale <= 1 and info.tail_p95_ms > 0
 
 
 def test_an_explicit_depth_is_honoured_and_the_controller_can_be_off(tmp_path, jvm, embedder, tiny_reranker) -> None:

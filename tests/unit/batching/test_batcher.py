@@ -12,7 +12,7 @@ import time
 import pytest
 from async_support import run_async
 
-from server.batching.batcher import Batcher, Entry, Stage
+from server.batching.batcher import Batcher, Entry, Stage, split_at
 from server.errors import DeadlineExceeded, Overloaded
 
 
@@ -244,3 +244,30 @@ def test_device_slots_rule() -> None:
     from server.batching.batcher import device_slots
 
     assert device_slots(64) == 1 and device_slots(2) == 1 and device_slots(1) == 2
+
+
+def test_split_at_caps_a_batch_at_half_the_active_requests_and_never_below_its_floor() -> None:
+    assert split_at(32, split_above=16, max_requests=64) == 16
+    assert split_at(64, split_above=16, max_requests=64) == 32
+    assert split_at(65, split_above=16, max_requests=64) == 33
+    assert split_at(8, split_above=16, max_requests=64) == 16       # light load: the floor, no split
+    assert split_at(200, split_above=16, max_requests=64) == 64
+    assert split_at(32, split_above=0, max_requests=64) == 64       # off
+    assert split_at(32, split_above=16, max_requests=1) == 1        # no batching
+
+
+@run_async
+async def test_a_bunch_of_requests_goes_to_the_device_in_two_cohorts() -> None:
+    run = Recorder()
+    run.device_open.clear()
+    b = make(run, max_requests=64, max_wait_ms=0.0, device_slots=1, split_above=4)
+    b.start()
+    head = submit(b, "head")
+    await formed(run, 1)                      # head holds the device; 12 arrive meanwhile
+    tasks = [head, *[submit(b, f"q{i}") for i in range(12)]]
+    await settle()
+    run.device_open.set()
+    assert [await t for t in tasks] == ["HEAD", *[f"Q{i}" for i in range(12)]]
+    # 13 active: batches of at most 7; without the cap the 12 would have gone in one batch.
+    assert [len(batch) for batch in run.batches][:3] == [1, 7, 5]
+    await b.close()

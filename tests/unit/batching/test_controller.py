@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import pytest
 
 from server.batching.batcher import Entry
-from server.batching.controller import CostModel, RerankController, bucket, choose_depth
+from server.batching.controller import (TAIL_WINDOW, WIDE_PROBE_EVERY, CostModel, RerankController, TailGuard, bucket,
+                                       choose_depth)
 
 MS = 1_000_000
 
@@ -114,7 +115,6 @@ def test_off_or_nothing_to_rerank_is_the_full_depth() -> None:
     assert controller().choose([Job(now - 900 * MS)], [], reranked=0, now_ns=now) == 20
 
 
-
 def test_a_batch_reserves_the_time_its_answers_take_after_it_resolves() -> None:
     c = controller()   # 10 ms per query of other stages, 1 ms per pair
     now = 1000 * MS
@@ -167,3 +167,75 @@ def test_an_idle_query_gets_the_full_depth_again_after_load() -> None:
     assert c.choose([Job(now)], [], reranked=1, now_ns=now) == 20             # (250 - 20) x 0.8 = 184 >= 20 x 8.9
 
 
+
+
+def test_a_batch_alone_goes_wide_and_reads_the_wide_cost_model() -> None:
+    c = RerankController(target_ms=250.0, full_depth=20, device="cpu", max_requests=64, idle_threads=2)
+    c.observe(queries=1, other_ms=20.0, pairs=20, rerank_ms=20 * 12.0)   # one thread: 12 ms a pair
+    now = 1000 * MS
+    assert c.choose([Job(now)], [], reranked=1, now_ns=now) == 15        # (250 - 20) x 0.8 / 12 = 15.3
+    assert c.threads(alone=False) == 0                                     # queued work or another batch: narrow
+    assert c.threads(alone=True) == 2                                      # not yet measured: wide, to measure it
+    c.observe(queries=1, other_ms=20.0, pairs=15, rerank_ms=15 * 7.0, threads=2)   # wide: 7 ms a pair
+    assert c.threads(alone=True) == 2                                      # cheaper per pair: it stays wide
+    assert c.choose([Job(now)], [], reranked=1, now_ns=now, threads=2) == 20   # 184 ms >= 20 x 7
+    assert c.choose([Job(now)], [], reranked=1, now_ns=now) == 15          # the narrow model is its own
+    s = c.state()
+    assert (s.idle_threads, s.batches_wide, s.ms_per_pair_wide) == (2, 1, 7.0)
+    assert s.ms_per_pair == 12.0
+
+
+def test_wide_passes_measured_dearer_stay_narrow_but_are_measured_again_now_and_then() -> None:
+    # A box shared with busy processes: the two-thread pass waits at barriers and costs more than one thread's.
+    c = RerankController(target_ms=250.0, full_depth=20, device="cpu", max_requests=64, idle_threads=2)
+    c.observe(queries=1, other_ms=20.0, pairs=20, rerank_ms=20 * 8.0)
+    assert c.threads(alone=True) == 2
+    c.observe(queries=1, other_ms=20.0, pairs=20, rerank_ms=20 * 30.0, threads=2)
+    picks = [c.threads(alone=True) for _ in range(3 * WIDE_PROBE_EVERY)]
+    assert picks.count(2) == 3 and picks.count(0) == 3 * WIDE_PROBE_EVERY - 3
+
+
+def test_no_idle_threads_means_every_pass_is_narrow() -> None:
+    c = controller()
+    assert [c.threads(alone=True) for _ in range(WIDE_PROBE_EVERY + 1)] == [0] * (WIDE_PROBE_EVERY + 1)
+    assert c.state().idle_threads == 0 and c.state().ms_per_pair_wide == 0.0
+
+
+def test_the_observed_tail_cuts_the_budget_under_load_and_gives_it_back() -> None:
+    c = controller()   # 10 ms per query of other stages, 1 ms per pair
+    now = 1000 * MS
+    batch, queued = [Job(now) for _ in range(4)], [Job(now)]
+    assert c.choose(batch, queued, reranked=4, now_ns=now) == 20     # the cost model alone: it fits
+    for _ in range(TAIL_WINDOW):                                       # answers came back at 400 ms
+        c.observe_latency(ms=400.0)
+    s = c.state()
+    assert s.tail_p95_ms == 400.0 and s.load_scale < 0.6
+    cut = c.choose(batch, queued, reranked=4, now_ns=now)
+    assert cut < 20
+    assert c.choose([Job(now)], [], reranked=1, now_ns=now, alone=True) == 20   # alone: the cost model only
+    for _ in range(4 * TAIL_WINDOW):                                   # and on until nothing is reranked
+        c.observe_latency(ms=400.0)
+    assert c.state().load_scale == 0.0 and c.choose(batch, queued, reranked=4, now_ns=now) == 0
+    for _ in range(8 * TAIL_WINDOW):                                   # the tail is back under the target
+        c.observe_latency(ms=100.0)
+    assert c.state().load_scale == 1.0 and c.choose(batch, queued, reranked=4, now_ns=now) == 20
+
+
+def test_the_tail_guard_waits_for_enough_new_answers_and_holds_between_the_bands() -> None:
+    guard = TailGuard(target_ms=250.0, window=16)
+    for _ in range(7):
+        guard.observe(900.0)
+    assert guard.scale == 1.0 and guard.p95_ms == 0.0                  # under half a window: no reading yet
+    guard.observe(900.0)
+    assert guard.scale == 0.7 and guard.p95_ms == 900.0
+    for _ in range(16):
+        guard.observe(240.0)                                           # between 0.9 x and 1 x the target: held
+    # Readings every 4 new answers: the three that still held a 900 cut it, the last (all 240) holds it.
+    assert guard.p95_ms == 240.0 and guard.scale == pytest.approx(0.7 ** 4)
+    guard.observe(float("nan"))
+    guard.observe(-1.0)
+    assert guard.p95_ms == 240.0
+    off = TailGuard(target_ms=0.0)
+    for _ in range(100):
+        off.observe(1e6)
+    assert off.scale == 1.0
