@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -161,10 +162,12 @@ def load_reranker(config: ServerConfig, device: str, *, speed: Mapping[str, bool
                                **(CPU_SPEED if speed is None else speed))
 
 
-def set_process_threads(requested: int) -> int:
-    """Torch and FAISS CPU threads, process-wide. Auto (0) is half the cores: on a small shared box,
-    spinning intra-op threads of one batch starve the CPU stages of the next (a single MiniLM query on
-    two loaded cores took 40-140 ms with two torch threads and 12-19 ms with one)."""
+def set_process_threads(requested: int, *, quiet: bool = False) -> int:
+    """Torch and FAISS CPU threads of the calling thread (and torch's default for threads started later).
+    Auto (0) is half the cores: on a small shared box, spinning intra-op threads of one batch starve the CPU
+    stages of the next (a single MiniLM query on two loaded cores took 40-140 ms with two torch threads and
+    12-19 ms with one). OpenMP keeps FAISS's setting per thread, so every pool thread that calls FAISS sets it
+    too (``initializer`` of the pools below): before, the CPU pool's FAISS searches ran with every core."""
     import os
 
     from models.threads import set_cpu_threads as set_torch_threads
@@ -176,7 +179,8 @@ def set_process_threads(requested: int) -> int:
         pass
     else:
         faiss.omp_set_num_threads(threads)
-    log.info("CPU threads for torch and FAISS: %d", threads)
+    if not quiet:
+        log.info("CPU threads for torch and FAISS: %d", threads)
     return threads
 
 
@@ -295,9 +299,10 @@ def build_engine(config: ServerConfig, *, catalog: Catalog, embedder: Embedder, 
                               space=space, compact_ratio=config.storage.compact_ratio,
                               compact_min_bytes=int(config.storage.compact_min_mb * (1 << 20)), audit=audit,
                               open_log=open_log, drop_log=drop_log)
-    device_pool = ThreadPoolExecutor(1, thread_name_prefix="device")
-    cpu_pool = ThreadPoolExecutor(4, thread_name_prefix="cpu")
-    write_pool = ThreadPoolExecutor(2, thread_name_prefix="write")
+    pin = functools.partial(set_process_threads, config.models.cpu_threads, quiet=True)   # OpenMP: per thread
+    device_pool = ThreadPoolExecutor(1, thread_name_prefix="device", initializer=pin)
+    cpu_pool = ThreadPoolExecutor(4, thread_name_prefix="cpu", initializer=pin)
+    write_pool = ThreadPoolExecutor(2, thread_name_prefix="write", initializer=pin)
     engine = Engine(config=config, registry=registry, embedder=embedder, reranker=reranker,
                     ranker=get_decay_ranker(device), device=device, device_pool=device_pool, cpu_pool=cpu_pool,
                     write_pool=write_pool, space=space)

@@ -57,6 +57,7 @@ from typing import Protocol
 
 HEADROOM = 0.8          # the cost model is a mean; the target is a tail
 SMOOTHING = 0.2         # EWMA weight of a new measurement
+OUTLIER_CAP = 1.5       # a measurement counts as at most this many times the smoothed value (one slow pass)
 PRIOR_PAIR_MS = 1.0     # ms per pair before the first measurement (a CPU cross-encoder's order of magnitude)
 PRIOR_QUERY_MS = 5.0    # ms per query for the other stages before the first measurement
 WIDE_PROBE_EVERY = 16   # a batch alone goes wide this often even when wide passes measured dearer: re-measured
@@ -96,6 +97,10 @@ class CostModel:
         per_unit, b = ms / units, bucket(units)
         with self._lock:
             old = self._ms.get(b)
+            # One slow pass (a shared box: a descheduled OpenMP thread) moves the estimate by at most
+            # smoothing x (OUTLIER_CAP - 1); a lasting slowdown is followed over a few passes. Uncapped, single
+            # stalls cut an idle query's depth: 1 client, 22 % of queries below the full 20 (min 5).
+            per_unit = per_unit if old is None else min(per_unit, OUTLIER_CAP * old)
             self._ms[b] = per_unit if old is None else (1 - self.smoothing) * old + self.smoothing * per_unit
 
     def per_unit_ms(self, units: int) -> float:

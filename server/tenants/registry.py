@@ -292,7 +292,7 @@ class TenantRegistry:
         loaded = self.loaded()
         for shard in loaded:
             try:
-                shard.flush()
+                shard.flush(periodic=True)
             except Exception as exc:
                 if not is_storage_full(exc):
                     raise

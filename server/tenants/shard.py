@@ -273,10 +273,10 @@ class TenantShard:
     def touch(self) -> None:
         self.last_used_s = time.monotonic()
 
-    def flush(self) -> None:
-        """The periodic flush: pending touches committed (a full disk drops this interval's access counts,
-        a ranking signal, and nothing else), the audit log fsynced and its retention applied, Lucene
-        committed up to the store's seq (cheap when nothing changed)."""
+    def flush(self, *, periodic: bool = False) -> None:
+        """The flush: pending touches committed (a full disk drops this interval's access counts, a ranking
+        signal, and nothing else), the audit log fsynced and its retention applied, Lucene committed up to the
+        store's seq (``periodic``: only when its documents changed, see LexicalSlot.commit)."""
         try:
             self.flush_touches()
         except Exception as exc:
@@ -286,11 +286,11 @@ class TenantShard:
         self.audit.sync()
         self.audit.maintain()   # retention: a listdir and a stat per segment
         with self.write_lock:
-            self._commit_lexical_locked()
+            self._commit_lexical_locked(force=not periodic)
 
-    def _commit_lexical_locked(self) -> bool:
+    def _commit_lexical_locked(self, *, force: bool = True) -> bool:
         """Commits Lucene at the store's seq; False when it could not (closed, stale, or the disk is full)."""
-        return not self.closed and self._lexical.commit(self.store.seq)
+        return not self.closed and self._lexical.commit(self.store.seq, force=force)
 
     def compact(self) -> int | None:
         """Compacts the store's log in the background (a compaction thread): Lucene is committed at the

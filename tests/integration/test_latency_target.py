@@ -81,8 +81,8 @@ def test_depth_falls_under_load_and_returns_to_full_when_idle(loaded_server) -> 
     if info.idle_threads:   # measured at start; a lone batch goes wide when that is cheaper, or now and then anyway
         assert info.ms_per_pair_wide > 0
         assert "engram_rerank_batches_wide_total" in text and "engram_rerank_pair_seconds_wide" in text
-        for i in range(WIDE_PROBE_EVERY):
-            client.search(TENANT, f"when did project {i} ship")
+        for i in range(WIDE_PROBE_EVERY):   # new texts: a pair-cache hit runs no pass
+            client.search(TENANT, f"in which week did project {i + 20} ship")
         state = running.app.engine.controller.state()
         assert state.batches_wide > 0
         assert running.app.engine.device_pool.submit(torch.get_num_threads).result() == threads

@@ -65,10 +65,15 @@ def test_cost_model_smooths_by_shape_and_reads_the_nearest_bucket() -> None:
     model.observe(100, 200.0)      # 2 ms per pair at ~100 pairs
     assert model.per_unit_ms(100) == 2.0
     assert model.per_unit_ms(3) == 2.0          # nearest measured bucket
-    model.observe(100, 400.0)      # 4 ms per pair: EWMA 0.5
-    assert model.per_unit_ms(100) == 3.0
+    model.observe(100, 250.0)      # 2.5 ms per pair: EWMA 0.5
+    assert model.per_unit_ms(100) == 2.25
     model.observe(4, 40.0)         # a small batch: its own bucket
-    assert model.per_unit_ms(4) == 10.0 and model.per_unit_ms(100) == 3.0
+    assert model.per_unit_ms(4) == 10.0 and model.per_unit_ms(100) == 2.25
+    model.observe(100, 100 * 22.5)   # one stalled pass, 10x: counted as 1.5x the estimate
+    assert model.per_unit_ms(100) == pytest.approx(0.5 * 2.25 + 0.5 * 1.5 * 2.25)
+    for _ in range(12):              # a lasting slowdown is followed, a step at a time
+        model.observe(100, 100 * 10.0)
+    assert model.per_unit_ms(100) == pytest.approx(10.0, rel=0.02)
     model.observe(0, 5.0)
     model.observe(3, float("nan"))
     assert bucket(4) != bucket(100)
