@@ -114,8 +114,8 @@ class SearchConfig:
     latency_target_ms: float = option(250.0, (
         "the latency the rerank-depth controller keeps, read as a p95 (server/batching/controller.py): each batch's "
         "default-depth queries get the deepest rerank its measured cost fits in; a sooner gRPC deadline is the "
-        "query's budget; 0 = off (always the full depth). 250: one idle query at the full depth takes ~100 ms on a "
-        "2-core CPU (README \"Serving benchmark\")"))
+        "query's budget; 0 = off (always the full depth). 250: one idle query at the full depth (its cross-encoder pass on every "
+        "core) takes p50 150-190 ms, p95 200-260 ms on a 2-core CPU (README \"Serving benchmark\")"))
     rerank_cjk: bool = option(False, (
         "rerank queries in CJK scripts at the default depth; false because the bundled cross-encoder reads English "
         "only (zh/en set: Chinese nDCG@10 0.536 -> 0.506 with it); true for a multilingual cross-encoder. An explicit "

@@ -42,8 +42,8 @@ alone (nothing queued, no other batch in the pipeline) has nobody beside it: its
 ``idle_threads`` torch threads, every core, and the controller reads that pass's cost from a cost model of
 its own. On a 2-core CPU 20 LoCoMo pairs take ~100 ms with two threads against ~165 ms with one, so the
 idle query gets the full depth within the target. Where the wide pass measures dearer than the narrow one
-(a box shared with other busy processes: OpenMP threads wait at barriers for a descheduled peer), batches
-stay narrow, and one in ``WIDE_PROBE_EVERY`` alone goes wide anyway to measure it again.
+by ``WIDE_MARGIN`` (a box shared with other busy processes: OpenMP threads wait at barriers for a descheduled
+peer), batches stay narrow, and one in ``WIDE_PROBE_EVERY`` alone goes wide anyway to measure it again.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ OUTLIER_CAP = 1.5       # a measurement counts as at most this many times the sm
 PRIOR_PAIR_MS = 1.0     # ms per pair before the first measurement (a CPU cross-encoder's order of magnitude)
 PRIOR_QUERY_MS = 5.0    # ms per query for the other stages before the first measurement
 WIDE_PROBE_EVERY = 16   # a batch alone goes wide this often even when wide passes measured dearer: re-measured
+WIDE_MARGIN = 1.25      # alone batches go narrow only when a wide pass reads this much dearer per pair than a narrow one
 TAIL_WINDOW = 64        # answers the observed tail is read over (a quarter of them new before each reading)
 TAIL_DECREASE = 0.7     # the load scale's cut when the window's p95 is over the target
 TAIL_INCREASE = 0.05    # its step back up when the window's p95 is under TAIL_LOW x the target
@@ -248,8 +249,10 @@ class RerankController:
         if not self.wide_pairs.measured() or self._alone % WIDE_PROBE_EVERY == 0:
             wide = True
         else:
-            wide = (not self.pairs.measured()
-                    or self.wide_pairs.per_unit_ms(self.full_depth) < self.pairs.per_unit_ms(self.full_depth))
+            # A margin: the narrow estimate is the least of its buckets (CostModel.per_unit_ms), so a plain
+            # comparison can flip on noise, and a narrow pass costs ~1.6x a wide one on an idle 2-core CPU.
+            wide = (not self.pairs.measured() or self.wide_pairs.per_unit_ms(self.full_depth)
+                    < WIDE_MARGIN * self.pairs.per_unit_ms(self.full_depth))
         return self.idle_threads if wide else 0
 
     def choose(self, batch: Sequence[Timed], queued: Sequence[Timed], *, reranked: int, now_ns: int,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from server.batching.batcher import Entry
-from server.batching.controller import (TAIL_WINDOW, WIDE_PROBE_EVERY, CostModel, RerankController, TailGuard, bucket,
+from server.batching.controller import (TAIL_WINDOW, WIDE_MARGIN, WIDE_PROBE_EVERY, CostModel, RerankController, TailGuard, bucket,
                                        choose_depth)
 
 MS = 1_000_000
@@ -244,3 +244,15 @@ def test_the_tail_guard_waits_for_enough_new_answers_and_holds_between_the_bands
     for _ in range(100):
         off.observe(1e6)
     assert off.scale == 1.0
+
+
+def test_a_wide_pass_a_little_dearer_than_the_narrow_estimate_still_goes_wide() -> None:
+    # The narrow estimate is the least of its buckets: noise alone must not send lone batches narrow.
+    c = RerankController(target_ms=250.0, full_depth=20, device="cpu", max_requests=64, idle_threads=2)
+    c.observe(queries=1, other_ms=20.0, pairs=20, rerank_ms=20 * 8.0)
+    c.observe(queries=1, other_ms=20.0, pairs=20, rerank_ms=20 * 9.0, threads=2)   # 9 < 1.25 x 8
+    assert [c.threads(alone=True) for _ in range(5)] == [2] * 5
+    c.observe(queries=1, other_ms=20.0, pairs=20, rerank_ms=20 * 13.5, threads=2)  # 9 -> 9.9 ... capped at 1.5x
+    c.observe(queries=1, other_ms=20.0, pairs=20, rerank_ms=20 * 13.5, threads=2)
+    assert c.wide_pairs.per_unit_ms(20) >= WIDE_MARGIN * 8.0 and c.threads(alone=True) == 0
+
