@@ -127,13 +127,10 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         if self.controller is None or self.scorer is None or self.default_rerank_depth <= 0:
             return
         scorer, depth, wide = self.scorer, self.default_rerank_depth, self.controller.idle_threads
-        self.device_pool.submit(scorer.sample_ms, 2).result()   # first calls allocate
-        self.controller.observe(queries=0, other_ms=0.0, pairs=depth,
-                                rerank_ms=self.device_pool.submit(scorer.sample_ms, depth).result())
-        if wide:
-            self.device_pool.submit(scorer.sample_ms, 2, wide).result()
-            self.controller.observe(queries=0, other_ms=0.0, pairs=depth, threads=wide,
-                                    rerank_ms=self.device_pool.submit(scorer.sample_ms, depth, wide).result())
+        for threads in (0, wide) if wide else (0,):
+            self.device_pool.submit(scorer.sample_ms, 2, threads).result()   # first calls allocate
+            self.controller.observe(queries=0, other_ms=0.0, pairs=depth, threads=threads,
+                                    rerank_ms=self.device_pool.submit(scorer.sample_ms, depth, threads).result())
 
     def depth(self, query: SearchQuery) -> int:
         base = query.candidates or self.cfg.candidates
