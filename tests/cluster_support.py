@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fault_handlers import kept_fault_handlers
 from s3_server import Weed
 from support import ADMIN_KEY, RunningServer
 
@@ -51,9 +52,10 @@ def ray_cluster() -> Iterator[Any]:
     yield cluster
     from ray import serve
 
-    serve.shutdown()
-    ray.shutdown()
-    cluster.shutdown()
+    with kept_fault_handlers():   # ray.shutdown resets SIGSEGV to SIG_DFL, the in-process JVM's handler with it
+        serve.shutdown()
+        ray.shutdown()
+        cluster.shutdown()
 
 
 def cluster_config(data_dir: Path, weed: Weed, *, models: dict[str, Any], prefix: str = "", **overrides: Any) -> Any:
