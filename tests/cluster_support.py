@@ -44,15 +44,19 @@ def ray_cluster() -> Iterator[Any]:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "any")      # weed mini accepts any credentials; the
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "any")  # raylets and replicas inherit this environment
     started = time.perf_counter()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4})
-    cluster.add_node(num_cpus=4)          # a second raylet: two "nodes" on this machine
-    ray.init(address=cluster.address, log_to_driver=False)
+    # ray.init installs the core worker's fault handlers over whatever the process had: in a module after the
+    # first, the JVM that an earlier module's edge started. HotSpot needs its SIGSEGV handler for routine faults,
+    # so the fixture keeps the handlers it found, across ray.init here and ray.shutdown below.
+    with kept_fault_handlers():
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4})
+        cluster.add_node(num_cpus=4)          # a second raylet: two "nodes" on this machine
+        ray.init(address=cluster.address, log_to_driver=False)
     cluster.wait_for_nodes()
     print(f"\nray cluster of 2 raylets up in {time.perf_counter() - started:.1f}s")
     yield cluster
     from ray import serve
 
-    with kept_fault_handlers():   # ray.shutdown resets SIGSEGV to SIG_DFL, the in-process JVM's handler with it
+    with kept_fault_handlers():   # ray.shutdown resets SIGSEGV to SIG_DFL
         serve.shutdown()
         ray.shutdown()
         cluster.shutdown()

@@ -1,12 +1,14 @@
 """Keep the process's C-level fault signal handlers across a call that resets them.
 
-``ray.shutdown()`` sets SIGSEGV (and the other fault signals its core worker installed handlers for) back to
-SIG_DFL, whoever's handler is installed by then. In a test process that has started the JVM (an in-process
-server or edge: ``server.lexical.start``) that handler is HotSpot's, which the JVM needs for its own routine
-faults (implicit null checks, stack banging, safepoint polls): once it is gone, the next such fault kills the
-process with signal 11 and no hs_err file. Checked here: ``ray.init`` then ``lexical.start`` then
-``ray.shutdown`` leaves SIGSEGV at SIG_DFL; ``make test-slow`` died that way (rc 139) in the first long
-in-process test after the Ray modules (tests/reliability/test_tenant_isolation.py, which passes alone).
+Ray replaces them twice in a test process. ``ray.init()`` installs its core worker's handlers over whatever
+the process had, and ``ray.shutdown()`` sets SIGSEGV (and the other fault signals it handled) back to SIG_DFL.
+In a process that has started the JVM (an in-process server or edge: ``server.lexical.start``) the handler
+lost is HotSpot's, which the JVM needs for its own routine faults (implicit null checks, stack banging,
+safepoint polls); without it such a fault kills the process with signal 11 and no hs_err file. Seen in
+``make test-slow`` (rc 139, at tests/reliability/test_tenant_isolation.py, which passes alone): a second Ray
+module's ``ray.init`` ran after the first module's edge had started the JVM, and from then on every test
+ran with Ray's handler on SIGSEGV (read at each test's start with :func:`native_handler` and ``dladdr``:
+``_raylet.so`` where it had been ``libjvm.so``).
 
 Python's ``signal`` module cannot save and reinstall a native handler, so this reads and writes the
 ``struct sigaction`` itself (Linux, glibc layout; elsewhere it does nothing)."""
@@ -42,6 +44,24 @@ def native_handler(signum: int) -> int:
     if libc.sigaction(int(signum), None, ctypes.byref(action)) != 0:
         raise OSError(ctypes.get_errno(), f"sigaction({signum}) failed")
     return int(action.handler or 0)
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p), ("sname", ctypes.c_char_p),
+                ("saddr", ctypes.c_void_p)]
+
+
+def handler_library(signum: int) -> str:
+    """The file name of the shared object whose code handles ``signum`` (``libjvm.so``, ``_raylet.so``,
+    ``libpython3.11.so.1.0`` for faulthandler), "SIG_DFL" / "SIG_IGN", or "" where this cannot be read."""
+    address = native_handler(signum)
+    if address in (0, 1):
+        return ("SIG_DFL", "SIG_IGN")[address]
+    libc = _libc()
+    info = _DlInfo()
+    if address < 0 or libc is None or not libc.dladdr(ctypes.c_void_p(address), ctypes.byref(info)):
+        return ""
+    return (info.fname or b"").decode(errors="replace").rsplit("/", 1)[-1]
 
 
 @contextmanager

@@ -13,11 +13,13 @@ Slow (``make test-slow``); skipped without ray or the weed binary.
 from __future__ import annotations
 
 import importlib.util
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fault_handlers import handler_library
 from s3_server import Weed, weed_binary
 
 pytest.importorskip("ray", reason="ray[serve] is not installed (pip install -r requirements-cluster.txt)")
@@ -69,3 +71,13 @@ def module_server(ray_cluster: Any, weed: Weed, tmp_path_factory: pytest.TempPat
     from ray import serve
 
     serve.delete("suite")
+
+
+def test_the_in_process_jvm_keeps_its_fault_handler(module_server: RunningServer) -> None:
+    """This module's ray.init ran after an earlier module's edge had started the JVM (the slow suite's order):
+    HotSpot's SIGSEGV handler must still be the process's, not Ray's (tests/fault_handlers.py). Before the
+    fixture kept it, every later test ran with ``_raylet.so``'s, and ``make test-slow`` died with signal 11."""
+    from server import lexical
+
+    lexical.start(heap_mb=1024)   # already running: the edge started it
+    assert handler_library(signal.SIGSEGV) == "libjvm.so"
