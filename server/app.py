@@ -184,6 +184,29 @@ def set_process_threads(requested: int, *, quiet: bool = False) -> int:
     return threads
 
 
+def name_native_thread(name: str) -> bool:
+    """Gives the calling thread its Python name at the OS level too (Linux ``prctl(PR_SET_NAME)``, 15 bytes), so
+    ``top -H``, ``/proc/<pid>/task/*/comm`` and the serving probe tell the device thread from the CPU pool's.
+    Python 3.11 leaves every thread it starts named after the process. False where this cannot be done."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0) == 0   # PR_SET_NAME
+    except (OSError, AttributeError):
+        return False
+
+
+def pool_thread_init(threads: int) -> None:
+    """Each pool thread's start: its torch and FAISS threads (:func:`set_process_threads`) and its OS name."""
+    import threading
+
+    set_process_threads(threads, quiet=True)
+    name_native_thread(threading.current_thread().name)
+
+
 def build_metrics(config: ServerConfig, engine: Engine) -> Metrics | None:
     """The Prometheus metrics, when ``metrics_listen`` is set (served) or ``console_listen`` (read by the console's
     latency plot); they read queue and tenant state at scrape time."""
@@ -299,7 +322,7 @@ def build_engine(config: ServerConfig, *, catalog: Catalog, embedder: Embedder, 
                               space=space, compact_ratio=config.storage.compact_ratio,
                               compact_min_bytes=int(config.storage.compact_min_mb * (1 << 20)), audit=audit,
                               open_log=open_log, drop_log=drop_log)
-    pin = functools.partial(set_process_threads, config.models.cpu_threads, quiet=True)   # OpenMP: per thread
+    pin = functools.partial(pool_thread_init, config.models.cpu_threads)   # OpenMP: per thread
     device_pool = ThreadPoolExecutor(1, thread_name_prefix="device", initializer=pin)
     cpu_pool = ThreadPoolExecutor(4, thread_name_prefix="cpu", initializer=pin)
     write_pool = ThreadPoolExecutor(2, thread_name_prefix="write", initializer=pin)

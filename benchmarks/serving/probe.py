@@ -3,8 +3,9 @@
     .venv/bin/python -m benchmarks.serving.probe --batching on --clients 32
     .venv/bin/python -m benchmarks.serving.probe --batching off --env ENGRAM_MODELS__DTYPE=int8
 
-Reports QPS, latency, the server's and the load generator's CPU per query (from /proc and getrusage)
-and how busy the whole machine was (/proc/stat), as one JSON line. Needs the cached dataset that
+Reports QPS, latency, the server's and the load generator's CPU per query (from /proc and getrusage), the
+server's CPU per query by thread (device_0, cpu_*, the JVM's compiler threads, ...) and how busy the whole
+machine was (/proc/stat), as one JSON line. Needs the cached dataset that
 ``make bench-serving`` builds. The README's side-by-side variant table ("Serving benchmark") was
 measured with it, one on/off pair per variant, run back to back.
 """
@@ -29,6 +30,32 @@ from benchmarks.serving.run import ServerProcess
 def _process_cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime, all threads
+
+
+def _thread_cpu_s(pid: int) -> dict[str, tuple[str, float]]:
+    """Per thread of ``pid``: its OS name (the server names its pool threads: device_0, cpu_0, ...; the JVM its
+    own) and utime + stime, by thread id."""
+    out: dict[str, tuple[str, float]] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:   # the thread ended
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        out[tid] = (stat[stat.index("(") + 1:stat.rindex(")")],
+                    (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    return out
+
+
+def thread_ms_per_query(before: dict[str, tuple[str, float]], after: dict[str, tuple[str, float]],
+                        queries: int) -> dict[str, float]:
+    """CPU ms a query by thread name over the window (threads of one name summed), largest first; threads
+    that started inside the window count from zero."""
+    by_name: dict[str, float] = {}
+    for tid, (name, cpu) in after.items():
+        by_name[name] = by_name.get(name, 0.0) + cpu - before.get(tid, (name, 0.0))[1]
+    return {k: round(v / max(1, queries) * 1000, 3) for k, v in sorted(by_name.items(), key=lambda kv: -kv[1])
+            if v > 0}
 
 
 def _machine_ticks() -> tuple[int, int]:
@@ -56,10 +83,12 @@ def probe(*, batching: bool, clients: int, seconds: float, warmup_s: float, tena
             server.wait_indexes_built()
             asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries, concurrency=clients,
                                  seconds=warmup_s, seed=99, rerank_depth=rerank_depth))
+            threads_0 = _thread_cpu_s(server.proc.pid)
             server_0, own_0, (all_0, idle_0) = _process_cpu_s(server.proc.pid), _own_cpu_s(), _machine_ticks()
             result = asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries,
                                           concurrency=clients, seconds=seconds, seed=clients, rerank_depth=rerank_depth))
             server_1, own_1, (all_1, idle_1) = _process_cpu_s(server.proc.pid), _own_cpu_s(), _machine_ticks()
+            threads_1 = _thread_cpu_s(server.proc.pid)
         finally:
             server.stop()
     n = max(1, len(result.latencies_ms))
@@ -69,7 +98,8 @@ def probe(*, batching: bool, clients: int, seconds: float, warmup_s: float, tena
                                        "rerank_depth_used")},
             "server_cpu_ms_per_query": round((server_1 - server_0) / n * 1000, 2),
             "client_cpu_ms_per_query": round((own_1 - own_0) / n * 1000, 2),
-            "machine_busy_pct": round(100 * (1 - (idle_1 - idle_0) / max(1, all_1 - all_0)), 1)}
+            "machine_busy_pct": round(100 * (1 - (idle_1 - idle_0) / max(1, all_1 - all_0)), 1),
+            "server_thread_ms_per_query": thread_ms_per_query(threads_0, threads_1, n)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batching", choices=("on", "off"), required=True)
     p.add_argument("--clients", type=int, default=32)
     p.add_argument("--seconds", type=float, default=8.0)
-    p.add_argument("--warmup", type=float, default=3.0)
+    p.add_argument("--warmup", type=float, default=30.0,
+                   help="seconds of load before measuring: before ~30 s the JVM's JIT still compiles (README)")
     p.add_argument("--dataset", default="1x10000", help="TENANTSxMEMORIES")
     p.add_argument("--rerank-depth", type=int, default=-1, help="per query: -1 no rerank, 0 the server's default (the controller's)")
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server, e.g. ENGRAM_MODELS__DTYPE=float32")
