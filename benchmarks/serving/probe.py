@@ -27,9 +27,14 @@ from benchmarks.serving.load import run_load, touch_tenants
 from benchmarks.serving.run import ServerProcess
 
 
+def _stat_cpu_s(stat: str) -> tuple[str, float]:
+    """A /proc ``stat`` line's name (comm) and CPU seconds (utime + stime)."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return stat[stat.index("(") + 1:stat.rindex(")")], (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _process_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime, all threads
+    return _stat_cpu_s(Path(f"/proc/{pid}/stat").read_text())[1]   # all threads
 
 
 def _thread_cpu_s(pid: int) -> dict[str, tuple[str, float]]:
@@ -41,9 +46,7 @@ def _thread_cpu_s(pid: int) -> dict[str, tuple[str, float]]:
             stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
         except OSError:   # the thread ended
             continue
-        fields = stat.rsplit(")", 1)[1].split()
-        out[tid] = (stat[stat.index("(") + 1:stat.rindex(")")],
-                    (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+        out[tid] = _stat_cpu_s(stat)
     return out
 
 
