@@ -133,7 +133,7 @@ def load_embedder_for_build(device: str):  # type: ignore[no-untyped-def]
 
 
 def bench_dataset(*, tenants: int, per_tenant: int, levels: list[int], seconds: float, env: dict[str, str],
-                  rerank_depth: int, workdir: Path, warmup_s: float = 10.0, compare: str = "batching") -> dict[str, Any]:
+                  rerank_depth: int, workdir: Path, warmup_s: float = 30.0, compare: str = "batching") -> dict[str, Any]:
     data = build(load_embedder_for_build(env.get("ENGRAM_MODELS__DEVICE", "cpu")), tenants=tenants,
                  per_tenant=per_tenant)
     names = [tenant_name(i) for i in range(tenants)]
@@ -148,7 +148,8 @@ def bench_dataset(*, tenants: int, per_tenant: int, levels: list[int], seconds: 
             asyncio.run(touch_tenants(server.address, ADMIN_KEY, names, queries[0]))
             out[f"dense_index_{mode}"] = server.wait_indexes_built()
             # Warm-up long enough for the JVM's JIT to settle: with 3 s its C2 compiler thread was still
-            # taking ~15% of a core during the measured runs.
+            # taking ~15% of a core during the measured runs, with 6 s 2.6-3.2 ms of CPU a query in the
+            # unbatched server (README "Serving benchmark"); after 30 s 0.02-0.08.
             asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries, concurrency=32,
                                  seconds=warmup_s, rerank_depth=rerank_depth, seed=99))
             log.info("%s ready and warm in %.1fs", mode, time.perf_counter() - started)
@@ -230,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", default="1x10000,1x100000,100x10000", help="TENANTSxMEMORIES,...")
     parser.add_argument("--levels", default="1,8,32,64")
     parser.add_argument("--seconds", type=float, default=8.0)
-    parser.add_argument("--warmup", type=float, default=10.0, help="seconds of load per server before measuring")
+    parser.add_argument("--warmup", type=float, default=30.0,
+                        help="seconds of load per server before measuring (30: the JVM's JIT has settled)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--reranker", default="", help="cross-encoder folder; '' = no rerank")
     parser.add_argument("--rerank-depth", type=int, default=-1)
