@@ -25,6 +25,7 @@ from server.config import DAY_S, ServerConfig
 from server.console.frontend import ConsoleFrontend
 from server.engine.engine import Engine
 from server.errors import ConfigError
+from server.gcpauses import GcPauses, freeze_loaded, tune
 from server.grpc.server import GrpcFrontend
 from server.index.tiers import TierRules
 from server.metrics import Metrics
@@ -59,6 +60,7 @@ class App:
     metrics_port: int = 0
     console: ConsoleFrontend | None = None
     console_port: int = 0
+    gc_pauses: GcPauses | None = None
 
     @property
     def port(self) -> int:
@@ -97,6 +99,8 @@ class App:
             pool.shutdown(wait=True)
         if self.metrics is not None:
             self.metrics.close()
+        if self.gc_pauses is not None:
+            self.gc_pauses.close()
         log.info("engram stopped")
 
     async def serve_until_signal(self) -> None:
@@ -207,7 +211,7 @@ def pool_thread_init(threads: int) -> None:
     name_native_thread(threading.current_thread().name)
 
 
-def build_metrics(config: ServerConfig, engine: Engine) -> Metrics | None:
+def build_metrics(config: ServerConfig, engine: Engine, gc_pauses: GcPauses | None = None) -> Metrics | None:
     """The Prometheus metrics, when ``metrics_listen`` is set (served) or ``console_listen`` (read by the console's
     latency plot); they read queue and tenant state at scrape time."""
     if not (config.metrics_listen or config.console_listen):
@@ -215,7 +219,8 @@ def build_metrics(config: ServerConfig, engine: Engine) -> Metrics | None:
     metrics = Metrics()
     metrics.watch(batchers=[engine.search_batcher, engine.write_batcher],
                   loaded_tenants=lambda: len(engine.registry.loaded()), storage=engine.storage_stats,
-                  rerank=engine.controller.state if engine.controller is not None else None)
+                  rerank=engine.controller.state if engine.controller is not None else None,
+                  gc_pauses=gc_pauses.snapshot if gc_pauses is not None else None)
     return metrics
 
 
@@ -297,14 +302,18 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
     engine, pools = build_engine(config, catalog=catalog, embedder=embedder, reranker=reranker, device=device,
                                  rules=rules, open_log=backend.opener if backend is not None else None,
                                  drop_log=backend.drop_tenant if backend is not None else None)
-    metrics = build_metrics(config, engine)
+    if config.tenants.gc_tuning:
+        tune()
+        freeze_loaded()   # the models, tokenizers and JVM bridges: full collections no longer walk them either
+    gc_pauses = GcPauses.install()
+    metrics = build_metrics(config, engine, gc_pauses)
     frontend = GrpcFrontend(engine, listen=config.listen, tls_cert=config.tls_cert, tls_key=config.tls_key,
                             tls_client_ca=config.tls_client_ca, metrics=metrics)
     console = (ConsoleFrontend(engine, listen=config.console_listen, metrics=metrics, tls_cert=config.tls_cert,
                                tls_key=config.tls_key, tls_client_ca=config.tls_client_ca)
                if config.console_listen else None)
     return App(config=config, engine=engine, frontend=frontend, new_admin_key=new_admin_key, metrics=metrics,
-               pools=pools, console=console)
+               pools=pools, console=console, gc_pauses=gc_pauses)
 
 
 def build_engine(config: ServerConfig, *, catalog: Catalog, embedder: Embedder, reranker: Reranker | None,
@@ -321,7 +330,7 @@ def build_engine(config: ServerConfig, *, catalog: Catalog, embedder: Embedder, 
                               rules=rules or TierRules(), memory_budget_bytes=config.tenants.memory_budget_mb << 20,
                               space=space, compact_ratio=config.storage.compact_ratio,
                               compact_min_bytes=int(config.storage.compact_min_mb * (1 << 20)), audit=audit,
-                              open_log=open_log, drop_log=drop_log)
+                              open_log=open_log, drop_log=drop_log, gc_freeze=config.tenants.gc_tuning)
     pin = functools.partial(pool_thread_init, config.models.cpu_threads)   # OpenMP: per thread
     device_pool = ThreadPoolExecutor(1, thread_name_prefix="device", initializer=pin)
     cpu_pool = ThreadPoolExecutor(4, thread_name_prefix="cpu", initializer=pin)

@@ -54,6 +54,10 @@ RERANK_PAIR_SECONDS_WIDE = "engram_rerank_pair_seconds_wide"   # the same, of pa
 RERANK_BATCHES_WIDE = "engram_rerank_batches_wide"       # counter → _total: batches whose pass ran on them
 RERANK_LOAD_SCALE = "engram_rerank_load_scale"           # the observed tail's feedback on the budget under load
 RERANK_TAIL_P95 = "engram_rerank_tail_p95_seconds"       # the p95 that feedback reads
+GC_COLLECTIONS = "engram_gc_collections"                 # counter → _total, by generation (server/gcpauses.py)
+GC_PAUSE_SECONDS = "engram_gc_pause_seconds"             # counter → _total: time the process stood still in them
+GC_PAUSE_LONGEST = "engram_gc_pause_longest_seconds"     # the longest single collection, by generation
+GC_FROZEN = "engram_gc_frozen_objects"                   # objects out of the collector's reach (tenants.gc_tuning)
 
 STAGES = ("queue", "embed", "ann", "bm25", "fusion", "rerank", "decay", "total")
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -123,8 +127,11 @@ class Metrics:
 
     # -- state read at scrape time -----------------------------------------------------------------------
     def watch(self, *, batchers: Sequence[BatcherView], loaded_tenants: Callable[[], int],
-              storage: Callable[[], Mapping[str, Any]] | None = None, rerank: Callable[[], Any] | None = None) -> None:
+              storage: Callable[[], Mapping[str, Any]] | None = None, rerank: Callable[[], Any] | None = None,
+              gc_pauses: Callable[[], Mapping[str, Any]] | None = None) -> None:
         self.registry.register(_StateCollector(batchers, loaded_tenants))
+        if gc_pauses is not None:
+            self.registry.register(_GcCollector(gc_pauses))
         if storage is not None:
             self.registry.register(_StorageCollector(storage))
         if rerank is not None:
@@ -202,6 +209,31 @@ class _RerankCollector(Collector):
                                 "answer (0: too few yet).", value=s.tail_p95_ms / 1000.0)
         yield CounterMetricFamily(RERANK_BATCHES_WIDE, "Search batches whose cross-encoder pass ran alone on the idle "
                                   "cores.", value=s.batches_wide)
+
+
+class _GcCollector(Collector):
+    """Python's garbage collector passes (``GcPauses.snapshot``) at scrape time."""
+
+    def __init__(self, snapshot: Callable[[], Mapping[str, Any]]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        s = self._snapshot()
+        collections = CounterMetricFamily(GC_COLLECTIONS, "Python garbage collector passes, by generation.",
+                                          labels=["generation"])
+        seconds = CounterMetricFamily(GC_PAUSE_SECONDS, "Seconds the process spent in garbage collector passes (the "
+                                      "GIL held: every request waits), by generation.", labels=["generation"])
+        longest = GaugeMetricFamily(GC_PAUSE_LONGEST, "The longest garbage collector pass, by generation.",
+                                    labels=["generation"])
+        for generation in range(3):
+            collections.add_metric([str(generation)], s["collections"][generation])
+            seconds.add_metric([str(generation)], s["seconds"][generation])
+            longest.add_metric([str(generation)], s["longest_s"][generation])
+        yield collections
+        yield seconds
+        yield longest
+        yield GaugeMetricFamily(GC_FROZEN, "Objects moved out of the garbage collector's reach after tenant loads "
+                                "(tenants.gc_tuning).", value=s["frozen_objects"])
 
 
 class _StorageCollector(Collector):

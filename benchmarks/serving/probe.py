@@ -97,7 +97,7 @@ def probe(*, batching: bool, clients: int, seconds: float, warmup_s: float, tena
     n = max(1, len(result.latencies_ms))
     summary = result.summary()
     return {"batching": "on" if batching else "off", "clients": clients, "env": env, "rerank_depth": rerank_depth,
-            **{k: summary[k] for k in ("qps", "p50_ms", "p95_ms", "mean_batch_size", "errors", "server_stage_mean_ms",
+            **{k: summary[k] for k in ("qps", "p50_ms", "p95_ms", "p99_ms", "mean_batch_size", "errors", "server_stage_mean_ms",
                                        "rerank_depth_used")},
             "server_cpu_ms_per_query": round((server_1 - server_0) / n * 1000, 2),
             "client_cpu_ms_per_query": round((own_1 - own_0) / n * 1000, 2),

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from server.errors import NotFound, is_storage_full
+from server.gcpauses import freeze_loaded
 from server.index.dense import FlatDenseIndex
 from server.index.tiered import VectorIndex
 from server.index.tiers import TierRules
@@ -65,7 +66,7 @@ class TenantRegistry:
                  flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex, space: DiskSpace | None = None,
                  compact_ratio: float = 2.0, compact_min_bytes: int = 4 << 20,
                  audit: AuditPolicy | None = None, open_log: Callable[[str], LogOpener] | None = None,
-                 drop_log: Callable[[str], int] | None = None) -> None:
+                 drop_log: Callable[[str], int] | None = None, gc_freeze: bool = True) -> None:
         self.root = data_dir / "tenants"
         self.root.mkdir(parents=True, exist_ok=True)
         self.catalog = catalog
@@ -80,6 +81,7 @@ class TenantRegistry:
         # tenant id is created, a leftover of an earlier tenant of that id whose drop a crash cut short (else its
         # memories would come back). Only where this registry's catalog is the authority (not a Ray replica's).
         self.drop_log = drop_log
+        self.gc_freeze = gc_freeze   # gc.freeze after each load (tenants.gc_tuning, server/gcpauses.py)
         self._audit_swept_s = 0.0
         self._builder = ThreadPoolExecutor(max(1, build_threads), thread_name_prefix="index-build")
         self.space = space
@@ -164,6 +166,8 @@ class TenantRegistry:
                     self._shards[tenant_id] = shard
                     self.loads += 1
                     self.load_s_total += time.perf_counter() - started
+                if self.gc_freeze:
+                    freeze_loaded()   # full collections no longer walk the loaded shards (server/gcpauses.py)
             shard.touch()
         self.enforce_budget(keep=tenant_id)
         return shard
