@@ -303,7 +303,6 @@ def build_app(config: ServerConfig, *, embedder: Embedder | None = None, reranke
                                  rules=rules, open_log=backend.opener if backend is not None else None,
                                  drop_log=backend.drop_tenant if backend is not None else None)
     if config.tenants.gc_tuning:
-        tune()
         freeze_loaded()   # the models, tokenizers and JVM bridges: full collections no longer walk them either
     gc_pauses = GcPauses.install()
     metrics = build_metrics(config, engine, gc_pauses)
@@ -323,6 +322,8 @@ def build_engine(config: ServerConfig, *, catalog: Catalog, embedder: Embedder, 
     """The tenant registry over ``config.data_dir`` and the engine on it, with its thread pools. ``open_log``:
     each tenant's log opener (object storage; a Ray shard replica passes ObjectLogBackend.opener), default
     each tenant's local file; ``drop_log``: deletes a tenant's remote log (where this catalog is the authority)."""
+    if config.tenants.gc_tuning:
+        tune()   # process-wide: here, so a Ray TenantShard replica's process gets it too (server/gcpauses.py)
     space = DiskSpace(config.data_dir, min_free_bytes=config.storage.min_free_mb << 20)
     m = config.memory   # each shard's audit log; retention also visits tenants that are not loaded
     audit = AuditPolicy(retention_s=m.audit_retention_days * DAY_S, max_bytes=m.audit_max_mb << 20)
