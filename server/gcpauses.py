@@ -72,7 +72,7 @@ class GcPauses:
             gc.callbacks.remove(self._callback)
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
-        # Runs with the GIL held, inside the collection: keep it to arithmetic.
+        # Runs with the GIL held, inside the collection: arithmetic, and a log line for a long pass.
         if phase == "start":
             self._started = time.perf_counter()
             return
@@ -84,7 +84,6 @@ class GcPauses:
         self.seconds[generation] += seconds
         self.longest[generation] = max(self.longest[generation], seconds)
         if seconds >= WARN_S:   # logging's locks are re-entrant
-
             log.warning("Python's garbage collector (generation %d) paused the process for %.0f ms (%d objects "
                         "frozen, tenants.gc_tuning)", generation, seconds * 1000, gc.get_freeze_count())
 
