@@ -45,7 +45,8 @@ def process_cpus() -> int:
 @contextmanager
 def torch_threads(threads: int) -> Iterator[None]:
     """Torch's intra-op threads set to ``threads`` for the block, then back (0: unchanged). The setting is
-    process-wide: only for a thread that runs every forward pass of the process (the server's device thread)."""
+    torch's, read by threads that start later too: only on a thread that runs forward passes (a device thread of the
+    server), never on one that only searches."""
     import torch
 
     before = torch.get_num_threads()

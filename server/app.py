@@ -203,6 +203,26 @@ def name_native_thread(name: str) -> bool:
         return False
 
 
+def device_threads(requested: int, device: str, cpu_threads: int) -> int:
+    """How many forward passes run at once (``models.device_threads``), one device thread each. Auto (0): on a
+    CPU where a pass has one torch thread (``models.cpu_threads`` auto on 2-3 cores, or 1), two, so the second
+    core is not left to the CPU stages alone while a pass holds the first: where the forward pass outweighs the
+    rest of a query (float32 on an AVX2 2-core CPU: 21.5 ms of device thread against ~5 ms of the rest, the
+    machine 67 % busy) one device thread leaves a core mostly idle. Else one: a pass with several OpenMP
+    threads beside another waits at barriers for descheduled threads (the module docstring of
+    models/threads.py), and a CUDA device runs one pass at a time anyway."""
+    if requested:
+        return requested
+    if not device.startswith("cpu"):
+        return 1
+    import os
+
+    from models.threads import process_cpus
+
+    per_pass = cpu_threads or max(1, (os.cpu_count() or 2) // 2)   # as set_process_threads resolves it
+    return 2 if per_pass == 1 and process_cpus() >= 2 else 1
+
+
 def pool_thread_init(threads: int) -> None:
     """Each pool thread's start: its torch and FAISS threads (:func:`set_process_threads`) and its OS name."""
     import threading
@@ -333,10 +353,12 @@ def build_engine(config: ServerConfig, *, catalog: Catalog, embedder: Embedder, 
                               compact_min_bytes=int(config.storage.compact_min_mb * (1 << 20)), audit=audit,
                               open_log=open_log, drop_log=drop_log, gc_freeze=config.tenants.gc_tuning)
     pin = functools.partial(pool_thread_init, config.models.cpu_threads)   # OpenMP: per thread
-    device_pool = ThreadPoolExecutor(1, thread_name_prefix="device", initializer=pin)
+    passes = device_threads(config.models.device_threads, device, config.models.cpu_threads)
+    device_pool = ThreadPoolExecutor(passes, thread_name_prefix="device", initializer=pin)
+    log.info("device threads (forward passes at once): %d", passes)
     cpu_pool = ThreadPoolExecutor(4, thread_name_prefix="cpu", initializer=pin)
     write_pool = ThreadPoolExecutor(2, thread_name_prefix="write", initializer=pin)
     engine = Engine(config=config, registry=registry, embedder=embedder, reranker=reranker,
                     ranker=get_decay_ranker(device), device=device, device_pool=device_pool, cpu_pool=cpu_pool,
-                    write_pool=write_pool, space=space)
+                    write_pool=write_pool, space=space, device_threads=passes)
     return engine, [device_pool, cpu_pool, write_pool]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -75,6 +76,19 @@ def measure(*, seconds: float, rounds: int) -> dict[str, Any]:
     return out
 
 
+def cpu_model() -> str:
+    """The CPU's model name, family and model numbers, and whether it has AVX-512 / bfloat16 (Linux)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return platform.processor()
+    fields = dict(line.split(":", 1) for line in info.split("\n\n", 1)[0].splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    flags = set(fields.get("flags", "").split())
+    return (f"{fields.get('model name', '?')} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')}; "
+            f"avx512f {'avx512f' in flags}, avx512_bf16 {'avx512_bf16' in flags}, {os.cpu_count()} CPUs)")
+
+
 def plot(result: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -102,12 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--name", default="batch_ceiling", help="results file stem (one per machine kind: the CPU decides)")
     args = p.parse_args(argv)
     result = measure(seconds=args.seconds, rounds=args.rounds)
     out = repo_root() / "benchmarks" / "results" / "serving"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "batch_ceiling.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    plot(result, out / "batch_ceiling.png")
+    result["cpu"] = cpu_model()
+    (out / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    plot(result, out / f"{args.name}.png")
     print(json.dumps({k: {m: (r["ms_per_query"], r[f"ceiling_batch1_over_batch{SERVING_BATCH}"])
                           for m, r in v.items()} if k == "models" else v for k, v in result.items()}, indent=1))
     return 0

@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -66,13 +67,21 @@ def _machine_ticks() -> tuple[int, int]:
     return sum(values), values[3] + values[4]  # all, idle + iowait
 
 
+def _py_spy(pid: int, path: str, seconds: float) -> subprocess.Popen[bytes]:
+    """``py-spy record`` of the server over the measured window: raw collapsed stacks by thread (its OS name
+    comes from the probe's own thread table), sampled without pausing the server, at 50 Hz."""
+    return subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(pid), "-d",
+                             str(max(1, int(seconds) - 1)), "-r", "50", "-f", "raw", "-t", "--nonblocking", "-o", path],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def _own_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
 
 def probe(*, batching: bool, clients: int, seconds: float, warmup_s: float, tenants: int, per_tenant: int,
-          env: dict[str, str], rerank_depth: int = -1) -> dict[str, object]:
+          env: dict[str, str], rerank_depth: int = -1, profile: str = "") -> dict[str, object]:
     data = dataset_dir(tenants=tenants, per_tenant=per_tenant)
     if not (data / "complete.json").is_file():
         raise SystemExit(f"{data} missing: run `make bench-serving` once to build it")
@@ -88,10 +97,13 @@ def probe(*, batching: bool, clients: int, seconds: float, warmup_s: float, tena
                                  seconds=warmup_s, seed=99, rerank_depth=rerank_depth))
             threads_0 = _thread_cpu_s(server.proc.pid)
             server_0, own_0, (all_0, idle_0) = _process_cpu_s(server.proc.pid), _own_cpu_s(), _machine_ticks()
+            spy = _py_spy(server.proc.pid, profile, seconds) if profile else None
             result = asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries,
                                           concurrency=clients, seconds=seconds, seed=clients, rerank_depth=rerank_depth))
             server_1, own_1, (all_1, idle_1) = _process_cpu_s(server.proc.pid), _own_cpu_s(), _machine_ticks()
             threads_1 = _thread_cpu_s(server.proc.pid)
+            if spy is not None:
+                spy.wait(30)
         finally:
             server.stop()
     n = max(1, len(result.latencies_ms))
@@ -114,12 +126,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds of load before measuring: before ~30 s the JVM's JIT still compiles (README)")
     p.add_argument("--dataset", default="1x10000", help="TENANTSxMEMORIES")
     p.add_argument("--rerank-depth", type=int, default=-1, help="per query: -1 no rerank, 0 the server's default (the controller's)")
+    p.add_argument("--profile", default="", help="write a py-spy raw profile of the measured window here (pip install py-spy)")
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server, e.g. ENGRAM_MODELS__DTYPE=float32")
     args = p.parse_args(argv)
     tenants, per_tenant = (int(x) for x in args.dataset.split("x"))
     row = probe(batching=args.batching == "on", clients=args.clients, seconds=args.seconds, warmup_s=args.warmup,
                 tenants=tenants, per_tenant=per_tenant, env=dict(kv.split("=", 1) for kv in args.env),
-                rerank_depth=args.rerank_depth)
+                rerank_depth=args.rerank_depth, profile=args.profile)
     sys.stdout.write(json.dumps(row) + "\n")
     return 0
 

@@ -103,12 +103,21 @@ def split_at(active: int, *, split_above: int, max_requests: int) -> int:
     return min(max_requests, max(split_above, (active + 1) // 2))
 
 
-def device_slots(max_requests: int) -> int:
-    """One device slot when batches can grow (bigger batches beat a gap-free device: 1 x 10k, 32
-    clients, batched, two alternating probe pairs 393.4 / 391.2 vs 367.3 / 371.8 QPS with mean batches of
-    18-20 vs 12.5); two when every batch is one request (the size cannot grow, so keep the device fed:
-    126 / 135 vs 117 / 119 QPS)."""
-    return 1 if max_requests > 1 else 2
+def device_slots(max_requests: int, threads: int = 1) -> int:
+    """Batches in their device step at once. With one device thread: one slot when batches can grow (bigger
+    batches beat a gap-free device: 1 x 10k, 32 clients, batched, two alternating probe pairs 393.4 / 391.2 vs
+    367.3 / 371.8 QPS with mean batches of 18-20 vs 12.5); two when every batch is one request (the size cannot
+    grow, so keep the device fed: 126 / 135 vs 117 / 119 QPS). With ``threads`` device threads (server/app.py
+    ``device_threads``), one slot each, and never fewer than two for one-request batches."""
+    if max_requests > 1:
+        return max(1, threads)
+    return max(2, threads)
+
+
+def max_in_flight(max_requests: int, threads: int = 1) -> int:
+    """Batches in the pipeline at once: one in its CPU stages beside each device thread's (one device thread:
+    2, the one on the device and the one finishing); one-request batches: at least their two device slots."""
+    return max(device_slots(max_requests, threads), max(1, threads) + 1)
 
 
 class Batcher(Generic[T]):

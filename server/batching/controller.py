@@ -36,8 +36,9 @@ window (:class:`TailGuard`); when its p95 is over the target, the share of the b
 spend on reranking (``load_scale``) is cut, and it grows back while the p95 is under ``TAIL_LOW`` of the
 target. A batch alone reads the cost model only: nothing but itself waits for its pass.
 
-**The idle cores.** The server runs its forward passes on one device thread with half the CPU's cores (on
-a small box the other half serves gRPC, FAISS and Lucene for the batches beside it). A batch that forms
+**The idle cores.** The server runs each forward pass with half the CPU's cores (on a small box the other
+half serves gRPC, FAISS and Lucene for the batches beside it, or, on 2-3 cores, a second device thread's
+pass: server/app.py ``device_threads``). A batch that forms
 alone (nothing queued, no other batch in the pipeline) has nobody beside it: its cross-encoder pass takes
 ``idle_threads`` torch threads, every core, and the controller reads that pass's cost from a cost model of
 its own. On a 2-core CPU 20 LoCoMo pairs take ~100 ms with two threads against ~165 ms with one, so the

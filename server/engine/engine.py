@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from kernels.decay import DecayRanker
 from models.base import Embedder, Reranker
 from models.threads import process_cpus
-from server.batching.batcher import MAX_BATCH_TOKENS, MAX_WAIT_MS, Batcher, device_slots
+from server.batching.batcher import MAX_BATCH_TOKENS, MAX_WAIT_MS, Batcher, device_slots, max_in_flight
 from server.batching.controller import RerankController
 from server.batching.pair_cache import PAIR_CACHE_ENTRIES, PairScoreCache
 from server.batching.query_cache import QUERY_CACHE_ENTRIES, QueryEmbeddingCache
@@ -83,7 +83,8 @@ class Engine:
     def __init__(self, *, config: ServerConfig, registry: TenantRegistry, embedder: Embedder,
                  reranker: Reranker | None, ranker: DecayRanker, device: str, device_pool: Executor,
                  cpu_pool: Executor, write_pool: Executor, space: DiskSpace | None = None,
-                 clock: Callable[[], int] = now_ms) -> None:
+                 clock: Callable[[], int] = now_ms, device_threads: int = 1) -> None:
+        """``device_threads``: the threads of ``device_pool``, each able to run a forward pass (server/app.py)."""
         if not config.memory.dedupe_cosine:   # 0 = the embedder's own near-duplicate threshold
             threshold = float(getattr(embedder, "near_duplicate_cosine", 0.95))
             config = dataclasses.replace(config, memory=dataclasses.replace(config.memory, dedupe_cosine=threshold))
@@ -115,7 +116,8 @@ class Engine:
                                               pair_cache=self.pair_cache)
         self.search_pipeline.measure_rerank_cost()
         queue = dict(max_requests=max_requests, max_wait_ms=MAX_WAIT_MS if max_requests > 1 else 0.0,
-                     capacity=b.queue_capacity, device_slots=device_slots(max_requests),
+                     capacity=b.queue_capacity, device_slots=device_slots(max_requests, device_threads),
+                     max_in_flight=max_in_flight(max_requests, device_threads),
                      tenant_weights=b.weights(), tenant_quantum=TENANT_QUANTUM)
         self.search_batcher: Batcher[SearchItem] = Batcher(
             name="search", stage=self.search_pipeline, max_tokens=MAX_BATCH_TOKENS, split_above=b.split_above,

@@ -66,7 +66,7 @@ class PairScorer:
 
     async def score(self, pairs: Sequence[tuple[str, str]], tenants: Sequence[str], *, threads: int = 0) -> Scored:
         """Logits of ``pairs`` (``tenants[i]`` owns pair i); ``threads``: torch threads of the forward pass
-        (0: the process's setting; the pass runs on the device thread, which runs every pass)."""
+        (0: the device thread's setting; the pass runs on a device thread)."""
         loop = asyncio.get_running_loop()
         keys, cached, tokens, tokenize_ns = await loop.run_in_executor(self.cpu_pool, self._lookup_and_tokenize,
                                                                        pairs, tenants)

@@ -244,6 +244,46 @@ def test_device_slots_rule() -> None:
     from server.batching.batcher import device_slots
 
     assert device_slots(64) == 1 and device_slots(2) == 1 and device_slots(1) == 2
+    # Two device threads: a slot each, batched or not.
+    assert device_slots(64, 2) == 2 and device_slots(1, 2) == 2 and device_slots(1, 3) == 3
+
+
+def test_max_in_flight_leaves_one_batch_finishing_beside_each_device_thread() -> None:
+    from server.batching.batcher import max_in_flight
+
+    assert max_in_flight(64) == 2 and max_in_flight(1) == 2       # one device thread: as before
+    assert max_in_flight(64, 2) == 3 and max_in_flight(1, 2) == 3
+
+
+@run_async
+async def test_two_device_slots_run_two_batches_on_the_device_at_once() -> None:
+    """Two device slots: a second batch enters its device step while the first still holds its own."""
+    entered, release = asyncio.Event(), asyncio.Event()
+    inside = {"now": 0, "most": 0}
+
+    class Both(Stage[int, None]):
+        async def device(self, batch: list[Entry[int]]) -> None:
+            inside["now"] += 1
+            inside["most"] = max(inside["most"], inside["now"])
+            if inside["now"] == 2:
+                entered.set()
+            await release.wait()
+            inside["now"] -= 1
+
+        async def finish(self, batch: list[Entry[int]], state: None) -> None:
+            for e in batch:
+                e.resolve(e.payload)
+
+    b = Batcher(name="t", stage=Both(), max_tokens=1000, max_requests=1, max_wait_ms=0.0, capacity=8,
+                device_slots=2, max_in_flight=3)
+    b.start()
+    calls = [asyncio.create_task(b.submit(tenant_id="a", tokens=1, payload=i, deadline_ns=None)) for i in range(3)]
+    await asyncio.wait_for(entered.wait(), 5)
+    assert inside["most"] == 2   # the third waits for a slot
+    release.set()
+    assert await asyncio.gather(*calls) == [0, 1, 2]
+    assert inside["most"] == 2
+    await b.close()
 
 
 def test_split_at_caps_a_batch_at_half_the_active_requests_and_never_below_its_floor() -> None:
