@@ -35,7 +35,11 @@ def test_the_bundled_reranker_is_served_by_default_and_puts_the_answer_first(tmp
         result = client.search("acme/alice", "what is alice allergic to", top_k=len(NOTES),
                                scoring=pb.Scoring(disable_decay=True, disable_importance=True))
         reranked = [h for h in result.hits if h.breakdown.HasField("rerank")]
-        assert len(reranked) == len(NOTES) and result.timings.rerank_ns > 0  # auto depth 20 covers all six
+        # The auto depth (20 in bfloat16, 5 in float32: a CPU without native bfloat16) as the controller trims it
+        # to the latency target on a slow CPU; every candidate within it is reranked.
+        depth = result.timings.rerank_depth_used
+        assert depth >= 1 and result.timings.rerank_ns > 0
+        assert len(reranked) == min(len(NOTES), depth)
         assert result.hits[0].memory.content == ANSWER
         assert max(reranked, key=lambda h: h.breakdown.rerank).memory.content == ANSWER
     finally:
