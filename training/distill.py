@@ -1,4 +1,4 @@
-"""`make reranker-student`: a smaller cross-encoder distilled from engram-reranker-v1 (issue #23, item 2).
+"""`make reranker-student`: a smaller cross-encoder distilled from engram-reranker-v1.
 
     python -m training.distill [--teacher models/weights/engram-reranker-v1] [--keep 0,2,5] [--epochs 1]
 

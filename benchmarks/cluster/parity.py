@@ -1,4 +1,4 @@
-"""Parity of engram on Ray with a single node (issue #18 item 6): the quality harness's server
+"""Parity of engram on Ray with a single node: the quality harness's server
 (benchmarks/quality/harness.py) ingests a data set and answers its queries, once as a single node and once
 as engram on Ray (a local Ray, two TenantShard replicas, one Encoder and one Reranker replica, the logs in a
 SeaweedFS bucket, engram's gRPC edge), at the server defaults; every query's top-10 ids are compared, not

@@ -1,4 +1,4 @@
-"""The cluster benchmark (issue #18 item 7): a single node vs engram on Ray on this machine, side by side.
+"""The cluster benchmark: a single node vs engram on Ray on this machine, side by side.
 
 Two servers run at once from the same driver: ``engram serve`` (a single node, local WAL with fsync) and
 ``engram serve --ray --address <this driver's Ray>`` (the edge; two TenantShard replicas and one Encoder

@@ -181,7 +181,7 @@ class Conversation:
     speakers: tuple[str, str]
     turns: tuple[Turn, ...]
     questions: tuple[LocomoQuestion, ...]
-    now: int  # UTC unix seconds of the last session that has turns
+    now: int  # UTC unix seconds of the latest session that has turns
     evidence_stats: EvidenceStats
 
 
@@ -239,7 +239,7 @@ def _read_locomo(root: Path | None) -> list[dict[str, Any]]:
 
 
 def _turns(conv: Mapping[str, Any]) -> tuple[tuple[Turn, ...], int]:
-    """A conversation's turns in session order, and the time of its last session that has turns."""
+    """A conversation's turns in session order, and the time of its latest session that has turns."""
     sessions = sorted(
         int(k.split("_")[1]) for k, v in conv.items() if re.fullmatch(r"session_\d+", k) and isinstance(v, list) and v
     )

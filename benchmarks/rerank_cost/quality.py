@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         result = json.loads(args.out.read_text(encoding="utf-8"))
     result["meta"] = {"machine": platform.platform(), "ingest_s": manifest["ingest_s"],
                       "method": "one server per variant over one ingested data dir; the defaults stage, as of "
-                                f"{FIXED_NOW_MS} ms (SciFact) / a day after each conversation's last session (LoCoMo)",
+                                f"{FIXED_NOW_MS} ms (SciFact) / a day after each conversation's latest session (LoCoMo)",
                       "reference": REFERENCE}
     todo: list[Variant | None] = [None] if args.floor else []
     todo += pick(args.variants)

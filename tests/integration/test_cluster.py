@@ -165,7 +165,7 @@ class Writer:
             failed = False
             while not self.stop.is_set():
                 request = spb.WriteRequest(tenant_id=self.tenant, memories=[pb.MemoryInput(content=content)])
-                if IDEMPOTENT:   # the same key on every retry: applied once (issue #18 item 3)
+                if IDEMPOTENT:   # the same key on every retry: applied once
                     request.idempotency_key = f"{self.name}-{n}"
                 try:
                     self.client.memory.Write(request, metadata=self.client.metadata, timeout=30)

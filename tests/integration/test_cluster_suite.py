@@ -1,4 +1,4 @@
-"""A share of the integration suite, run unchanged against engram on Ray (issue #18 item 6): the tests below are
+"""A share of the integration suite, run unchanged against engram on Ray: the tests below are
 the single-node tests of the memory model (test_memory_semantics), tenant lifecycle and keys
 (test_memory_lifecycle) and the SDK (test_sdk), collected here a second time with the module's ``server`` being
 the cluster's edge (tests/cluster_support.py: two raylets, two TenantShard replicas, the logs in a SeaweedFS

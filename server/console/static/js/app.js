@@ -33,7 +33,7 @@ function loginView(message = "") {
   const form = h("form", {class: "login", "data-test": "login"},
     h("h1", {}, "engram console"),
     h("p", {class: "muted"}, "Log in with an engram key. The console sees exactly the tenants that key covers; " +
-      "the key stays on the server for this session and is never stored in the browser."),
+      "the key stays on the server for this browser session and is never stored in the browser."),
     input, h("button", {type: "submit"}, "Log in"), note);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
