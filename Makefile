@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install serve test test-slow proto bench-quality bench-serving bench-index bench-durability bench-cluster reranker reranker-student bench-rerank-cost lint clean
+.PHONY: install serve test test-slow proto bench-quality bench-serving bench-index bench-durability bench-cluster reranker reranker-student bench-rerank-cost lint clean docs
 
 install: $(STAMP)
 
@@ -68,6 +68,17 @@ reranker-student: $(STAMP)
 bench-rerank-cost: $(STAMP)
 	$(PY) -m benchmarks.rerank_cost.quality --variants all --floor
 	$(PY) -m benchmarks.rerank_cost.timing --variants all
+
+# The documentation site: docs/ built by MkDocs Material into site/ (--strict: a broken link or a page missing
+# from the nav fails), the gRPC and config references generated at build time (docs/gen/hooks.py), then every
+# internal link of the built HTML checked (docs/gen/check_links.py).
+docs: $(STAMP) $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	$(PY) docs/gen/check_links.py site
+
+$(VENV)/.docs-installed: requirements-docs.txt
+	$(PY) -m pip install --quiet -r requirements-docs.txt
+	touch $@
 
 clean:
 	rm -rf $(VENV) build *.egg-info
