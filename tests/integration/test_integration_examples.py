@@ -1,5 +1,5 @@
-"""The README's agent examples (examples/*.py) run as written against a real server: offline, the answer
-stubbed, every engram call real; and the README shows each file as it is."""
+"""The documented agent examples (examples/*.py) run as written against a real server: offline, the answer
+stubbed, every engram call real; and docs/integrations/ shows each file as it is."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ def test_example_runs_against_the_server(example: str, engram: dict[str, Any]) -
     assert written and [m for m in written if "peanuts" in m.content]
 
 
-def test_readme_shows_the_examples_as_they_are() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_docs_show_the_examples_as_they_are() -> None:
+    pages = "\n".join(page.read_text() for page in sorted((ROOT / "docs" / "integrations").glob("*.md")))
     for example in EXAMPLES:
         body = (ROOT / "examples" / example).read_text().split('"""\n\n', 1)[1]  # the code after the docstring
-        assert body.strip() in readme, f"README's copy of examples/{example} differs from the file"
+        assert body.strip() in pages, f"docs/integrations' copy of examples/{example} differs from the file"
