@@ -58,6 +58,19 @@ RPC_CODES: dict[str, tuple[tuple[str, str], ...]] = {
     "DeleteTenant": (_TENANT,),
 }
 
+# What an RPC does, for the RPCs whose line in service.proto carries no comment (a comment there wins).
+RPC_SUMMARY = {
+    "Write": "store memories (one request is one durable log group)",
+    "Search": "ranked hits with their score breakdown, for one or more queries",
+    "Get": "memories by id (ids not found are listed as missing)",
+    "Delete": "purge memories by id",
+    "List": "a page of memories by filter",
+    "Info": "models, limits, batching and the rerank controller",
+    "CreateTenant": "a new tenant, optionally copied from a template tenant",
+    "ListTenants": "the tenants the key covers",
+    "CreateKey": "a new key for tenant ids, prefixes or admin; the secret is shown once",
+}
+
 # "README "Section"" in proto comments points at the section's page here.
 README_SECTIONS = {
     "Ranking": "../concepts/ranking.md",
@@ -177,7 +190,8 @@ def render(fds: descriptor_pb2.FileDescriptorSet) -> str:
             for mi, method in enumerate(service.method):
                 req, resp = method.input_type.rsplit(".", 1)[-1], method.output_type.rsplit(".", 1)[-1]
                 out.append(f"| `{method.name}` | [{req}](#{_anchor(req)}) | [{resp}](#{_anchor(resp)}) | "
-                           f"{comments.get(_SERVICE, si, _METHOD, mi)} | {_codes(method.name)} |")
+                           f"{comments.get(_SERVICE, si, _METHOD, mi) or RPC_SUMMARY.get(method.name, '')} | "
+                           f"{_codes(method.name)} |")
             out.append("")
     for f in files:
         comments = _Comments.of(f)
