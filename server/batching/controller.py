@@ -1,13 +1,20 @@
 """The rerank-depth controller: how many fused candidates each batch's queries send to the cross-encoder,
 so that queries meet ``search.latency_target_ms`` (or their own, tighter, gRPC deadline).
 
-It decides when a batch forms (the batcher's loop, the scheduler side); the search pipeline only runs
-the depth it was given and reports what its stages cost. The cost model is measured at run time on the
-reranker's device: milliseconds per (query, candidate) pair, smoothed, in buckets of the batch's pair
-count (a batch of 400 pairs costs less per pair than a batch of 5), and milliseconds per query for the rest
-of the pipeline (embedding, BM25, dense search, fusion, ranking). With those, for a batch of ``n`` default
-depth queries, the rerank time a depth ``d`` costs is ``n x d x ms_per_pair(n x d)``, and the depth is
-the largest one whose cost fits in both:
+It works in two steps. When a batch forms (the batcher's loop, the scheduler side) it sets the batch's rerank
+budget (:meth:`RerankController.budget`); once the batch's candidates are fused, it fits the depth to that
+budget by the tokens of the pairs that depth would rerank (:meth:`RerankController.fit`), and the search pipeline
+runs it and reports what its stages cost. The cost model is measured at run time on the reranker's device:
+milliseconds per token of a pass (query + memory, as the cross-encoder truncates the pair), smoothed, in buckets
+of the pass's token count (a pass of 5,000 tokens costs less per token than one of 100), and milliseconds per query
+for the rest of the pipeline (embedding, BM25, dense search, fusion, ranking). A cross-encoder's cost grows with its
+pairs' tokens, not their count: the bundled one reads at most 128 tokens of a pair, ~40 for a short LoCoMo turn and
+all 128 for a 1 KB memory (one thread, bfloat16: 45-60 us a token either way, so 20 long pairs cost ~3.5x 20 short
+ones); priced by the pair, a tenant of long memories got the depth its short-memory measurements allowed and missed
+the target (1 KB turns, one idle client: p95 316 ms against 250 at a mean depth of 14.8). For a batch of default-depth
+queries, the depth ``d`` costs ``tokens(d) x ms_per_token(tokens(d))``, where ``tokens(d)`` sums each query's
+first ``d`` candidates' pair lengths (and the pairs of queries that asked for their own depth, which run in the same
+pass), and the depth is the largest one whose cost fits in both:
 
 - the batch's own budget: the tightest remaining time of its entries (``target - waited``, or the
   deadline) less the batch's other stages and its answer time;
@@ -59,7 +66,8 @@ from typing import Protocol
 HEADROOM = 0.8          # the cost model is a mean; the target is a tail
 SMOOTHING = 0.2         # EWMA weight of a new measurement
 OUTLIER_CAP = 1.5       # a measurement counts as at most this many times the smoothed value (one slow pass)
-PRIOR_PAIR_MS = 1.0     # ms per pair before the first measurement (a CPU cross-encoder's order of magnitude)
+PRIOR_PAIR_TOKENS = 64  # tokens of a pair before the first pass is measured (what ms_per_pair is reported at)
+PRIOR_TOKEN_MS = 1.0 / PRIOR_PAIR_TOKENS   # ms per token before the first measurement (a CPU cross-encoder's order)
 PRIOR_QUERY_MS = 5.0    # ms per query for the other stages before the first measurement
 WIDE_PROBE_EVERY = 16   # a batch alone goes wide this often even when wide passes measured dearer: re-measured
 WIDE_MARGIN = 1.25      # alone batches go narrow only when a wide pass reads this much dearer per pair than a narrow one
@@ -122,32 +130,38 @@ class CostModel:
         return bool(self._ms)
 
 
-def choose_depth(*, full_depth: int, queries: int, batch_left_ms: float, batch_other_ms: float,
-                 queue_left_ms: float | None, queue_other_ms: float, pair_ms: Callable[[int], float],
-                 headroom: float = HEADROOM) -> int:
-    """The largest depth in [0, full_depth] whose rerank time fits the batch's and the queue's budgets.
+def rerank_budget_ms(*, batch_left_ms: float, batch_other_ms: float, queue_left_ms: float | None,
+                     queue_other_ms: float, headroom: float = HEADROOM) -> float:
+    """The milliseconds a batch's rerank pass may take: what both its own budget and the queue's leave.
 
     ``batch_left_ms``: the tightest remaining time of the batch's entries; ``batch_other_ms``: the batch's
     stages other than reranking; ``queue_left_ms`` (None: nothing queued behind): the tightest remaining
-    time of the entries still queued; ``queue_other_ms``: their own batch's other stages;
-    ``pair_ms(pairs)``: ms per pair at that batch shape."""
-    if full_depth <= 0 or queries <= 0:
-        return 0
+    time of the entries still queued; ``queue_other_ms``: their own batch's other stages."""
     budget = batch_left_ms - batch_other_ms
     if queue_left_ms is not None:
         budget = min(budget, queue_left_ms - queue_other_ms)
-    budget *= headroom
-    if budget <= 0:
-        return 0
-    depth = full_depth
-    for _ in range(4):   # ms per pair depends on the shape the depth makes: settle it
-        fits = int(budget / (queries * max(pair_ms(queries * depth), 1e-9)))
-        if fits >= depth:
+    return max(0.0, budget * headroom)
+
+
+def pass_tokens(lengths: Sequence[Sequence[int]], depth: int, *, fixed_tokens: int = 0) -> int:
+    """Tokens of a pass that reranks each query's first ``depth`` pairs (``lengths[q]``: its candidates' pair
+    lengths, best first), plus ``fixed_tokens`` of pairs the pass runs whatever the depth."""
+    return fixed_tokens + sum(sum(row[:depth]) for row in lengths)
+
+
+def fit_depth(*, budget_ms: float, lengths: Sequence[Sequence[int]], full_depth: int,
+              token_ms: Callable[[int], float], fixed_tokens: int = 0) -> int:
+    """The largest depth in [0, full_depth] whose pass fits ``budget_ms``: ``pass_tokens`` x ``token_ms`` (ms per
+    token at that pass's size). Long memories get a smaller depth than short ones under the same budget."""
+    if full_depth <= 0 or not lengths:
+        return max(0, full_depth)
+    if math.isinf(budget_ms):
+        return full_depth
+    for depth in range(full_depth, 0, -1):
+        tokens = pass_tokens(lengths, depth, fixed_tokens=fixed_tokens)
+        if tokens * max(token_ms(tokens), 1e-12) <= budget_ms:
             return depth
-        depth = max(0, fits)
-        if depth == 0:
-            return 0
-    return depth
+    return 0
 
 
 @dataclass(frozen=True)
@@ -157,7 +171,7 @@ class ControllerState:
     target_ms: float        # 0: off (always the full depth)
     full_depth: int
     depth: int              # the depth the last batch got
-    ms_per_pair: float      # smoothed, at the last batch's shape
+    ms_per_pair: float      # smoothed ms per token at the last pass's size x the mean pair's tokens
     ms_per_query: float     # the other stages, smoothed, at the last batch's size
     device: str
     batches_full: int
@@ -165,10 +179,12 @@ class ControllerState:
     batches_skipped: int    # depth 0 (overload)
     ms_answer: float = 0.0  # answering the last batch's queries after it resolved (the last one's wait), smoothed
     idle_threads: int = 0   # torch threads of a batch's cross-encoder pass when it runs alone (0: never wide)
-    ms_per_pair_wide: float = 0.0   # smoothed, such passes' cost per pair at the full depth (0: not measured)
+    ms_per_pair_wide: float = 0.0   # smoothed, such passes' cost per mean pair at the full depth (0: not measured)
     batches_wide: int = 0   # batches whose cross-encoder pass ran with idle_threads
     load_scale: float = 1.0         # the share of its budget a batch under load may rerank with (TailGuard)
     tail_p95_ms: float = 0.0        # the p95 of the last default-depth answers' latencies (0: too few yet)
+    ms_per_token: float = 0.0       # smoothed, narrow passes at the last pass's size
+    pair_tokens: float = 0.0        # the mean pair's tokens of the passes so far (smoothed)
 
 
 class TailGuard:
@@ -205,24 +221,25 @@ class TailGuard:
 
 
 class RerankController:
-    """Owns the cost model and the depth decisions; ``choose`` runs on the event loop when a batch forms,
-    ``observe`` on executor threads when its stages finish."""
+    """Owns the cost models and the depth decisions; ``budget`` runs on the event loop when a batch forms, ``fit``
+    once its candidates are fused, ``observe`` on executor threads when its stages finish."""
 
     def __init__(self, *, target_ms: float, full_depth: int, device: str, max_requests: int,
-                 prior_pair_ms: float = PRIOR_PAIR_MS, idle_threads: int = 0) -> None:
+                 prior_token_ms: float = PRIOR_TOKEN_MS, idle_threads: int = 0) -> None:
         self.target_ns = int(target_ms * 1_000_000)
         self.full_depth = full_depth
         self.device = device
         self.max_requests = max(1, max_requests)
-        self.pairs = CostModel(prior_ms=prior_pair_ms)
+        self.tokens = CostModel(prior_ms=prior_token_ms)        # ms per token of narrow passes
         self.idle_threads = idle_threads                       # 0: every pass narrow
-        self.wide_pairs = CostModel(prior_ms=prior_pair_ms)   # passes with idle_threads
+        self.wide_tokens = CostModel(prior_ms=prior_token_ms)  # passes with idle_threads
         self._alone = 0
         self.queries = CostModel(prior_ms=PRIOR_QUERY_MS)
         self.answers = CostModel(prior_ms=0.0)   # ms of one answer's own work after its batch resolved
         self.tail = TailGuard(target_ms=target_ms)
         self.depth = full_depth
-        self._last_pairs = 1
+        self.pair_tokens = float(PRIOR_PAIR_TOKENS)   # the mean pair's tokens, smoothed (reported, and the wide rule)
+        self._last_tokens = PRIOR_PAIR_TOKENS
         self._last_queries = 1
         self.counts = {"full": 0, "reduced": 0, "skipped": 0, "wide": 0}
 
@@ -240,40 +257,51 @@ class RerankController:
             left = min(left, (end - now_ns) / 1e6)
         return left
 
+    def _full_pass_tokens(self) -> int:
+        return max(1, round(self.full_depth * self.pair_tokens))
+
     def threads(self, *, alone: bool) -> int:
         """Torch threads for this batch's cross-encoder pass: ``idle_threads`` when it runs alone and such
-        passes are not measured dearer per pair (or it is their turn to be measured again), else 0 (the
+        passes are not measured dearer per token (or it is their turn to be measured again), else 0 (the
         server's setting)."""
         if self.idle_threads <= 0 or not alone:
             return 0
         self._alone += 1
-        if not self.wide_pairs.measured() or self._alone % WIDE_PROBE_EVERY == 0:
+        if not self.wide_tokens.measured() or self._alone % WIDE_PROBE_EVERY == 0:
             wide = True
         else:
             # A margin: the narrow estimate is the least of its buckets (CostModel.per_unit_ms), so a plain
             # comparison can flip on noise, and a narrow pass costs ~1.6x a wide one on an idle 2-core CPU.
-            wide = (not self.pairs.measured() or self.wide_pairs.per_unit_ms(self.full_depth)
-                    < WIDE_MARGIN * self.pairs.per_unit_ms(self.full_depth))
+            tokens = self._full_pass_tokens()
+            wide = (not self.tokens.measured() or self.wide_tokens.per_unit_ms(tokens)
+                    < WIDE_MARGIN * self.tokens.per_unit_ms(tokens))
         return self.idle_threads if wide else 0
 
-    def choose(self, batch: Sequence[Timed], queued: Sequence[Timed], *, reranked: int, now_ns: int,
-               threads: int = 0, alone: bool = False) -> int:
-        """The depth for this batch's default-depth queries (``reranked`` of them); ``threads``: its cross-encoder
-        pass's (:meth:`threads`), whose cost model it reads; ``alone``: nothing queued and no other batch in the
+    def budget(self, batch: Sequence[Timed], queued: Sequence[Timed], *, reranked: int, now_ns: int,
+               alone: bool = False) -> float:
+        """The milliseconds this batch's rerank pass may take (``math.inf``: off, or no default-depth query); its
+        default-depth queries are ``reranked`` of the batch; ``alone``: nothing queued and no other batch in the
         pipeline (the observed tail's load scale does not apply)."""
-        if not self.enabled:
-            return self.full_depth
-        if reranked == 0:
-            return self.full_depth
+        if not self.enabled or reranked == 0:
+            return math.inf
         n = len(batch)
         nxt = min(len(queued), self.max_requests)
-        depth = choose_depth(
-            full_depth=self.full_depth, queries=reranked, batch_left_ms=self._left_ms(batch, now_ns),
+        return rerank_budget_ms(
+            batch_left_ms=self._left_ms(batch, now_ns),
             batch_other_ms=n * self.queries.per_unit_ms(n) + self.answer_ms(n),
             queue_left_ms=self._left_ms(queued[:self.max_requests], now_ns) if queued else None,
             queue_other_ms=nxt * self.queries.per_unit_ms(nxt) + self.answer_ms(nxt) if nxt else 0.0,
-            pair_ms=(self.wide_pairs if threads > 0 else self.pairs).per_unit_ms,
             headroom=HEADROOM * (1.0 if alone else self.tail.scale))
+
+    def fit(self, budget_ms: float, lengths: Sequence[Sequence[int]], *, threads: int = 0,
+            fixed_tokens: int = 0) -> int:
+        """The depth of a batch's default-depth queries: ``lengths[q]`` are query q's candidates' pair lengths in
+        tokens (best first, at least the full depth's); ``fixed_tokens``: pairs the same pass runs for queries that
+        asked for their own depth; ``threads``: the pass's (:meth:`threads`), whose cost model it reads."""
+        if not self.enabled or not lengths:
+            return self.full_depth
+        depth = fit_depth(budget_ms=budget_ms, lengths=lengths, full_depth=self.full_depth, fixed_tokens=fixed_tokens,
+                          token_ms=(self.wide_tokens if threads > 0 else self.tokens).per_unit_ms)
         self.depth = depth
         self.counts["full" if depth >= self.full_depth else "reduced" if depth > 0 else "skipped"] += 1
         return depth
@@ -291,25 +319,32 @@ class RerankController:
         Its own, not its wait: the wait behind other batches' answers under load is no cost an idle query pays."""
         self.answers.observe(1, ms)
 
-    def observe(self, *, queries: int, other_ms: float, pairs: int, rerank_ms: float, threads: int = 0) -> None:
-        """A batch's measured cost: ``other_ms`` for its stages but reranking, ``rerank_ms`` for ``pairs``
-        (pairs the cross-encoder scored, cached ones excluded; ``threads``: its pass's, as :meth:`threads` gave)."""
+    def observe(self, *, queries: int, other_ms: float, pairs: int, tokens: int, rerank_ms: float,
+                threads: int = 0) -> None:
+        """A batch's measured cost: ``other_ms`` for its stages but reranking, ``rerank_ms`` for ``pairs`` of
+        ``tokens`` in all (pairs the cross-encoder scored, cached ones excluded; ``threads``: its pass's, as
+        :meth:`threads` gave)."""
         if queries > 0:
             self.queries.observe(queries, other_ms)
             self._last_queries = queries
-        if pairs > 0 and threads > 0:
-            self.wide_pairs.observe(pairs, rerank_ms)
+        if pairs <= 0 or tokens <= 0:
+            return
+        self.pair_tokens += SMOOTHING * (tokens / pairs - self.pair_tokens)
+        if threads > 0:
+            self.wide_tokens.observe(tokens, rerank_ms)
             self.counts["wide"] += queries > 0   # 0: the start's seeding pass (search.measure_rerank_cost)
-        elif pairs > 0:
-            self.pairs.observe(pairs, rerank_ms)
-            self._last_pairs = pairs
+        else:
+            self.tokens.observe(tokens, rerank_ms)
+            self._last_tokens = tokens
 
     def state(self) -> ControllerState:
+        ms_per_token = self.tokens.per_unit_ms(self._last_tokens)
         return ControllerState(
             target_ms=self.target_ns / 1e6, full_depth=self.full_depth, depth=self.depth,
-            ms_per_pair=self.pairs.per_unit_ms(self._last_pairs), ms_per_query=self.queries.per_unit_ms(self._last_queries),
+            ms_per_pair=ms_per_token * self.pair_tokens, ms_per_query=self.queries.per_unit_ms(self._last_queries),
             ms_answer=self.answer_ms(self._last_queries), device=self.device, batches_full=self.counts["full"],
             batches_reduced=self.counts["reduced"], batches_skipped=self.counts["skipped"],
             idle_threads=self.idle_threads, batches_wide=self.counts["wide"], load_scale=self.tail.scale,
-            tail_p95_ms=self.tail.p95_ms,
-            ms_per_pair_wide=self.wide_pairs.per_unit_ms(self.full_depth) if self.wide_pairs.measured() else 0.0)
+            tail_p95_ms=self.tail.p95_ms, ms_per_token=ms_per_token, pair_tokens=self.pair_tokens,
+            ms_per_pair_wide=(self.wide_tokens.per_unit_ms(self._full_pass_tokens()) * self.pair_tokens
+                              if self.wide_tokens.measured() else 0.0))

@@ -22,6 +22,7 @@ class SearchItem:
     now_ms: int
     vector: np.ndarray | None = None           # filled by the embed stage (or the cache)
     depth_cap: int | None = None               # the rerank-depth controller's depth for this batch (default depth only)
+    rerank_budget_ms: float | None = None      # the controller's rerank budget for this batch (default depth only)
     rerank_threads: int = 0                    # the controller's torch threads for this batch's rerank pass (0: as set)
     cjk: bool = field(init=False)              # the query text has CJK script: fusion and rerank both ask
 

@@ -9,6 +9,7 @@ steps only schedule them.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
@@ -129,8 +130,8 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         scorer, depth, wide = self.scorer, self.default_rerank_depth, self.controller.idle_threads
         for threads in (0, wide) if wide else (0,):
             self.device_pool.submit(scorer.sample_ms, 2, threads).result()   # first calls allocate
-            self.controller.observe(queries=0, other_ms=0.0, pairs=depth, threads=threads,
-                                    rerank_ms=self.device_pool.submit(scorer.sample_ms, depth, threads).result())
+            ms, tokens = self.device_pool.submit(scorer.sample_ms, depth, threads).result()
+            self.controller.observe(queries=0, other_ms=0.0, pairs=depth, tokens=tokens, rerank_ms=ms, threads=threads)
 
     def depth(self, query: SearchQuery) -> int:
         base = query.candidates or self.cfg.candidates
@@ -151,18 +152,18 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
 
     def shape(self, batch: list[Entry[SearchItem]], queued: list[Entry[SearchItem]], now_ns: int, *,
               others: int = 0) -> None:
-        """As a batch forms: the controller's depth for its default-depth queries (an explicit per-request
-        depth is honoured as asked), and its rerank pass's threads (the idle cores when it runs alone)."""
+        """As a batch forms: the controller's rerank budget for its default-depth queries (an explicit per-request
+        depth is honoured as asked; the depth is fitted to the budget once the candidates are known,
+        :meth:`_fit_depth`), and its rerank pass's threads (the idle cores when it runs alone)."""
         if self.controller is None:
             return
         alone = not queued and others == 0
         threads = self.controller.threads(alone=alone)
         default = [e.payload for e in batch if self.reranker is not None and e.payload.query.rerank_depth == 0
                    and (self.cfg.rerank_cjk or not e.payload.cjk)]
-        depth = self.controller.choose(batch, queued, reranked=len(default), now_ns=now_ns, threads=threads,
-                                       alone=alone)
+        budget_ms = self.controller.budget(batch, queued, reranked=len(default), now_ns=now_ns, alone=alone)
         for it in default:
-            it.depth_cap = depth
+            it.rerank_budget_ms = None if math.isinf(budget_ms) else budget_ms
         for entry in batch:
             entry.payload.rerank_threads = threads
 
@@ -217,20 +218,21 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             cands = await loop.run_in_executor(self.cpu_pool, self._feedback_stage, items, cands, weak, dense,
                                                lexical_results)
             timings.ann_ns += time.monotonic_ns() - t0   # the second dense round (and its fusion)
+        await self._fit_depth(items, cands)
         pairs, owners = self._rerank_pairs(items, cands)
-        computed, compute_ns, threads = 0, 0, 0
+        computed, compute_ns, tokens, threads = 0, 0, 0, 0
         if pairs:
             assert self.scorer is not None
             t0 = time.monotonic_ns()
             threads = max(it.rerank_threads for it in items)
             scored = await self.scorer.score(pairs, [items[qi].shard.tenant_id for qi, _ in owners], threads=threads)
             timings.rerank_ns = time.monotonic_ns() - t0
-            computed, compute_ns = scored.computed, scored.compute_ns
+            computed, compute_ns, tokens = scored.computed, scored.compute_ns, scored.tokens
             self._apply_rerank(items, cands, owners, scored.logits)
         results = await loop.run_in_executor(self.cpu_pool, self.rank, items, cands, timings)
         if self.controller is not None:   # the cost model: ms per pair, and per query for the other stages
             self.controller.observe(queries=len(batch), other_ms=(time.monotonic_ns() - started_ns - timings.rerank_ns) / 1e6,
-                                    pairs=computed, rerank_ms=compute_ns / 1e6, threads=threads)
+                                    pairs=computed, tokens=tokens, rerank_ms=compute_ns / 1e6, threads=threads)
         for entry, it, result in zip(batch, items, results, strict=True):
             own = Timings(**{f: getattr(result.timings, f) for f in Timings.__slots__})  # type: ignore[attr-defined]
             own.rerank_depth_used = self.rerank_depth(it)
@@ -349,6 +351,17 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             out[i] = self._fuse(items[i], dense[i], lexical[i], feedback=found)
         return out
 
+    @staticmethod
+    def _candidate_pairs(it: SearchItem, cand: Candidates, head: int) -> list[tuple[int, tuple[str, str]]]:
+        """(candidate index, (query, text the cross-encoder reads)) of a query's first ``head`` candidates."""
+        by_doc = it.shard.store.by_doc
+        out = []
+        for ci, doc in enumerate(cand.ids[:head].tolist()):
+            memory = by_doc(doc)
+            if memory is not None:  # gone since fusion (a purge): it keeps its fused place
+                out.append((ci, (it.query.text, memory_text(memory))))
+        return out
+
     def _rerank_pairs(self, items: Sequence[SearchItem], cands: list[Candidates],
                       ) -> tuple[list[tuple[str, str]], list[tuple[int, int]]]:
         """Every (query, candidate) pair of the batch within each query's rerank depth."""
@@ -357,13 +370,43 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         if self.reranker is None:
             return pairs, owners
         for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
-            by_doc = it.shard.store.by_doc
-            for ci, doc in enumerate(cand.ids[: self.rerank_depth(it)].tolist()):
-                memory = by_doc(doc)
-                if memory is not None:  # gone since fusion (a purge): it keeps its fused place
-                    pairs.append((it.query.text, memory_text(memory)))
-                    owners.append((qi, ci))
+            for ci, pair in self._candidate_pairs(it, cand, self.rerank_depth(it)):
+                pairs.append(pair)
+                owners.append((qi, ci))
         return pairs, owners
+
+    async def _fit_depth(self, items: Sequence[SearchItem], cands: list[Candidates]) -> None:
+        """The controller's depth for the batch's default-depth queries: the deepest whose pairs' tokens (as the
+        cross-encoder truncates them) fit the rerank budget set when the batch formed; queries that asked for
+        their own depth run in the same pass, so their pairs' tokens count against it too."""
+        default = [i for i, it in enumerate(items) if it.rerank_budget_ms is not None]
+        if self.controller is None or self.scorer is None or not default:
+            return
+        lengths, fixed = await asyncio.get_running_loop().run_in_executor(
+            self.cpu_pool, self._pass_lengths, items, cands, set(default))
+        depth = self.controller.fit(items[default[0]].rerank_budget_ms, lengths,  # type: ignore[arg-type]
+                                    threads=max(it.rerank_threads for it in items), fixed_tokens=fixed)
+        for i in default:
+            items[i].depth_cap = depth
+
+    def _pass_lengths(self, items: Sequence[SearchItem], cands: list[Candidates], default: set[int],
+                      ) -> tuple[list[list[int]], int]:
+        """Pair lengths in tokens of each default-depth query's first full-depth candidates, and the tokens of the
+        other queries' pairs (their own depths)."""
+        assert self.scorer is not None
+        rows: list[list[tuple[str, str]]] = []
+        others: list[tuple[str, str]] = []
+        for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
+            if qi in default:
+                rows.append([pair for _, pair in self._candidate_pairs(it, cand, self.default_rerank_depth)])
+            else:
+                others.extend(pair for _, pair in self._candidate_pairs(it, cand, self.rerank_depth(it)))
+        flat = self.scorer.pair_tokens([pair for row in rows for pair in row] + others)
+        lengths, start = [], 0
+        for row in rows:
+            lengths.append(flat[start:start + len(row)])
+            start += len(row)
+        return lengths, sum(flat[start:])
 
     def _apply_rerank(self, items: Sequence[SearchItem], cands: list[Candidates], owners: list[tuple[int, int]],
                       logits: np.ndarray) -> None:

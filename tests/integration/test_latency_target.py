@@ -109,3 +109,42 @@ def test_an_explicit_depth_is_honoured_and_the_controller_can_be_off(tmp_path, j
         assert client.memory.Info(spb.InfoRequest(), metadata=client.metadata).rerank_control.target_ms == 0
     finally:
         running.stop()
+
+
+def test_long_memories_get_a_smaller_depth_than_short_ones_under_the_same_target(tmp_path, jvm, embedder) -> None:
+    """A pass is priced by its tokens: under one target a tenant of long memories (pairs at the cross-encoder's
+    512-token limit) gets a shallower rerank than one of short notes, which keeps the full depth. A MiniLM-shaped
+    cross-encoder (random weights), so that a pass costs by its tokens as a real one does; the target is set from
+    the price the server measured at start, so the test holds on any CPU."""
+    from models.reranker import HFCrossEncoder
+    from models.testing import build_minilm_shaped_cross_encoder
+
+    reranker = HFCrossEncoder.load(build_minilm_shaped_cross_encoder(tmp_path / "ce"), device="cpu")
+    running = start_server(tmp_path / "data", embedder=embedder, reranker=reranker,
+                           search={"rerank_depth": FULL, "latency_target_ms": 250.0})
+    try:
+        client = running.client()
+        words = "the migration plan moved the billing service to the new cluster after the audit".split()
+        for tenant, texts in (("acme/short", [f"Project {i} shipped in week {i % 9}." for i in range(30)]),
+                              ("acme/long", [f"Project {i} notes: " + " ".join(words[(i + j) % len(words)]
+                                                                            for j in range(600)) for i in range(30)])):
+            client.create_tenant(tenant)
+            client.write(tenant, *texts)
+        engine = running.app.engine
+        query = "when did project 7 ship"
+        short_tokens, long_tokens = engine.search_pipeline.scorer.pair_tokens(
+            [(query, "Project 7 shipped in week 7."), (query, "Project 7 notes: " + " ".join(words * 40))])
+        assert long_tokens == reranker.max_length and long_tokens > 20 * short_tokens
+        # The rerank budget half-way (geometrically) between the two tenants' full-depth passes at the measured price.
+        state = engine.controller.state()
+        price = state.ms_per_token
+        budget_ms = FULL * price * (short_tokens * long_tokens) ** 0.5
+        engine.controller.target_ns = int((state.ms_per_query + state.ms_answer + budget_ms / 0.8) * 1e6)
+        short = max(client.search("acme/short", f"when did project {i} ship").timings.rerank_depth_used
+                    for i in range(5))
+        long = [client.search("acme/long", f"notes of project {i} about the migration").timings.rerank_depth_used
+                for i in range(5)]
+        assert short == FULL
+        assert max(long) < FULL, long
+    finally:
+        running.stop()
