@@ -57,5 +57,6 @@ def config(args: argparse.Namespace) -> int:
 
     toml_path = Path(args.config) if args.config else None
     config = ServerConfig() if args.defaults or args.markdown else load_config(toml_path=toml_path)
-    sys.stdout.write(to_markdown(config) if args.markdown else to_toml(config))
+    advanced = getattr(args, "advanced", False)   # --markdown --advanced: the [advanced] table
+    sys.stdout.write(to_markdown(config, advanced=advanced) if args.markdown else to_toml(config))
     return 0

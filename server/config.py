@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.config_migrate import REMOVED, RENAMED, coerce, migrate
+from server.config_migrate import ADVANCED, REMOVED, RENAMED, coerce, lift_advanced, migrate
 from server.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class ModelsConfig:
     cpu_threads: int = option(0, "torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)")
     device_threads: int = option(0, (
         "forward passes (embedding, reranking) that may run at once, each on its own device thread with "
-        "models.cpu_threads threads; 0 = auto: 2 on a CPU where a pass has one thread (2-3 cores), else 1. 100 x "
+        "advanced.cpu_threads threads; 0 = auto: 2 on a CPU where a pass has one thread (2-3 cores), else 1. 100 x "
         "10k, 32 clients, float32 on an AVX2 2-core CPU: 1.32-1.40x the QPS of 1, batched or not (README "
         "\"Serving benchmark\")"))
     idle_threads: int = option(0, (
@@ -297,43 +297,44 @@ class ServerConfig:
             (self.models.device in ("auto", "cpu", "cuda"), "models.device must be auto, cpu or cuda"),
             (self.models.dtype in MODEL_DTYPES, f"models.dtype must be one of {', '.join(MODEL_DTYPES)}"),
             (self.models.rerank_dtype in ("", *MODEL_DTYPES),
-             f"models.rerank_dtype must be empty (= models.dtype) or one of {', '.join(MODEL_DTYPES)}"),
+             f"advanced.rerank_dtype must be empty (= models.dtype) or one of {', '.join(MODEL_DTYPES)}"),
             (self.batching.max_batch_requests >= 1, "batching.max_batch_requests must be >= 1"),
-            (self.batching.queue_capacity >= 1, "batching.queue_capacity must be >= 1"),
+            (self.batching.queue_capacity >= 1, "advanced.queue_capacity must be >= 1"),
             (self.metrics_listen == "" or ":" in self.metrics_listen, "metrics_listen must be host:port or empty"),
             (self.console_listen == "" or ":" in self.console_listen, "console_listen must be host:port or empty"),
             (self.log_format in ("text", "json"), "log_format must be text or json"),
-            (self.batching.query_cache_ttl_ms >= 0, "batching.query_cache_ttl_ms must be >= 0"),
-            (self.models.cpu_threads >= 0, "models.cpu_threads must be >= 0"),
-            (self.models.device_threads >= 0, "models.device_threads must be >= 0"),
-            (self.models.idle_threads >= 0, "models.idle_threads must be >= 0"),
-            (self.batching.split_above >= 0, "batching.split_above must be >= 0"),
-            (self.models.embed_max_length >= 2, "models.embed_max_length must be >= 2"),
+            (self.batching.query_cache_ttl_ms >= 0, "advanced.query_cache_ttl_ms must be >= 0"),
+            (self.models.cpu_threads >= 0, "advanced.cpu_threads must be >= 0"),
+            (self.models.device_threads >= 0, "advanced.device_threads must be >= 0"),
+            (self.models.idle_threads >= 0, "advanced.idle_threads must be >= 0"),
+            (self.batching.split_above >= 0, "advanced.split_above must be >= 0"),
+            (self.models.embed_max_length >= 2, "advanced.embed_max_length must be >= 2"),
             (bool(self.tls_cert) == bool(self.tls_key), "tls_cert and tls_key are set together"),
             (not self.tls_client_ca or bool(self.tls_cert), "tls_client_ca needs tls_cert and tls_key"),
             (self.tenants.memory_budget_mb >= 0, "tenants.memory_budget_mb must be >= 0"),
-            (1 <= self.search.candidates <= self.limits.max_candidates, "search.candidates out of range"),
+            (1 <= self.search.candidates <= self.limits.max_candidates,
+             "advanced.candidates must be in [1, advanced.max_candidates]"),
             (self.search.rerank_depth >= 0, "search.rerank_depth must be >= 0"),
             (self.search.latency_target_ms >= 0, "search.latency_target_ms must be >= 0 (0 = off)"),
-            (0.0 <= self.memory.dedupe_cosine <= 1.01, "memory.dedupe_cosine must be 0 (auto) or in (0, 1.01]"),
+            (0.0 <= self.memory.dedupe_cosine <= 1.01, "advanced.dedupe_cosine must be 0 (auto) or in (0, 1.01]"),
             (self.memory.capacity_per_tenant >= 0, "memory.capacity_per_tenant must be >= 0"),
-            (self.memory.thread_window_s >= 0, "memory.thread_window_s must be >= 0 (0 = off)"),
-            (self.search.feedback_docs >= 0, "search.feedback_docs must be >= 0 (0 = off)"),
+            (self.memory.thread_window_s >= 0, "advanced.thread_window_s must be >= 0 (0 = off)"),
+            (self.search.feedback_docs >= 0, "advanced.feedback_docs must be >= 0 (0 = off)"),
             (0.0 <= self.memory.min_salience <= 1.0, "memory.min_salience must be in [0, 1]"),
-            (self.memory.consolidate_interval_s >= 0, "memory.consolidate_interval_s must be >= 0 (0 = only the RPC)"),
+            (self.memory.consolidate_interval_s >= 0, "advanced.consolidate_interval_s must be >= 0 (0 = only the RPC)"),
             (not self.memory.extractor_url or bool(self.memory.extractor_model),
              "memory.extractor_url needs memory.extractor_model"),
             (self.memory.audit_retention_days == 0 or self.memory.audit_retention_days >= 1,
              "memory.audit_retention_days must be 0 (forever) or >= 1"),
-            (self.memory.audit_max_mb >= 0, "memory.audit_max_mb must be >= 0 (0 = no cap)"),
+            (self.memory.audit_max_mb >= 0, "advanced.audit_max_mb must be >= 0 (0 = no cap)"),
             (self.storage.min_free_mb >= 0, "storage.min_free_mb must be >= 0"),
-            (self.storage.compact_ratio > 1.0, "storage.compact_ratio must be > 1"),
-            (self.storage.compact_min_mb >= 0, "storage.compact_min_mb must be >= 0"),
+            (self.storage.compact_ratio > 1.0, "advanced.compact_ratio must be > 1"),
+            (self.storage.compact_min_mb >= 0, "advanced.compact_min_mb must be >= 0"),
             (self.object_store.grace_s >= 0 and self.object_store.timeout_s > 0 and self.object_store.attempts >= 1,
-             "object_store.grace_s >= 0, object_store.timeout_s > 0, object_store.attempts >= 1"),
+             "advanced.object_store_grace_s >= 0, advanced.object_store_timeout_s > 0, advanced.object_store_attempts >= 1"),
             (self.cluster.replicas >= 1 and self.cluster.encoder_replicas >= 1, "cluster.replicas, encoder_replicas >= 1"),
             (self.cluster.shard_cpus >= 0 and self.cluster.encoder_cpus >= 0 and self.cluster.verify_owner_s >= 0,
-             "cluster.shard_cpus, encoder_cpus, verify_owner_s must be >= 0"),
+             "cluster.shard_cpus, cluster.encoder_cpus and advanced.verify_owner_s must be >= 0"),
         ]
         for name in ("episodic_half_life_s", "semantic_half_life_s", "procedural_half_life_s"):
             value = getattr(self.scoring, name)
@@ -352,9 +353,26 @@ class ServerConfig:
 
 
 def _sections() -> set[str]:
-    """Section names an ``ENGRAM_SECTION__OPTION`` variable may name: today's and those of deprecated options."""
+    """Section names an ``ENGRAM_SECTION__OPTION`` variable may name: today's, ``advanced``, and those of deprecated
+    options."""
     today = {f.name for f in dataclasses.fields(ServerConfig) if f.default_factory is not dataclasses.MISSING}
-    return today | {name.partition(".")[0] for name in (*RENAMED, *REMOVED) if "." in name}
+    return today | {"advanced"} | {name.partition(".")[0] for name in (*RENAMED, *REMOVED) if "." in name}
+
+
+def has_option(dotted: str) -> bool:
+    """Whether ``section.option`` (or a top-level ``option``) is a field of the config."""
+    cfg: Any = ServerConfig()
+    for part in dotted.split("."):
+        if not dataclasses.is_dataclass(cfg) or part not in {f.name for f in dataclasses.fields(cfg)}:
+            return False
+        cfg = getattr(cfg, part)
+    return True
+
+
+def advanced_fields() -> set[str]:
+    """The options of the ``[advanced]`` table by their place in the config (``models.cpu_threads``): out of the
+    option table (server/config_doc.py) and set by their ``advanced.`` name (server/config_migrate.py ADVANCED)."""
+    return {dotted for dotted in ADVANCED.values() if has_option(dotted)}
 
 
 def _apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
@@ -418,7 +436,7 @@ def load_config(*, env: Mapping[str, str] | None = None, toml_path: Path | None 
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     layered = _merge(layered, _env_overrides(env))
-    layered = _merge(layered, overrides or {})
+    layered = lift_advanced(_merge(layered, overrides or {}), known=has_option)
     current = {f.name for f in dataclasses.fields(ServerConfig)}
     config = _apply(ServerConfig(), migrate(layered, current=current)).validate()
     if config.models.reranker == BUNDLED:

@@ -1,6 +1,9 @@
 """Reading option values and the names of the previous release: ``coerce`` turns a string (an environment
 variable) into an option's type; RENAMED options still take effect under their new name, REMOVED ones (internal
-knobs that became constants beside their code) are ignored, each with a warning, for one release."""
+knobs that became constants beside their code) are ignored, each with a warning, for one release. ADVANCED options
+are what the server measures or derives itself: out of the option table, set (rarely) in the ``[advanced]`` table
+or as ``ENGRAM_ADVANCED__NAME``; their former names still take effect, with a warning
+(docs/reference/options-removed.md)."""
 
 from __future__ import annotations
 
@@ -77,7 +80,59 @@ REMOVED: dict[str, str] = {
     "memory.audit_segment_mb": "server/store/audit.py AUDIT_SEGMENT_BYTES",
     "limits.max_tenant_id_len": "server/tenants/catalog.py MAX_TENANT_ID_LEN",
 }
+# [advanced] name → the option it sets (and its name in the main table until this release). The server decides these
+# (threads from the cores, cohorts from the load, thresholds from the embedder, ...); docs/reference/options-removed.md
+# says what it decides instead of each.
+ADVANCED: dict[str, str] = {
+    **{name: f"models.{name}" for name in ("cpu_threads", "device_threads", "idle_threads", "rerank_dtype",
+                                           "embed_max_length")},
+    **{name: f"batching.{name}" for name in ("queue_capacity", "split_above", "query_cache_ttl_ms")},
+    **{name: f"search.{name}" for name in ("candidates", "centre_cjk", "feedback_docs")},
+    "calibration": "scoring.calibration",
+    **{name: f"memory.{name}" for name in ("dedupe_cosine", "thread_window_s", "consolidate_interval_s",
+                                           "audit_max_mb")},
+    **{name: f"limits.{name}" for name in ("max_memories_per_write", "max_queries_per_search", "max_top_k",
+                                           "max_candidates", "max_page_size", "max_query_bytes", "max_entities",
+                                           "max_metadata_entries")},
+    "gc_tuning": "tenants.gc_tuning",
+    "compact_ratio": "storage.compact_ratio",
+    "compact_min_mb": "storage.compact_min_mb",
+    "access_key_env": "object_store.access_key_env",
+    "secret_key_env": "object_store.secret_key_env",
+    "object_store_grace_s": "object_store.grace_s",
+    "object_store_timeout_s": "object_store.timeout_s",
+    "object_store_attempts": "object_store.attempts",
+    "ray_app_name": "cluster.app_name",
+    "verify_owner_s": "cluster.verify_owner_s",
+    "grace_s": "grace_s",
+    "jvm_heap_mb": "jvm_heap_mb",
+    "lucene_commit_interval_s": "lucene_commit_interval_s",
+}
 _ABSENT = object()
+
+
+def lift_advanced(layered: Mapping[str, Any], *, known: Callable[[str], bool] = lambda dotted: True) -> dict[str, Any]:
+    """``layered`` with its ``[advanced]`` table put where each option lives in the config (``advanced.cpu_threads``
+    → ``models.cpu_threads``; ``known(dotted)`` says whether this config has it). Setting one by its former name
+    (``models.cpu_threads``, ``ENGRAM_MODELS__CPU_THREADS``) still takes effect, with a warning; the ``[advanced]``
+    value wins where both are set."""
+    out = {name: dict(value) if isinstance(value, Mapping) else value for name, value in layered.items()}
+    table = out.pop("advanced", {})
+    if not isinstance(table, Mapping):
+        raise ConfigError("config section advanced needs a table")
+    for name in table:
+        if name not in ADVANCED or not known(ADVANCED[name]):
+            raise ConfigError(f"unknown config option: advanced.{name}")
+    for name, dotted in ADVANCED.items():
+        section, _, key = dotted.rpartition(".")
+        holder = out.get(section) if section else out
+        if isinstance(holder, Mapping) and key in holder:
+            log.warning("config option %s is now advanced.%s (the [advanced] table, ENGRAM_ADVANCED__%s; "
+                        "docs/reference/options-removed.md): the old name goes in the next release", dotted, name,
+                        name.upper())
+        if name in table:
+            (out.setdefault(section, {}) if section else out)[key] = table[name]
+    return out
 
 
 def migrate(layered: Mapping[str, Any], *, current: set[str]) -> dict[str, Any]:

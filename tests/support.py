@@ -68,14 +68,18 @@ class RunningServer:
 
 def start_server(data_dir: Path, *, embedder: Embedder, reranker: Reranker | None = None,
                  rules: TierRules | None = None, evict_idle_s: float | None = None,
-                 access_top_hits: int | None = None, **overrides: Any) -> RunningServer:
-    """``overrides``: config options by section; ``rules`` (index tiers), ``evict_idle_s`` (the registry's idle
-    grace) and ``access_top_hits`` (hits of a search that count as uses) set internal constants of the
-    components for this server, not config."""
+                 access_top_hits: int | None = None, toml_path: Path | None = None,
+                 **overrides: Any) -> RunningServer:
+    """``overrides``: config options by section (over ``toml_path``, a config file, when given); ``rules`` (index
+    tiers), ``evict_idle_s`` (the registry's idle grace) and ``access_top_hits`` (hits of a search that count as
+    uses) set internal constants of the components for this server, not config."""
     # No reranker unless a test hands one in or names one (the bundled engram-reranker-v1 is a default).
-    overrides = {**overrides, "models": {"reranker": "", **overrides.get("models", {})}}
-    config = load_config(env={}, overrides={"listen": "127.0.0.1:0", "data_dir": data_dir, "admin_key": ADMIN_KEY,
-                                            "lucene_commit_interval_s": 0.5, **overrides})
+    # Lucene commits every 0.5 s unless the test sets it (by its advanced name or its former one).
+    commit = {} if "lucene_commit_interval_s" in overrides else {"lucene_commit_interval_s": 0.5}
+    overrides = {**overrides, "models": {"reranker": "", **overrides.get("models", {})},
+                 "advanced": {**commit, **overrides.get("advanced", {})}}
+    config = load_config(env={}, toml_path=toml_path, overrides={"listen": "127.0.0.1:0", "data_dir": data_dir,
+                                                                 "admin_key": ADMIN_KEY, **overrides})
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="engram-test-loop", daemon=True)
     thread.start()

@@ -11,7 +11,7 @@ import pytest
 from support import ADMIN_KEY
 
 from engram_cli import main
-from server.config import ServerConfig
+from server.config import ServerConfig, advanced_fields
 from engram_client import EngramClient
 from engram_client._core import rpc_names
 
@@ -114,10 +114,16 @@ def test_config_prints_effective_toml(monkeypatch: pytest.MonkeyPatch, capsys: p
     assert main(["config", "--defaults"]) == 0
     defaults = tomllib.loads(capsys.readouterr().out)
     expected = json.loads(json.dumps(dataclasses.asdict(ServerConfig()), default=str))
+    for dotted in advanced_fields():   # the server's own choices: printed only where set ([advanced])
+        section, _, key = dotted.rpartition(".")
+        del (expected[section] if section else expected)[key]
     assert defaults == expected
-    monkeypatch.setenv("ENGRAM_SEARCH__CANDIDATES", "30")
+    monkeypatch.setenv("ENGRAM_SEARCH__RERANK_DEPTH", "7")
+    monkeypatch.setenv("ENGRAM_ADVANCED__CANDIDATES", "30")
     monkeypatch.setenv("ENGRAM_KEY", "a-client-key")  # a client variable: the server config ignores it
     assert main(["config"]) == 0
-    assert tomllib.loads(capsys.readouterr().out)["search"]["candidates"] == 30
+    printed = tomllib.loads(capsys.readouterr().out)
+    assert printed["search"]["rerank_depth"] == 7 and printed["advanced"] == {"candidates": 30}
     assert main(["config", "--markdown"]) == 0
-    assert "| `search.candidates` | `ENGRAM_SEARCH__CANDIDATES` | `100` |" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "| `search.rerank_depth` | `ENGRAM_SEARCH__RERANK_DEPTH` | `0` |" in table and "`search.candidates`" not in table

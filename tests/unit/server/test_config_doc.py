@@ -28,3 +28,10 @@ def test_docs_table_is_generated() -> None:
     names = [line.split("`")[1] for line in to_markdown(ServerConfig()).splitlines()[2:]]
     missing = [name for name in names if f"| `{name}` |" not in page]
     assert names and not missing, f"the configuration page lacks options: {missing[:3]}"
+
+
+def test_the_advanced_table_of_the_removed_options_page_is_current() -> None:
+    page = (ROOT / "docs" / "reference" / "options-removed.md").read_text()
+    missing = [line for line in to_markdown(ServerConfig(), advanced=True).splitlines() if line not in page]
+    assert not missing, (f"regenerate the table of docs/reference/options-removed.md with `engram config --markdown "
+                         f"--advanced`; stale rows: {missing[:3]}")
