@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+TS_STAMP := clients/typescript/node_modules/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
@@ -25,8 +26,17 @@ serve: $(STAMP)
 	$(VENV)/bin/engram serve --listen 127.0.0.1:50051 --data-dir ./data --metrics-listen 127.0.0.1:9464 \
 		--console-listen 127.0.0.1:8080
 
-test: $(STAMP)
+test: $(STAMP) $(TS_STAMP)
 	$(PY) -m pytest -q
+
+# The TypeScript client (clients/typescript): its pinned toolchain from the npm registry (no install scripts). Its
+# node suite runs inside pytest against a real server (tests/e2e/test_node_client.py); test-ts runs only that file.
+$(TS_STAMP): clients/typescript/package-lock.json
+	@if command -v npm >/dev/null; then cd clients/typescript && npm ci --ignore-scripts --no-audit --no-fund \
+		&& touch node_modules/.installed; else echo "npm not found: the TypeScript client's tests are skipped"; fi
+
+test-ts: $(STAMP) $(TS_STAMP)
+	$(PY) -m pytest -q tests/e2e/test_node_client.py
 
 # The slow suite includes the Ray Serve cluster tests: the cluster extra (~500 MB) is installed first.
 test-slow: $(STAMP) $(VENV)/.cluster-installed
