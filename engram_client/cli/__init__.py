@@ -121,11 +121,13 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--reset", action="append", default=[], metavar="NAME",
                    help="return a setting (e.g. min_salience) to the server's default (repeatable)")
 
-    p = add("import", import_file, "import memories from JSONL or CSV (batched writes, progress bar)")
+    p = add("import", import_file, "import memories from JSONL or CSV (batched writes in flight, progress bar; run again to resume)")
     p.add_argument("tenant")
     p.add_argument("file")
     p.add_argument("--format", choices=("jsonl", "csv"), default="", help="default: from the file extension")
-    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=128,
+                   help="records per Write; keep it when resuming an import (the Writes' keys depend on it)")
+    p.add_argument("--window", type=int, default=4, help="Writes in flight at once")
     p.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is no tty")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--skip-invalid", action="store_true",

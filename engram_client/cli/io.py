@@ -75,8 +75,12 @@ class Record:
 def scan_records(path: Path, *, fmt: str = "") -> list[Record]:
     """Every record of a JSONL or CSV file (by extension unless ``fmt``), each parsed or with its error.
     CSV: a header row of MemoryInput field names; lists separated by '|'; metadata as a JSON object."""
+    return list(iter_records(path, fmt=fmt))
+
+
+def iter_records(path: Path, *, fmt: str = "") -> Iterator[Record]:
+    """:func:`scan_records` one record at a time: a file of any size in constant memory."""
     fmt = fmt or ("csv" if path.suffix.lower() == ".csv" else "jsonl")
-    out: list[Record] = []
     with path.open(newline="" if fmt == "csv" else None, encoding="utf-8") as handle:
         if fmt == "csv":
             reader = csv.DictReader(handle)
@@ -86,16 +90,15 @@ def scan_records(path: Path, *, fmt: str = "") -> list[Record]:
                 try:
                     values = {k: _csv_value(_INPUT_FIELDS[k], v) if k in _INPUT_FIELDS else v
                               for k, v in row.items() if k and v not in (None, "")}
-                    out.append(Record(n, raw, record_to_input(values, where=f"{path.name}:{n}")))
+                    yield Record(n, raw, record_to_input(values, where=f"{path.name}:{n}"))
                 except RecordError as exc:
-                    out.append(Record(n, raw, error=exc.message))
+                    yield Record(n, raw, error=exc.message)
                 except (ValueError, json.JSONDecodeError) as exc:
-                    out.append(Record(n, raw, error=str(exc)))
+                    yield Record(n, raw, error=str(exc))
         else:
             for n, line in enumerate(handle, start=1):
                 if line.strip():
-                    out.append(_jsonl_record(n, line.rstrip("\n")))
-    return out
+                    yield _jsonl_record(n, line.rstrip("\n"))
 
 
 def _jsonl_record(n: int, line: str) -> Record:
@@ -141,11 +144,6 @@ def memory_record(m: pb.Memory) -> dict[str, Any]:
     return out
 
 
-def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start:start + size]
-
-
 class Progress:
     """``label [#####.....] 640/1000  64%  213/s  extra`` on one line of stderr, redrawn in place."""
 
@@ -173,12 +171,23 @@ class Progress:
         filled = int(frac * self.width)
         rate = self.done / max(time.monotonic() - self.started, 1e-9)
         bar = "#" * filled + "." * (self.width - filled)
-        return f"{self.label} [{bar}] {self.done}/{self.total} {frac:4.0%} {rate:6.0f}/s {extra}".rstrip()
+        eta = f" ETA {_clock(max(0, self.total - self.done) / rate)}" if 0 < self.done < self.total else ""
+        return f"{self.label} [{bar}] {self.done}/{self.total} {frac:4.0%} {rate:6.0f}/s{eta} {extra}".rstrip()
 
     def close(self) -> None:
         if self.enabled:
             self.stream.write("\n")
             self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    """``42s``, ``7m05s``, ``3h12m``."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, stretch: int = -1) -> str:
