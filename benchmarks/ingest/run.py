@@ -1,0 +1,297 @@
+"""The ingest benchmark: how fast a server takes memories in, against what its embedder alone can do.
+
+Parts (``--parts``, default all):
+
+* ``embed``: the embedder alone, loaded as the server loads it, on the same texts in batches of 128 with every
+  core: one pass with all cores as torch threads (``wide``) and one pass per core side by side (``split``);
+  the better of the two is the hardware's rate (``embed_best``).
+* ``a``: ~1 KB conversation turns (``--n-long``) and LoCoMo-sized ones (``--n-short``) written by one client in
+  Writes of ``--batch`` to an idle server; the rate against ``embed_best`` measured in the same run (target:
+  at least 0.85x).
+* ``b``: one search client (top 10, the server's default rerank depth) alone, then during a full-speed import of
+  long turns (two Writes in flight); p50 / p95 against ``search.latency_target_ms`` (target: p95 within +20 %).
+* ``c``: ``engram import`` of a JSONL file of ``--n`` short turns, SIGKILLed at about half and run again: the
+  tenant ends with exactly N memories; rates and the import processes' peak RSS.
+
+Results: JSON + PNG under benchmarks/results/ingest/. ``--device cuda`` runs the server and the embedder on a
+GPU (benchmarks/gpu/run.sh); the embedder part needs neither FAISS nor Java.
+
+    flock /tmp/engram-cpu.lock .venv/bin/python -m benchmarks.ingest.run --n-long 2000 --n-short 5000 --n 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import platform
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.ingest.texts import long_turns, short_turns
+from benchmarks.serving.build import ADMIN_KEY
+from benchmarks.serving.load import run_load
+from benchmarks.serving.run import ServerProcess
+
+log = logging.getLogger("benchmarks.ingest")
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results" / "ingest"
+TARGET_RATIO = 0.85
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    except OSError:
+        return platform.processor()
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "")
+
+
+# -- the embedder alone ---------------------------------------------------------------------------------------
+def embed_alone(texts_by_kind: dict[str, list[str]], *, device: str, batch: int) -> dict[str, Any]:
+    """Texts/s of the server's embedder on ``texts`` (passage prefix added, as the write path does)."""
+    import torch
+
+    from models.threads import process_cpus, torch_threads
+    from server.app import load_embedder
+    from server.config import load_config
+
+    model = load_embedder(load_config(env={**os.environ, "ENGRAM_MODELS__DEVICE": device}), device)
+    model.warmup()
+    cores = process_cpus()
+    out: dict[str, Any] = {"cores": cores, "embedder": model.name}
+
+    def run(texts: list[str]) -> None:
+        for i in range(0, len(texts), batch):
+            model.embed(texts[i:i + batch])
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    for kind, raw in texts_by_kind.items():
+        texts = [model.passage_prefix + t for t in raw]
+        run(texts[:batch])   # warm: the shapes of this kind
+        rates: dict[str, float] = {}
+        t0 = time.perf_counter()
+        with torch_threads(cores if device == "cpu" else 0):
+            run(texts)
+        rates["wide"] = len(texts) / (time.perf_counter() - t0)
+        if device == "cpu" and cores > 1:
+            parts = [texts[i::cores] for i in range(cores)]
+
+            def one(part: list[str]) -> None:
+                with torch_threads(1):
+                    run(part)
+
+            with ThreadPoolExecutor(cores) as pool:
+                t0 = time.perf_counter()
+                list(pool.map(one, parts))
+                rates["split"] = len(texts) / (time.perf_counter() - t0)
+        out[kind] = {k: round(v, 2) for k, v in rates.items()} | {"best": round(max(rates.values()), 2)}
+        log.info("embedder alone, %s: %s", kind, out[kind])
+    return out
+
+
+# -- a server -------------------------------------------------------------------------------------------------
+def start_server(workdir: Path, name: str, env: dict[str, str]) -> ServerProcess:
+    empty = workdir / f"empty-{name}"
+    empty.mkdir()
+    server = ServerProcess(empty, batching=True, workdir=workdir, name=name, env=env)
+    server.wait_ready()
+    return server
+
+
+def client_for(server: ServerProcess) -> Any:
+    from engram_client import EngramClient
+
+    return EngramClient(server.address, key=ADMIN_KEY, timeout_s=600)
+
+
+def write_all(client: Any, tenant: str, texts: list[str], *, batch: int, in_flight: int = 1,
+              stop: threading.Event | None = None) -> dict[str, Any]:
+    """Writes ``texts`` in Writes of ``batch``, ``in_flight`` at once; memories/s."""
+    chunks = [texts[i:i + batch] for i in range(0, len(texts), batch)]
+    t0 = time.perf_counter()
+    written = 0
+
+    def send(chunk: list[str]) -> int:
+        if stop is not None and stop.is_set():
+            return 0
+        return len(client.write(tenant, [{"content": t, "type": "semantic"} for t in chunk]).results)
+
+    with ThreadPoolExecutor(in_flight) as pool:
+        for n in pool.map(send, chunks):
+            written += n
+    seconds = time.perf_counter() - t0
+    return {"memories": written, "seconds": round(seconds, 2), "rate": round(written / seconds, 2)}
+
+
+def part_a(server: ServerProcess, texts_by_kind: dict[str, list[str]], *, batch: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with client_for(server) as client:
+        client.create_tenant("warm")
+        write_all(client, "warm", texts_by_kind["long"][:batch] + texts_by_kind["short"][:batch], batch=batch)
+        for kind, texts in texts_by_kind.items():
+            client.create_tenant(f"ingest-{kind}")
+            out[kind] = write_all(client, f"ingest-{kind}", texts, batch=batch)
+            log.info("server ingest, %s: %s", kind, out[kind])
+    return out
+
+
+def part_b(server: ServerProcess, texts: list[str], queries: list[str], *, batch: int, seconds: float,
+           target_ms: float) -> dict[str, Any]:
+    with client_for(server) as client:
+        client.create_tenant("searched")
+        write_all(client, "searched", short_turns(2000, seed=7), batch=batch)
+        client.create_tenant("bulk")
+        # Disjoint query halves: the cross-encoder's pair cache must not answer the second phase from the first.
+        first, second = queries[:len(queries) // 2], queries[len(queries) // 2:]
+        alone = asyncio.run(run_load(server.address, ADMIN_KEY, tenants=["searched"], queries=first,
+                                     concurrency=1, seconds=seconds, rerank_depth=0, seed=3)).summary()
+        stop = threading.Event()
+        importer: dict[str, Any] = {}
+        thread = threading.Thread(target=lambda: importer.update(
+            write_all(client, "bulk", texts, batch=batch, in_flight=2, stop=stop)))
+        thread.start()
+        time.sleep(2.0)   # the import at full speed first
+        during = asyncio.run(run_load(server.address, ADMIN_KEY, tenants=["searched"], queries=second,
+                                      concurrency=1, seconds=seconds, rerank_depth=0, seed=4)).summary()
+        stop.set()
+        thread.join()
+    keys = ("requests", "p50_ms", "p95_ms", "p99_ms", "rerank_depth_used", "errors")
+    return {"target_ms": target_ms, "alone": {k: alone[k] for k in keys}, "during_import": {k: during[k] for k in keys},
+            "import": importer, "p95_over_target": round(float(during["p95_ms"]) / target_ms, 3)}
+
+
+def _memories(client: Any, tenant: str) -> int:
+    return int(client.stats(tenant).tenants[0].memories)
+
+
+def part_c(server: ServerProcess, workdir: Path, *, n: int, batch: int, window: int) -> dict[str, Any]:
+    path = workdir / "import.jsonl"
+    with path.open("w", encoding="utf-8") as f:
+        for text in short_turns(n, seed=11):
+            f.write(json.dumps({"content": text, "type": "semantic"}) + "\n")
+    command = [sys.executable, "-m", "engram_cli", "import", "imported", str(path), "--address", server.address,
+               "--key", ADMIN_KEY, "--batch-size", str(batch), "--window", str(window), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with client_for(server) as client:
+        client.create_tenant("imported")
+        t0 = time.perf_counter()
+        first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        while _memories(client, "imported") < n // 2 and first.poll() is None:
+            time.sleep(0.05)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        killed_s, at_kill = time.perf_counter() - t0, _memories(client, "imported")
+        t1 = time.perf_counter()
+        second = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+        resumed_s = time.perf_counter() - t1
+        final = _memories(client, "imported")
+        contents = {m.content for m in client.iter_memories("imported", page_size=1000)}
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss   # the largest child: an import (or lscpu)
+    return {"n": n, "memories_at_kill": at_kill, "first_run_s": round(killed_s, 2),
+            "first_run_rate": round(at_kill / killed_s, 2), "resumed_s": round(resumed_s, 2),
+            "resumed_rate": round((final - at_kill) / resumed_s, 2), "final_memories": final,
+            "distinct_contents": len(contents), "exactly_n": final == n == len(contents),
+            "import_peak_rss_mb": round(peak_kb / 1024, 1), "file_mb": round(path.stat().st_size / 2**20, 2),
+            "resume_exit": second.returncode, "resume_summary": second.stdout.strip().splitlines()[-3:]}
+
+
+# -- the run --------------------------------------------------------------------------------------------------
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    kinds = [k for k in ("long", "short") if k in results.get("a", {}) and k in results.get("embed", {})]
+    x = np.arange(len(kinds))
+    ax1.bar(x - 0.2, [results["embed"][k]["best"] for k in kinds], 0.4, label="embedder alone (all cores)")
+    ax1.bar(x + 0.2, [results["a"][k]["rate"] for k in kinds], 0.4, label="server ingest")
+    ax1.set_xticks(x, [f"{k} turns" for k in kinds])
+    ax1.set_ylabel("memories / s")
+    ax1.legend()
+    if "b" in results:
+        b = results["b"]
+        labels = ["alone", "during import"]
+        ax2.bar(np.arange(2) - 0.2, [b["alone"]["p50_ms"], b["during_import"]["p50_ms"]], 0.4, label="p50")
+        ax2.bar(np.arange(2) + 0.2, [b["alone"]["p95_ms"], b["during_import"]["p95_ms"]], 0.4, label="p95")
+        ax2.axhline(b["target_ms"] * 1.2, color="red", linestyle="--", label="target + 20 %")
+        ax2.set_xticks(np.arange(2), labels)
+        ax2.set_ylabel("search latency (ms)")
+        ax2.legend()
+    fig.suptitle(f"ingest: {results['machine']} ({results['name']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--parts", default="embed,a,b,c", help="comma-separated: embed, a, b, c")
+    p.add_argument("--n-long", type=int, default=2000, help="~1 KB turns for part a (and b's import)")
+    p.add_argument("--n-short", type=int, default=5000, help="LoCoMo-sized turns for part a")
+    p.add_argument("--n", type=int, default=20000, help="memories in part c's JSONL import")
+    p.add_argument("--batch", type=int, default=128, help="memories per Write")
+    p.add_argument("--window", type=int, default=4, help="part c: Writes in flight (engram import --window)")
+    p.add_argument("--search-seconds", type=float, default=20.0)
+    p.add_argument("--device", default="cpu", help="cpu | cuda")
+    p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server")
+    p.add_argument("--name", default="ingest")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    parts = set(args.parts.split(","))
+    env = {"ENGRAM_MODELS__DEVICE": args.device, **dict(e.split("=", 1) for e in args.env)}
+    texts = {"long": long_turns(args.n_long), "short": short_turns(args.n_short)}
+    results: dict[str, Any] = {"name": args.name, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                               "machine": cpu_model(), "device": args.device, "command": " ".join(sys.argv),
+                               "env": env, "batch": args.batch,
+                               "texts": {k: {"n": len(v), "mean_chars": round(float(np.mean([len(t) for t in v])), 1)}
+                                         for k, v in texts.items()}}
+    if "embed" in parts:
+        results["embed"] = embed_alone(texts, device=args.device, batch=args.batch)
+    from server.config import load_config
+
+    target_ms = load_config(env={**os.environ, **env}).search.latency_target_ms
+    with tempfile.TemporaryDirectory(prefix="engram-ingest-") as tmp:
+        work = Path(tmp)
+        if parts & {"a", "b", "c"}:
+            server = start_server(work, "server", env)
+            try:
+                results["server"] = server.wait_ready()
+                if "a" in parts:
+                    results["a"] = part_a(server, texts, batch=args.batch)
+                if "b" in parts:
+                    from benchmarks.serving.corpus import query_texts
+
+                    results["b"] = part_b(server, long_turns(args.n_long, seed=5), query_texts(5000), batch=args.batch,
+                                          seconds=args.search_seconds, target_ms=target_ms)
+                if "c" in parts:
+                    results["c"] = part_c(server, work, n=args.n, batch=args.batch, window=args.window)
+            finally:
+                server.stop()
+    if "a" in results and "embed" in results:
+        results["ratio"] = {k: round(results["a"][k]["rate"] / results["embed"][k]["best"], 3) for k in texts}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.name}.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    if "a" in results or "b" in results:
+        plot(results, args.out / f"{args.name}.png")
+    print(json.dumps({k: results[k] for k in ("ratio", "b", "c") if k in results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
