@@ -13,9 +13,9 @@
 export * as grpc from "@grpc/grpc-js";
 export { status as Status } from "@grpc/grpc-js";
 export {
-  type CallOptions, type ClientOptions, DEFAULT_ADDRESS, DEFAULT_TIMEOUT_MS, EngramClient, type ForgetOptions,
-  KEYED_RPCS, type KeyedCallOptions, type RecallOptions, type RequestOf, type ResponseOf, RPCS, type RpcName,
+  DEFAULT_ADDRESS, DEFAULT_TIMEOUT_MS, EngramClient, KEYED_RPCS, type RequestOf, type ResponseOf, RPCS, type RpcName,
 } from "./client";
+export type { CallOptions, ClientOptions, ForgetOptions, KeyedCallOptions, RecallOptions } from "./options";
 export * from "./errors";
 export * from "./gen/engram/v1/messages";
 export * from "./gen/engram/v1/service";

@@ -4,7 +4,8 @@
  * from the recalled memories; {@link endTurn} is its second half on its own, for callers whose answer arrives
  * later than the recall. The same steps as the Python SDK's `engram_client.loop`.
  */
-import type { EngramClient, RecallOptions } from "./client";
+import type { EngramClient } from "./client";
+import type { RecallOptions } from "./options";
 import type { WriteResult } from "./gen/engram/v1/service";
 import { conversationInputs, type MemoryInputLike, type MemoryLike, type Recall } from "./requests";
 
