@@ -57,6 +57,17 @@ function isServiceError(error: unknown): error is grpc.ServiceError {
   return error instanceof Error && typeof (error as Partial<grpc.ServiceError>).code === "number";
 }
 
+/** Every item of a paged RPC, page after page until `nextPageToken` is empty. */
+async function* pages<P extends { nextPageToken: string }, T>(page: (pageToken: string) => Promise<P>,
+  items: (page: P) => T[]): AsyncGenerator<T> {
+  let pageToken = "";
+  do {
+    const got = await page(pageToken);
+    yield* items(got);
+    pageToken = got.nextPageToken;
+  } while (pageToken);
+}
+
 async function defaultSleep(ms: number, signal?: AbortSignal): Promise<void> {
   await sleepMs(ms, undefined, signal ? { signal } : undefined);
 }
@@ -251,12 +262,7 @@ export class EngramClient {
   /** Every memory the filter matches, page by page: `for await (const m of engram.iterMemories(tenant))`. */
   async *iterMemories(tenantId: string, options: CallOptions & { filter?: FilterLike; pageSize?: number } = {}
   ): AsyncGenerator<Memory> {
-    let pageToken = "";
-    do {
-      const page = await this.listPage(tenantId, { pageSize: 100, ...options, pageToken });
-      yield* page.memories;
-      pageToken = page.nextPageToken;
-    } while (pageToken);
+    yield* pages((pageToken) => this.listPage(tenantId, { pageSize: 100, ...options, pageToken }), (p) => p.memories);
   }
 
   // -- agent helpers -----------------------------------------------------------------------------------
@@ -350,12 +356,7 @@ export class EngramClient {
   /** The tenant's whole audit log, oldest first, page by page. */
   async *iterAudit(tenantId: string, options: CallOptions & { ops?: (AuditOp | string)[]; memoryId?: string;
     pageSize?: number } = {}): AsyncGenerator<AuditEntry> {
-    let pageToken = "";
-    do {
-      const page = await this.auditPage(tenantId, { pageSize: 100, ...options, pageToken });
-      yield* page.entries;
-      pageToken = page.nextPageToken;
-    } while (pageToken);
+    yield* pages((pageToken) => this.auditPage(tenantId, { pageSize: 100, ...options, pageToken }), (p) => p.entries);
   }
 
   // -- AdminService (an admin key) ---------------------------------------------------------------------

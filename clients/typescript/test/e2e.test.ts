@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import {
-  EngramClient, InvalidArgumentError, MemoryStatus, MemoryType, NotFoundError, PermissionDeniedError, Status,
+  AuditOp, EngramClient, InvalidArgumentError, MemoryStatus, MemoryType, NotFoundError, PermissionDeniedError, Status,
   turn, UnauthenticatedError, WriteOutcome,
 } from "engram-grpc";
 import { ADDRESS, adminClient, freshTenant } from "./server";
@@ -128,6 +128,11 @@ describe("engram over gRPC", () => {
     const purged = await admin.forget(t, { all: true, delete: true });
     assert.equal(purged.count, 2);
     assert.equal((await admin.listPage(t)).memories.length, 0);
+    const confirms = [];
+    for await (const entry of admin.iterAudit(t, { ops: ["confirm", "write"], pageSize: 1 })) confirms.push(entry);
+    assert.deepEqual(confirms.map((e) => e.op), [AuditOp.AUDIT_OP_WRITE, AuditOp.AUDIT_OP_WRITE, AuditOp.AUDIT_OP_WRITE,
+      AuditOp.AUDIT_OP_CONFIRM]);
+    assert.equal(confirms[3].refs[0].memoryId, unsure.memoryId);
     await admin.deleteTenant(t);
   });
 
