@@ -62,6 +62,27 @@ def _entry_from_json(entry_id: int, d: dict) -> AuditEntry:
                       key_id=d.get("key", ""), note=d.get("note", ""))
 
 
+def encode_line(op: AuditOp, refs: Iterable[AuditRef], *, at_ms: int, key_id: str = "", query: str = "",
+                note: str = "", extra: dict | None = None) -> bytes:
+    """One audit line (JSON and a newline), as a segment file and an audit object in a bucket hold it."""
+    record: dict = {"at": at_ms, "op": int(op), "refs": [_ref_json(r) for r in refs]}
+    if query:
+        record["q"] = query[:MAX_QUERY_CHARS]
+    if key_id:
+        record["key"] = key_id
+    if note:
+        record["note"] = note
+    if extra:
+        record.update(extra)
+    return (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+def entry_matches(entry: AuditEntry, *, ops: frozenset[AuditOp], memory_id: str) -> bool:
+    if ops and entry.op not in ops:
+        return False
+    return not memory_id or any(memory_id in (r.memory_id, r.related_id) for r in entry.refs)
+
+
 def segment_name(number: int, *, at_s: float) -> str:
     return f"audit-{number:06d}-{time.strftime('%Y%m%d', time.gmtime(at_s))}.log"
 
@@ -130,7 +151,12 @@ class AuditPolicy:
     max_bytes: int = 0
     segment_bytes: int = AUDIT_SEGMENT_BYTES
 
-    def open(self, directory: Path) -> AuditLog:
+    def open(self, directory: Path, *, log: object = None) -> AuditLog:
+        """The tenant's audit log: beside its memory log when that lives in a bucket (``log`` has
+        ``open_audit``: :class:`server.store.object_audit.BucketAuditLog`), else segment files in ``directory``."""
+        open_audit = getattr(log, "open_audit", None)
+        if open_audit is not None:
+            return open_audit(directory, retention_s=self.retention_s, max_bytes=self.max_bytes)  # type: ignore[no-any-return]
         return AuditLog(directory, retention_s=self.retention_s, max_bytes=self.max_bytes,
                         segment_bytes=self.segment_bytes)
 
@@ -205,14 +231,7 @@ class AuditLog:
 
     def append(self, op: AuditOp, refs: Iterable[AuditRef], *, at_ms: int, key_id: str = "", query: str = "",
                note: str = "") -> None:
-        record: dict = {"at": at_ms, "op": int(op), "refs": [_ref_json(r) for r in refs]}
-        if query:
-            record["q"] = query[:MAX_QUERY_CHARS]
-        if key_id:
-            record["key"] = key_id
-        if note:
-            record["note"] = note
-        line = (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+        line = encode_line(op, refs, at_ms=at_ms, key_id=key_id, query=query, note=note)
         with self._lock:
             if self._drain_pending_locked() and self._write_locked(line):
                 return
@@ -281,10 +300,8 @@ def _read_segment(path: Path, *, number: int, start: int, out: list[AuditEntry],
             for raw in lines:
                 here = offset
                 offset += len(raw) + 1
-                entry = _parse(base | here, raw)
-                if entry is None or (ops and entry.op not in ops):
-                    continue
-                if memory_id and all(memory_id not in (r.memory_id, r.related_id) for r in entry.refs):
+                entry = parse_line(base | here, raw)
+                if entry is None or not entry_matches(entry, ops=ops, memory_id=memory_id):
                     continue
                 out.append(entry)
                 if len(out) >= limit:
@@ -293,7 +310,7 @@ def _read_segment(path: Path, *, number: int, start: int, out: list[AuditEntry],
                 return -1
 
 
-def _parse(offset: int, raw: bytes) -> AuditEntry | None:
+def parse_line(offset: int, raw: bytes) -> AuditEntry | None:
     try:
         return _entry_from_json(offset, json.loads(raw))
     except (ValueError, KeyError, TypeError):

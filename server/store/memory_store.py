@@ -96,6 +96,11 @@ class TenantStore:
         return self._wal.take_artefacts()
 
     @property
+    def durable_log(self) -> TenantLog:
+        """The log this store writes through (its audit log opens beside it: AuditPolicy.open)."""
+        return self._wal
+
+    @property
     def needs_reload(self) -> bool:
         """The log refuses appends until it is reopened (TenantLog.needs_reload)."""
         return self._wal.needs_reload

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from server.errors import StoreUnavailable
 from server.store.durable_log import CATALOG_FILE, TenantLog
 from server.store.memory_store import LOG_FILE
+from server.store.object_audit import BucketAuditLog
 from server.store.objectlog import CATALOG_ROOT, ObjectLog, tenant_root
 from server.store.s3 import ObjectStore, Taken, make_client, verify_conditional_writes
 from server.store.wal import Record, WriteAheadLog, encode_group, encode_record, fsync_dir
@@ -52,6 +53,11 @@ class ObjectBackedLog:
         self._seq_at = seq_at       # cache byte offset at a segment's end → that segment's wal seq
         self._cache_ok = True       # False after a cache write failed (ENOSPC): reads go to the bucket
         self._lock = threading.Lock()
+        # The replay's last groups by store seq (the audit log's taker recovers lines for commits past what its
+        # lines cover: server/store/object_audit.py), and the store seq of the last commit since.
+        self._tail: list[tuple[int, list[Record]]] = []
+        self.last_store_seq = 0
+        self._audit: BucketAuditLog | None = None
 
     @classmethod
     def open(cls, directory: Path, objects: ObjectLog, *, cache_name: str = LOG_FILE) -> tuple[ObjectBackedLog, list[Record]]:
@@ -76,14 +82,25 @@ class ObjectBackedLog:
         os.replace(tmp, path)
         fsync_dir(directory)
         compacted = max((int(meta.get("seq", 0)) for meta, _ in replay.base), default=0)
-        return (cls(objects, WriteAheadLog(path), seq_at, compacted_seq=compacted, artefacts=replay.artefacts),
-                replay.records())
+        opened = cls(objects, WriteAheadLog(path), seq_at, compacted_seq=compacted, artefacts=replay.artefacts)
+        opened._tail = [(_store_seq(group), group) for _, group in replay.segments[-AUDIT_TAIL:] if group]
+        opened.last_store_seq = max([compacted, *(seq for seq, _ in opened._tail)])
+        return opened, replay.records()
+
+    def open_audit(self, directory: Path, *, retention_s: float, max_bytes: int) -> BucketAuditLog:
+        """The tenant's audit log beside this log in the bucket, taken over by this owner (AuditPolicy.open)."""
+        tail, self._tail = self._tail, []
+        self._audit = BucketAuditLog.open(
+            self.objects.store, self.objects.root + "audit/", tenant_id=self.objects.tenant_id,
+            epoch=self.objects.epoch, owner_id=self.objects.owner_id, tenant_seq=lambda: self.last_store_seq,
+            tail=tail, directory=directory, retention_s=retention_s, max_bytes=max_bytes)
+        return self._audit
 
     stores_artefacts = True
 
     @property
     def needs_reload(self) -> bool:
-        return self.objects.fenced or self.objects.uncertain
+        return self.objects.fenced or self.objects.uncertain or (self._audit is not None and self._audit.needs_reload)
 
     def take_artefacts(self) -> dict[str, bytes]:
         """The artefacts the replayed base carried (once: the log keeps no reference to them)."""
@@ -92,6 +109,7 @@ class ObjectBackedLog:
 
     def append(self, records: Sequence[Record]) -> None:
         seq = self.objects.append(records)   # durable (acknowledged by the object store) from here on
+        self.last_store_seq = max(self.last_store_seq, _store_seq(records))
         with self._lock:
             if not self._cache_ok:
                 return
@@ -147,6 +165,13 @@ class ObjectBackedLog:
 
     def close(self) -> None:
         self._cache.close()
+
+
+AUDIT_TAIL = 64   # replayed groups kept for the audit log's recovery (an owner leaves at most one unaudited)
+
+
+def _store_seq(records: Sequence[Record]) -> int:
+    return max((int(meta.get("seq", 0)) for meta, _ in records), default=0)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,13 @@ class Blob:
     etag: str
 
 
+@dataclass(frozen=True)
+class Listed:
+    key: str
+    size: int
+    modified_s: float
+
+
 class Taken(Exception):
     """A conditional write lost: the key holds another body (``current``; None when a swap found no key)."""
 
@@ -123,8 +130,13 @@ class ObjectStore:
 
     def keys(self, prefix: str, *, start_after: str = "") -> list[str]:
         """Every key under ``prefix`` after ``start_after`` (without the store's prefix), in key order."""
-        return [item["Key"][len(self.prefix):] for page in self._pages(prefix, start_after)
-                for item in page.get("Contents", ())]
+        return [item.key for item in self.listing(prefix, start_after=start_after)]
+
+    def listing(self, prefix: str, *, start_after: str = "") -> list[Listed]:
+        """Every object under ``prefix`` after ``start_after``, in key order, with its size and mtime."""
+        return [Listed(key=item["Key"][len(self.prefix):], size=int(item.get("Size", 0)),
+                       modified_s=item["LastModified"].timestamp() if "LastModified" in item else 0.0)
+                for page in self._pages(prefix, start_after) for item in page.get("Contents", ())]
 
     def _pages(self, prefix: str, start_after: str) -> Iterator[Mapping[str, Any]]:
         token = ""

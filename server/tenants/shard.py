@@ -109,7 +109,8 @@ class TenantShard:
         load_s = time.perf_counter() - started
         log.info("tenant %s loaded: %d memories, dense %s, in %.3fs", tenant_id, len(store),
                  dense.description, load_s)
-        shard = cls(tenant_id, directory, store, dense, lexical, audit=(audit or AuditPolicy()).open(directory),
+        shard = cls(tenant_id, directory, store, dense, lexical,
+                    audit=(audit or AuditPolicy()).open(directory, log=store.durable_log),
                     dense_snapshot_seq=snap_seq, load_s=load_s)
         shard._after_build(dense.maybe_promote())
         return shard

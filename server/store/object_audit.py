@@ -1,0 +1,372 @@
+"""A tenant's audit log in object storage, beside its memory log, written by the log's owner and fenced like it.
+
+Keys under ``tenants/{tenant}/audit/``: ``{seq:020d}``, one immutable object per upload (a group of audit
+lines in the format of a segment file), created with ``If-None-Match: *`` at the next sequence number, or
+a fence. The log does not move when its tenant moves: ``Audit`` on any replica, after any number of
+takeovers, reads the same objects.
+
+* **Fencing.** The owner opens the audit log right after it took the tenant's memory log (epoch e): it
+  creates a fence object of epoch e at the slot after the last object. A deposed owner's next upload meets
+  that fence (412) and learns it is fenced (:class:`server.errors.NotOwner`); a taker that meets a fence of
+  a higher epoch on its way was itself replaced. Fences are never deleted (the slot after an owner's last
+  object is always its taker's fence; see :mod:`server.store.objectlog`).
+* **Durable before the acknowledgement.** A change's line (write, merge, supersede, delete, confirm, archive,
+  expiry, consolidation, links) is uploaded before ``append`` returns: the engine appends it under the
+  tenant's write lock right after the commit, before the call answers. Concurrent appenders share one upload.
+  Search and use lines are buffered and uploaded by the periodic flush (``sync``), by the next change's
+  upload, and before a read; a replica killed between two flushes loses at most that interval's search lines.
+* **Exactly once across a kill.** Each change line carries the store seq of the commit it describes
+  (``"s"``), and each object the highest such seq (``covered``). An owner that died between a commit and its
+  audit upload left a commit with no line; the taker, once fenced, finds the commits past ``covered`` in its
+  replay and uploads one line for each memory they created (WRITE) or deleted (DELETE), noted
+  ``recovered``. Because the fence comes first, the dead owner's upload either landed before it (then
+  ``covered`` says so and nothing is recovered) or never lands. A recovered line names memories; an update's
+  kind (merge, supersede, archive ...) is not in the log, so updates are not recovered.
+* **Retention and cap** as on one node: objects whose last line is older than ``retention_s`` go, then the
+  oldest while the tenant's audit objects exceed ``max_bytes`` (never the newest, never a fence), applied by
+  the owner's periodic flush.
+* **Entry ids** are ``seq << 16 | line index`` (the page token); at most ``MAX_LINES`` lines per object.
+* Segment files found in the tenant's directory (a node that kept its audit locally before its log moved to
+  the bucket) are uploaded once, after the fence, and renamed ``*.imported``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from server.domain import AuditEntry, AuditOp, AuditRef
+from server.errors import NotOwner, StoreUnavailable
+from server.store.audit import encode_line, entry_matches, parse_line, segments
+from server.store.codec import memory_from_json
+from server.store.objectlog import CorruptObject, decode_object, encode_object
+from server.store.s3 import Blob, ObjectStore, Taken
+from server.store.wal import Record
+
+log = logging.getLogger(__name__)
+
+LINE_BITS = 16
+MAX_LINES = 4096                  # lines per object (entry ids keep 16 bits for the index)
+ASYNC_OPS = frozenset({AuditOp.SEARCH, AuditOp.USE})   # reads: uploaded by the flush, not before the answer
+FENCE_MAX_BYTES = 512             # a fence object is ~200 bytes; smaller objects are read before retention
+READ_AHEAD = 8                    # objects a read fetches at once
+
+
+@dataclass
+class _Object:
+    seq: int
+    size: int
+    at_s: float
+    fence: bool = False
+
+
+def _lines(body: bytes) -> list[bytes]:
+    return [raw for raw in body.split(b"\n") if raw]
+
+
+def recovered_lines(tail: Sequence[tuple[int, Sequence[Record]]], *, covered: int, at_ms: int) -> list[bytes]:
+    """Audit lines for the commits past ``covered`` (store seq): the memories each created or deleted."""
+    out: list[bytes] = []
+    for seq, group in tail:
+        if seq <= covered:
+            continue
+        created, deleted = [], []
+        for meta, _ in group:
+            if meta.get("op") == "put":
+                m = memory_from_json(meta["m"])
+                created.append(AuditRef(memory_id=m.memory_id, source_refs=tuple(m.source_refs)))
+            elif meta.get("op") == "del":
+                deleted += [AuditRef(memory_id=i) for i in meta["ids"]]
+        for op, refs in ((AuditOp.WRITE, created), (AuditOp.DELETE, deleted)):
+            if refs:
+                out.append(encode_line(op, refs, at_ms=at_ms, note="recovered", extra={"s": seq}))
+    return out
+
+
+class BucketAuditLog:
+    """The AuditLog interface (append, sync, maintain, size_bytes, read, close) over one tenant's audit objects."""
+
+    def __init__(self, store: ObjectStore, root: str, *, tenant_id: str, epoch: int, owner_id: str,
+                 tenant_seq: Callable[[], int], retention_s: float = 0.0, max_bytes: int = 0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.root = root                  # tenants/{tenant}/audit/
+        self.tenant_id = tenant_id
+        self.epoch = epoch
+        self.owner_id = owner_id
+        self.retention_s = retention_s
+        self.max_bytes = max_bytes
+        self._tenant_seq = tenant_seq     # the store seq of the tenant's last commit
+        self._clock = clock
+        self._objects: dict[int, _Object] = {}
+        self.next_seq = 0
+        self.covered = 0                  # the highest store seq a change line uploaded names
+        self.fenced = False
+        self.uncertain = False            # an upload's outcome is unknown: a reload settles it
+        self._lock = threading.Lock()     # the pending lines
+        self._upload_lock = threading.Lock()   # one upload at a time, in seq order
+        self._pending: list[bytes] = []
+        self._pending_covered = 0
+        self._appended = 0                # lines appended since open
+        self._uploaded = 0                # of which uploaded (or dropped by a failure)
+        self.lost_lines = 0
+        self.directory: Path | None = None
+        self._checked: set[int] = set()   # listed objects read to learn whether they are fences
+
+    def _key(self, seq: int) -> str:
+        return f"{self.root}{seq:020d}"
+
+    # -- opening: fence, recover, import ----------------------------------------------------------------
+    @classmethod
+    def open(cls, store: ObjectStore, root: str, *, tenant_id: str, epoch: int, owner_id: str,
+             tenant_seq: Callable[[], int], tail: Sequence[tuple[int, Sequence[Record]]], directory: Path,
+             retention_s: float = 0.0, max_bytes: int = 0) -> BucketAuditLog:
+        audit = cls(store, root, tenant_id=tenant_id, epoch=epoch, owner_id=owner_id, tenant_seq=tenant_seq,
+                    retention_s=retention_s, max_bytes=max_bytes)
+        audit.directory = directory
+        audit._take_over(tail)
+        return audit
+
+    def _take_over(self, tail: Sequence[tuple[int, Sequence[Record]]]) -> None:
+        for item in self.store.listing(self.root):
+            name = item.key[len(self.root):]
+            if name.isdigit():
+                self._objects[int(name)] = _Object(int(name), item.size, item.modified_s)
+        ever_written = any(True for _ in self._objects)
+        for seq in sorted(self._objects, reverse=True):    # back to the last object holding lines
+            blob = self.store.get(self._key(seq))
+            if blob is not None and self._note(seq, blob) == "lines":
+                break
+        # An audit log no owner of this version opened: the commits before it are an older version's (their
+        # lines are local segments, imported below), so the first fence covers them.
+        self._fence(max(self._objects, default=0) + 1, covered=self.covered if ever_written else self._tenant_seq())
+        if ever_written:
+            lines = recovered_lines(tail, covered=self.covered, at_ms=int(self._clock() * 1000))
+            if lines:
+                log.warning("tenant %s: %d audit line(s) recovered for commits their owner left without one",
+                            self.tenant_id, len(lines))
+                self._upload_lines(lines, covered=max(seq for seq, _ in tail))
+        self._import_local()
+
+    def _note(self, seq: int, blob: Blob) -> str:
+        """Reads an object's header; raises NotOwner at a fence of a higher epoch. Returns its kind."""
+        header, _ = decode_object(blob.body)
+        kind = header.get("kind")
+        self.covered = max(self.covered, int(header.get("covered", 0)))
+        if kind == "fence":
+            self._objects.setdefault(seq, _Object(seq, len(blob.body), self._clock())).fence = True
+            if int(header["epoch"]) > self.epoch:
+                self.fenced = True
+                raise NotOwner(f"tenant {self.tenant_id}: owner epoch {header['epoch']} fenced the audit log at seq "
+                               f"{seq}; this replica (epoch {self.epoch}) no longer owns it")
+            return "fence"
+        if kind != "lines":
+            raise CorruptObject(f"{self._key(seq)}: unknown kind {kind!r}")
+        return "lines"
+
+    def _fence(self, seq: int, *, covered: int) -> None:
+        while True:
+            body = encode_object({"kind": "fence", "epoch": self.epoch, "owner": self.owner_id, "covered": covered,
+                                  "nonce": uuid.uuid4().hex})
+            try:
+                self.store.create(self._key(seq), body)
+            except Taken as exc:
+                if exc.current is not None:   # another upload landed there first: a deposed owner's, or a fence
+                    self._objects[seq] = _Object(seq, len(exc.current.body), self._clock())
+                    self._note(seq, exc.current)
+                    seq += 1
+                continue
+            self._objects[seq] = _Object(seq, len(body), self._clock(), fence=True)
+            self.next_seq = seq + 1
+            self.covered = max(self.covered, covered)
+            return
+
+    def _import_local(self) -> None:
+        if self.directory is None:
+            return
+        found = segments(self.directory)
+        if not found:
+            return
+        lines = [raw for _, path in found for raw in _lines(path.read_bytes())]
+        for start in range(0, len(lines), MAX_LINES):
+            self._upload_lines(lines[start:start + MAX_LINES], covered=0)
+        for _, path in found:
+            os.replace(path, path.with_name(path.name + ".imported"))
+        log.info("tenant %s: %d audit lines of %d local segment(s) moved to the bucket", self.tenant_id, len(lines),
+                 len(found))
+
+    # -- appends ------------------------------------------------------------------------------------
+    def _upload_lines(self, lines: Sequence[bytes], *, covered: int) -> None:
+        """One object at ``next_seq``; raises NotOwner when fenced, StoreUnavailable when its outcome is unknown."""
+        if self.fenced:
+            raise NotOwner(f"tenant {self.tenant_id}: this replica was fenced off the audit log")
+        if self.uncertain:
+            raise StoreUnavailable(f"tenant {self.tenant_id}: an earlier audit upload's outcome is unknown; the "
+                                   "tenant must be reloaded", outcome_unknown=True)
+        seq = self.next_seq
+        covered = max(covered, self.covered)
+        body = encode_object({"kind": "lines", "epoch": self.epoch, "covered": covered, "n": len(lines),
+                              "nonce": uuid.uuid4().hex}, b"".join(lines))
+        try:
+            self.store.create(self._key(seq), body)
+        except Taken as exc:
+            self.fenced = True
+            raise NotOwner(f"tenant {self.tenant_id}: fenced: another owner took the audit log at seq {seq}") from exc
+        except StoreUnavailable as exc:
+            self.uncertain = True
+            raise StoreUnavailable(f"{exc}; the audit upload's outcome is unknown until the tenant is reloaded",
+                                   outcome_unknown=True) from exc
+        self._objects[seq] = _Object(seq, len(body), self._clock())
+        self.next_seq = seq + 1
+        self.covered = covered
+
+    def _upload_through(self, count: int) -> None:
+        """Uploads the pending lines (one object, or a few of MAX_LINES) until ``count`` lines are uploaded."""
+        with self._upload_lock:
+            while self._uploaded < count:
+                with self._lock:
+                    lines, covered = self._pending[:MAX_LINES], self._pending_covered
+                try:
+                    self._upload_lines(lines, covered=covered)
+                except (NotOwner, StoreUnavailable):
+                    with self._lock:   # the lines' fate is the log's (fenced, or known only after a reload)
+                        del self._pending[:len(lines)]
+                        self._uploaded += len(lines)
+                        self.lost_lines += len(lines)
+                    raise
+                with self._lock:
+                    del self._pending[:len(lines)]
+                    self._uploaded += len(lines)
+
+    def append(self, op: AuditOp, refs: Iterable[AuditRef], *, at_ms: int, key_id: str = "", query: str = "",
+               note: str = "") -> None:
+        change = op not in ASYNC_OPS
+        seq = self._tenant_seq() if change else 0
+        line = encode_line(op, refs, at_ms=at_ms, key_id=key_id, query=query, note=note,
+                           extra={"s": seq} if change else None)
+        with self._lock:
+            self._pending.append(line)
+            self._appended += 1
+            self._pending_covered = max(self._pending_covered, seq)
+            mine = self._appended
+        if change:
+            self._upload_through(mine)
+
+    def sync(self) -> None:
+        """Uploads the buffered search and use lines. A failure is logged (the lines are lost; a fenced or
+        uncertain log is reloaded with its tenant)."""
+        with self._lock:
+            target = self._appended
+        try:
+            self._upload_through(target)
+        except (NotOwner, StoreUnavailable) as exc:
+            log.warning("tenant %s: audit lines could not be uploaded (%s)", self.tenant_id, exc)
+
+    @property
+    def needs_reload(self) -> bool:
+        return self.fenced or self.uncertain
+
+    # -- retention ----------------------------------------------------------------------------------
+    def maintain(self) -> int:
+        """Deletes objects past retention, then the oldest while over the cap (never a fence or the newest)."""
+        with self._upload_lock:
+            objects = sorted(self._objects.values(), key=lambda o: o.seq)
+            if not objects:
+                return 0
+            now = self._clock()
+            newest = objects[-1].seq
+            candidates = [o for o in objects if not o.fence and o.seq != newest]
+            self._learn_fences(candidates)
+            candidates = [o for o in candidates if not o.fence]
+            doomed = {o.seq for o in candidates if self.retention_s > 0 and o.at_s < now - self.retention_s}
+            total = sum(o.size for o in objects if o.seq not in doomed)
+            for o in candidates:
+                if self.max_bytes <= 0 or total <= self.max_bytes:
+                    break
+                if o.seq not in doomed:
+                    doomed.add(o.seq)
+                    total -= o.size
+            if not doomed:
+                return 0
+            try:
+                self.store.delete_many([self._key(seq) for seq in sorted(doomed)])
+            except StoreUnavailable as exc:
+                log.warning("tenant %s: audit retention could not delete (%s); next flush", self.tenant_id, exc)
+                return 0
+            for seq in doomed:
+                self._objects.pop(seq, None)
+            log.info("tenant %s: %d audit object(s) expired", self.tenant_id, len(doomed))
+            return len(doomed)
+
+    def _learn_fences(self, objects: Sequence[_Object]) -> None:
+        """Reads the small objects a listing found (a fence is one of them) to learn which are fences."""
+        for o in objects:
+            if o.size <= FENCE_MAX_BYTES and o.seq not in self._checked:
+                blob = self.store.get(self._key(o.seq))
+                if blob is not None and decode_object(blob.body)[0].get("kind") == "fence":
+                    o.fence = True
+                self._checked.add(o.seq)
+
+    def size_bytes(self) -> int:
+        with self._lock:
+            pending = sum(len(line) for line in self._pending)
+        return sum(o.size for o in list(self._objects.values())) + pending
+
+    def close(self) -> None:
+        self.sync()
+
+    # -- reads --------------------------------------------------------------------------------------
+    def read(self, *, after: int, limit: int, ops: frozenset[AuditOp] = frozenset(),
+             memory_id: str = "") -> tuple[list[AuditEntry], int]:
+        """As AuditLog.read: up to ``limit`` matching entries from entry id ``after`` on, and the id to resume
+        from (-1 at the end). Buffered lines are uploaded first, so a read sees every line appended before it."""
+        self.sync()
+        first, start = after >> LINE_BITS, after & ((1 << LINE_BITS) - 1)
+        seqs = sorted(seq for seq, o in list(self._objects.items()) if seq >= first and not o.fence)
+        out: list[AuditEntry] = []
+        with ThreadPoolExecutor(max_workers=READ_AHEAD) as pool:
+            for at in range(0, len(seqs), READ_AHEAD):
+                chunk = seqs[at:at + READ_AHEAD]
+                for seq, blob in zip(chunk, pool.map(lambda s: self.store.get(self._key(s)), chunk), strict=True):
+                    resume = self._read_object(seq, blob, start=start if seq == first else 0, out=out, limit=limit,
+                                               ops=ops, memory_id=memory_id)
+                    if resume >= 0:
+                        return out, resume
+        return out, -1
+
+    def _read_object(self, seq: int, blob: Blob | None, *, start: int, out: list[AuditEntry], limit: int,
+                     ops: frozenset[AuditOp], memory_id: str) -> int:
+        if blob is None:
+            return -1   # expired while read
+        header, body = decode_object(blob.body)
+        if header.get("kind") != "lines":
+            return -1
+        for index, raw in enumerate(_lines(body)):
+            if index < start:
+                continue
+            entry = parse_line((seq << LINE_BITS) | index, raw)
+            if entry is None or not entry_matches(entry, ops=ops, memory_id=memory_id):
+                continue
+            out.append(entry)
+            if len(out) >= limit:
+                return (seq << LINE_BITS) | (index + 1)
+        return -1
+
+    def lines(self) -> list[dict[str, Any]]:
+        """Every line, oldest first, as JSON (tests and tools; reads every object)."""
+        self.sync()
+        out: list[dict[str, Any]] = []
+        for seq in sorted(self._objects):
+            blob = self.store.get(self._key(seq))
+            if blob is not None and decode_object(blob.body)[0].get("kind") == "lines":
+                out += [json.loads(raw) for raw in _lines(decode_object(blob.body)[1])]
+        return out

@@ -1,0 +1,134 @@
+"""The audit log in the bucket (moto): it follows its tenant from owner to owner, a deposed owner's upload is
+fenced, a commit whose owner died before its audit line gets one line at the takeover (and only one),
+search lines wait for the flush, pages resume by entry id, retention and the cap keep the fences, and local
+segments of an older version are moved into the bucket."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from server.domain import AuditOp, AuditRef
+from server.errors import NotOwner
+from server.store.audit import AuditLog, AuditPolicy
+from server.store.memory_store import TenantStore
+from server.store.object_audit import BucketAuditLog
+from server.store.object_wal import ObjectLogBackend
+from tests.unit.store.s3_support import mocked, new_store
+from tests.unit.store.test_compaction import DIM, memory, vec
+
+
+@pytest.fixture()
+def backend() -> Iterator[ObjectLogBackend]:
+    with mocked():
+        store, _ = new_store()
+        yield ObjectLogBackend(store=store, owner_id="node-a", grace_s=0.0)
+
+
+def open_tenant(backend: ObjectLogBackend, directory: Path, *, policy: AuditPolicy | None = None,
+                tenant: str = "t1") -> tuple[TenantStore, BucketAuditLog]:
+    store, _ = TenantStore.open(directory, dim=DIM, open_log=backend.opener(tenant))
+    audit = (policy or AuditPolicy()).open(directory, log=store.durable_log)
+    assert isinstance(audit, BucketAuditLog)
+    return store, audit
+
+
+def write(store: TenantStore, audit: BucketAuditLog, i: int, *, audited: bool = True) -> None:
+    store.commit(puts=[(memory(i), vec(i))])
+    if audited:
+        audit.append(AuditOp.WRITE, [AuditRef(memory_id=memory(i).memory_id)], at_ms=i)
+
+
+def written(audit: BucketAuditLog) -> list[str]:
+    entries, _ = audit.read(after=0, limit=10_000, ops=frozenset({AuditOp.WRITE}))
+    return [r.memory_id for e in entries for r in e.refs]
+
+
+def test_the_history_follows_the_tenant_and_a_deposed_owner_is_fenced(backend: ObjectLogBackend,
+                                                                      tmp_path: Path) -> None:
+    a_store, a = open_tenant(backend, tmp_path / "a")
+    for i in range(3):
+        write(a_store, a, i)
+    b_store, b = open_tenant(backend, tmp_path / "b")     # another replica, nothing on its disk
+    assert written(b) == [memory(i).memory_id for i in range(3)]
+    write(b_store, b, 3)
+    with pytest.raises(NotOwner):                        # a's next line meets b's fence
+        a.append(AuditOp.DELETE, [AuditRef(memory_id="x")], at_ms=9)
+    assert a.needs_reload and a_store.needs_reload
+    _, c = open_tenant(backend, tmp_path / "c")
+    assert written(c) == [memory(i).memory_id for i in range(4)]
+    assert all(e.op != AuditOp.DELETE for e in c.read(after=0, limit=100)[0])
+
+
+def test_a_commit_left_without_its_line_gets_exactly_one_at_the_takeover(backend: ObjectLogBackend,
+                                                                         tmp_path: Path) -> None:
+    a_store, a = open_tenant(backend, tmp_path / "a")
+    write(a_store, a, 0)
+    write(a_store, a, 1, audited=False)                  # the owner died between the commit and its line
+    _, b = open_tenant(backend, tmp_path / "b")
+    assert written(b) == [memory(0).memory_id, memory(1).memory_id]
+    entries, _ = b.read(after=0, limit=100)
+    assert [e.note for e in entries] == ["", "recovered"]
+    _, c = open_tenant(backend, tmp_path / "c")          # nothing recovered twice
+    assert written(c) == [memory(0).memory_id, memory(1).memory_id]
+
+
+def test_a_line_that_landed_is_not_recovered_again(backend: ObjectLogBackend, tmp_path: Path) -> None:
+    a_store, a = open_tenant(backend, tmp_path / "a")
+    for i in range(3):
+        write(a_store, a, i)
+    a_store.commit(puts=[], deletes=[memory(0).memory_id])
+    a.append(AuditOp.DELETE, [AuditRef(memory_id=memory(0).memory_id)], at_ms=5)
+    _, b = open_tenant(backend, tmp_path / "b")
+    assert written(b) == [memory(i).memory_id for i in range(3)]
+    assert len(b.read(after=0, limit=100, ops=frozenset({AuditOp.DELETE}))[0]) == 1
+
+
+def test_search_lines_wait_for_the_flush_and_pages_resume(backend: ObjectLogBackend, tmp_path: Path) -> None:
+    store, audit = open_tenant(backend, tmp_path / "a")
+    before = len(backend.store.keys("tenants/t1/audit/"))
+    for i in range(5):
+        audit.append(AuditOp.SEARCH, [AuditRef(memory_id=f"m{i}")], at_ms=i, query=f"q{i}")
+    assert len(backend.store.keys("tenants/t1/audit/")) == before     # buffered
+    audit.sync()
+    assert len(backend.store.keys("tenants/t1/audit/")) == before + 1  # one object for the five
+    write(store, audit, 7)
+    seen, token = [], 0
+    while token >= 0:
+        page, token = audit.read(after=token, limit=2)
+        seen += page
+    assert [e.query for e in seen] == ["q0", "q1", "q2", "q3", "q4", ""]
+    assert len({e.entry_id for e in seen}) == 6
+
+
+def test_retention_and_the_cap_keep_fences_and_the_newest(backend: ObjectLogBackend, tmp_path: Path) -> None:
+    policy = AuditPolicy(max_bytes=1)
+    a_store, a = open_tenant(backend, tmp_path / "a", policy=policy)
+    for i in range(4):
+        write(a_store, a, i)
+    _, b = open_tenant(backend, tmp_path / "b", policy=policy)
+    assert b.maintain() == 4                             # a's four lines: the newest object is b's fence
+    kinds = [o.fence for o in sorted(b._objects.values(), key=lambda o: o.seq)]
+    assert kinds == [True, True]                         # a's lines went; both fences stay
+    old = AuditPolicy(retention_s=3600.0)
+    _, c = open_tenant(backend, tmp_path / "c", policy=old)
+    c.append(AuditOp.WRITE, [AuditRef(memory_id="z")], at_ms=1)
+    c.append(AuditOp.WRITE, [AuditRef(memory_id="y")], at_ms=2)
+    c._clock = lambda: 1e12                              # far in the future: every line expired
+    assert c.maintain() == 1                             # the older line's object; the newest stays
+    assert written(c) == ["y"]
+
+
+def test_local_segments_move_into_the_bucket_once(backend: ObjectLogBackend, tmp_path: Path) -> None:
+    directory = tmp_path / "a"
+    directory.mkdir()
+    local = AuditLog(directory)
+    local.append(AuditOp.WRITE, [AuditRef(memory_id="old")], at_ms=1)
+    local.close()
+    _, audit = open_tenant(backend, directory)
+    assert written(audit) == ["old"]
+    assert not list(directory.glob("audit-*.log"))
+    _, again = open_tenant(backend, tmp_path / "b")
+    assert written(again) == ["old"]
