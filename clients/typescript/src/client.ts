@@ -280,7 +280,7 @@ export class EngramClient {
   async remember(tenantId: string, content: string, options: Omit<MemoryInputLike, "content"> & CallOptions = {}
   ): Promise<WriteResult> {
     const [call, fields] = splitCall(options);
-    const memory = memoryInput({ type: "episodic", ...fields, content });
+    const memory = memoryInput({ ...fields, type: fields.type ?? "episodic", content });
     return (await this.call("write", { tenantId, memories: [memory], idempotencyKey: "" }, call)).results[0];
   }
 

@@ -67,6 +67,9 @@ describe("engram over gRPC", () => {
     const smallTalk = await engram.recall(tenant, "thanks!");
     assert.equal(smallTalk.hits.length, 0);
     assert.notEqual(smallTalk.skipped, "");
+    const plain = await engram.remember(tenant, "The user had ramen for lunch today", { type: undefined });
+    const [stored] = (await engram.get(tenant, [plain.memoryId])).memories;
+    assert.equal(stored.type, MemoryType.MEMORY_TYPE_EPISODIC);   // remember's default type, as the Python SDK's
   });
 
   test("turn runs recall → answer → remember → touch", async () => {
