@@ -144,6 +144,7 @@ class Batcher(Generic[T]):
         self._slots = asyncio.Semaphore(max_in_flight)
         self._device_slots = asyncio.Semaphore(min(device_slots, max_in_flight))
         self._in_device = 0   # batches formed and not yet past their device stage
+        self._last_done_ns = -(1 << 62)   # when a request was last answered (active_within)
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -155,6 +156,11 @@ class Batcher(Generic[T]):
     @property
     def depth(self) -> int:
         return len(self._queue)
+
+    def active_within(self, window_ns: int) -> bool:
+        """Whether a request is queued or in the pipeline, or one was answered in the last ``window_ns``: a client
+        in a closed loop has a gap of a few ms between its answer and its next request."""
+        return bool(self._in_flight) or time.monotonic_ns() - self._last_done_ns < window_ns
 
     def tenant_depths(self) -> dict[str, tuple[int, int]]:
         """(queued, rejected) per tenant that has either."""
@@ -195,6 +201,7 @@ class Batcher(Generic[T]):
         try:
             return await entry.future
         finally:
+            self._last_done_ns = time.monotonic_ns()
             self._in_flight[tenant_id] -= 1
             if self._in_flight[tenant_id] <= 0:
                 del self._in_flight[tenant_id]

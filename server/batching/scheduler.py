@@ -136,3 +136,32 @@ def next_batch(queue: Sequence[E], *, max_tokens: int, max_requests: int, now_ns
                 break
     remaining = [e for e in live if id(e) not in chosen]
     return Plan(batch=batch, dropped=dropped, remaining=remaining)
+
+
+def embed_chunks(lengths: Sequence[int], *, max_tokens: int, parts: int = 1) -> list[list[int]]:
+    """A write batch's texts (their token ``lengths``) as the sub-batches its forward passes run: longest first,
+    so each chunk holds texts of about one length (short texts never pay a long one's attention padding), each
+    within ``max_tokens`` tokens (one longer text still forms a chunk of one), and never fewer than ``parts``
+    chunks of about equal tokens when the batch has that many texts (one per device lane, finishing together).
+    Returns row indices into ``lengths``; every row once."""
+    if not len(lengths):
+        return []
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    total = sum(max(1, n) for n in lengths)
+    chunks = max(min(parts, len(order)), -(-total // max(1, max_tokens)))
+    if parts > 1 and chunks % parts and chunks > parts:   # whole rounds across the lanes
+        chunks += parts - chunks % parts
+    budget = min(max_tokens, -(-total // chunks))
+    out: list[list[int]] = [[]]
+    used = 0
+    for i in order:
+        n = max(1, lengths[i])
+        if out[-1] and used + n > budget and len(out) < chunks:
+            out.append([])
+            used = 0
+        elif out[-1] and used + n > max_tokens:   # all chunks formed: only the token cap splits again
+            out.append([])
+            used = 0
+        out[-1].append(i)
+        used += n
+    return out

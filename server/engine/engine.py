@@ -34,7 +34,7 @@ from server.domain import (AuditEntry, AuditOp, ConsolidationReport, Extraction,
                            Memory, MemoryInput, QueryResult, SearchQuery, WriteResult)
 from server.engine import idempotent
 from server.engine.admin import Admin
-from server.engine.ingest import EmbedStage, Ingest
+from server.engine.ingest import SEARCH_HOLD_MS, EmbedStage, Ingest
 from server.engine.memories import Memories, Page
 from server.engine.recall import Recall
 from server.engine.search import SearchItem, SearchPipeline, auto_rerank_depth
@@ -77,6 +77,22 @@ def idle_threads(requested: int, device: str, device_pool: Executor) -> int:
 
     wide = requested or process_cpus()
     return wide if wide > device_pool.submit(torch.get_num_threads).result() else 0
+
+
+def write_stage(*, embedder: Embedder, device: str, device_pool: Executor, cpu_pool: Executor, lanes: int,
+                search: Batcher[Any]) -> EmbedStage:
+    """The write batcher's stage. On a CPU: chunks of CHUNK_TOKENS on every device thread, each with its share of
+    the process's cores while no search was active in the last SEARCH_HOLD_MS; on a GPU one chunk a batch."""
+    if not device.startswith("cpu"):
+        return EmbedStage(embedder=embedder, device_pool=device_pool, tokenize_pool=cpu_pool,
+                          chunk_tokens=MAX_BATCH_TOKENS * 4)
+    import torch
+
+    share = process_cpus() // max(1, lanes)
+    wide = share if share > device_pool.submit(torch.get_num_threads).result() else 0
+    hold_ns = int(SEARCH_HOLD_MS * 1e6)
+    return EmbedStage(embedder=embedder, device_pool=device_pool, tokenize_pool=cpu_pool, lanes=lanes,
+                      idle_threads=wide, search_waiting=lambda: search.active_within(hold_ns))
 
 
 class Engine:
@@ -122,9 +138,10 @@ class Engine:
         self.search_batcher: Batcher[SearchItem] = Batcher(
             name="search", stage=self.search_pipeline, max_tokens=MAX_BATCH_TOKENS, split_above=b.split_above,
             **queue)  # type: ignore[arg-type]
+        self.write_stage = write_stage(embedder=embedder, device=device, device_pool=device_pool, cpu_pool=cpu_pool,
+                                       lanes=device_threads, search=self.search_batcher)
         self.write_batcher: Batcher[list[str]] = Batcher(
-            name="write-embed", stage=EmbedStage(embedder=embedder, device_pool=device_pool),
-            max_tokens=MAX_BATCH_TOKENS * 4, **queue)  # type: ignore[arg-type]
+            name="write-embed", stage=self.write_stage, max_tokens=MAX_BATCH_TOKENS * 4, **queue)  # type: ignore[arg-type]
         self.memories = Memories(config=config)
         self.admin = Admin(config=config, registry=registry, write_pool=write_pool, space=space,
                            batchers=[self.search_batcher, self.write_batcher], query_cache=self.query_cache,

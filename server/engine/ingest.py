@@ -2,8 +2,8 @@
 tenant's threshold), thread chat turns, embed in the write batcher's device step (one forward pass across
 tenants), commit (WAL fsync, then the indexes), audit and the capacity cap; the extractor counts turns.
 
-:class:`EmbedStage` is the write batcher's stage: its device step is the forward pass and answers each
-entry with its rows of vectors; it has no CPU step.
+:class:`EmbedStage` is the write batcher's stage: its device step is the forward pass (length-sorted chunks on
+every device lane while no search waits) and answers each entry with its rows of vectors; it has no CPU step.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from concurrent.futures import Executor
 
 import numpy as np
 
-from models.base import Embedder
+from models.base import Embedder, TokenBatch
+from models.threads import torch_threads
 from server.batching.batcher import Batcher, Entry, Stage
+from server.batching.scheduler import embed_chunks
 from server.config import ServerConfig
 from server.domain import MemoryInput, MemoryType, WriteResult
 from server.engine.conversation import thread_contexts
@@ -30,22 +32,75 @@ from server.store.idempotency import Done
 from server.tenants.shard import TenantShard
 from server.text import indexed_text
 
+# Tokens of one chunk of a write batch's forward pass on a CPU (EmbedStage): what a search that arrives meanwhile
+# may wait for. On a GPU a write batch is one chunk (CUDA runs one pass at a time anyway; server/engine/engine.py).
+CHUNK_TOKENS = 2048
+# A search answered this recently still counts as waiting: a client in a closed loop sends its next query a few ms
+# after its answer, and a write must not take every lane in that gap.
+SEARCH_HOLD_MS = 300.0
+
 
 class EmbedStage(Stage[list[str], None]):
-    """Embeds every text of a batch (passages: an asymmetric model's passage prefix) in one forward pass."""
+    """Embeds every text of a batch (passages: an asymmetric model's passage prefix) and answers each entry with
+    its rows of vectors.
 
-    def __init__(self, *, embedder: Embedder, device_pool: Executor) -> None:
+    The texts are tokenized once, then run as length-sorted chunks of at most ``chunk_tokens`` tokens
+    (scheduler.embed_chunks) on up to ``lanes`` device threads at once, each chunk with ``idle_threads`` torch
+    threads (0: the device thread's own). That holds while no search is waiting (``search_waiting``); while one
+    is, the chunks run one at a time with the device thread's own threads, so a search waits for at most one
+    chunk before a device thread is its own, and the write keeps the rest. A bulk import alone thus uses every
+    core, where one forward pass of a whole Write on one device thread left the others idle."""
+
+    def __init__(self, *, embedder: Embedder, device_pool: Executor, tokenize_pool: Executor | None = None,
+                 lanes: int = 1, idle_threads: int = 0, chunk_tokens: int = CHUNK_TOKENS,
+                 search_waiting: Callable[[], bool] = lambda: False) -> None:
         self.embedder = embedder
         self.device_pool = device_pool
+        self.tokenize_pool = tokenize_pool or device_pool
+        self.lanes = max(1, lanes)
+        self.idle_threads = idle_threads
+        self.chunk_tokens = chunk_tokens
+        self.search_waiting = search_waiting
+        self._running = 0   # chunks on the device, across this stage's batches
+        self._lane_free: asyncio.Condition | None = None
+        self.chunks_wide = 0   # chunks that ran at the idle width (every lane, idle_threads)
 
     async def device(self, batch: list[Entry[list[str]]]) -> None:
         prefix = getattr(self.embedder, "passage_prefix", "")   # asymmetric models (e5): "passage: "
         texts = [prefix + t for entry in batch for t in entry.payload]
-        vectors = await asyncio.get_running_loop().run_in_executor(self.device_pool, self.embedder.embed, texts)
+        loop = asyncio.get_running_loop()
+        tokens = await loop.run_in_executor(self.tokenize_pool, self.embedder.tokenize, texts)
+        chunks = embed_chunks(tokens.lengths.tolist(), max_tokens=self.chunk_tokens, parts=self.lanes)
+        parts = await asyncio.gather(*(self._chunk(tokens, rows) for rows in chunks))
+        vectors = np.empty((len(texts), self.embedder.dim), dtype=np.float32)
+        for rows, part in zip(chunks, parts, strict=True):
+            vectors[rows] = part
         start = 0
         for entry in batch:
             entry.resolve(vectors[start:start + len(entry.payload)])
             start += len(entry.payload)
+
+    async def _chunk(self, tokens: TokenBatch, rows: list[int]) -> np.ndarray:
+        if self._lane_free is None:
+            self._lane_free = asyncio.Condition()
+        async with self._lane_free:
+            await self._lane_free.wait_for(lambda: self._running < (1 if self.search_waiting() else self.lanes))
+            self._running += 1
+            wide = not self.search_waiting()
+        part = TokenBatch(input_ids=tuple(tokens.input_ids[i] for i in rows),
+                          token_type_ids=tuple(tokens.token_type_ids[i] for i in rows))
+        threads = self.idle_threads if wide else 0
+        self.chunks_wide += wide
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.device_pool, self._forward, part, threads)
+        finally:
+            async with self._lane_free:
+                self._running -= 1
+                self._lane_free.notify_all()
+
+    def _forward(self, part: TokenBatch, threads: int) -> np.ndarray:
+        with torch_threads(threads):
+            return self.embedder.forward(part)
 
 
 class Ingest:
