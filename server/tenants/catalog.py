@@ -57,11 +57,20 @@ class _StoredKey:
     revoked: bool = False
 
 
+# The catalog's log is compacted (rewritten as one record per live tenant, setting and key) once it reaches
+# this size and twice its size after the last compaction: dropped tenants, settings updates and rotated keys
+# leave records behind that a long-lived server would otherwise replay at every start.
+CATALOG_COMPACT_MIN_BYTES = 1 << 20
+
+
 class Catalog:
-    def __init__(self, directory: Path, *, open_log: LogOpener | None = None) -> None:
+    def __init__(self, directory: Path, *, open_log: LogOpener | None = None,
+                 compact_min_bytes: int = CATALOG_COMPACT_MIN_BYTES) -> None:
         """``open_log``: where the catalog's log lives (``ObjectLogBackend.catalog_opener()``: in the bucket,
         ``directory / CATALOG_FILE`` its cache); default that local file."""
         directory.mkdir(parents=True, exist_ok=True)
+        self.compact_min_bytes = compact_min_bytes
+        self.compactions = 0
         self._lock = threading.Lock()
         self._tenants: dict[str, int] = {}   # tenant id → created_at_ms
         self._settings: dict[str, dict[str, float]] = {}   # tenant id → the settings it set (server/tenants/settings.py)
@@ -71,6 +80,7 @@ class Catalog:
                               else WriteAheadLog.open(directory / CATALOG_FILE))
         for meta, _ in records:
             self._apply(meta)
+        self._compact_at = max(compact_min_bytes, 2 * self._wal.size_bytes())
 
     def _apply(self, meta: dict) -> None:
         op = meta["op"]
@@ -94,8 +104,42 @@ class Catalog:
             raise ValueError(f"unknown catalog op {op!r}")
 
     def _log(self, meta: dict) -> None:
+        """Appends one record durably and applies it; compacts the log past its threshold. Caller holds ``_lock``."""
         self._wal.append([(meta, b"")])
         self._apply(meta)
+        if self._wal.size_bytes() >= self._compact_at:
+            self._compact_locked()
+
+    def _live_records(self) -> list[dict]:
+        """The catalog's state as records that replay to it: tenants (and their settings), then keys."""
+        out: list[dict] = []
+        for tenant_id, created in self._tenants.items():
+            out.append({"op": "tenant", "id": tenant_id, "created": created})
+            if tenant_id in self._settings:
+                out.append({"op": "settings", "id": tenant_id, "settings": dict(self._settings[tenant_id])})
+        for key_id, stored in self._keys.items():
+            scope = stored.scope
+            out.append(self._key_record(key_id, scope.name, sorted(scope.tenant_ids), list(scope.tenant_prefixes),
+                                        scope.admin, stored.digest))
+            if stored.revoked:
+                out.append({"op": "revoke", "key_id": key_id})
+        return out
+
+    def _compact_locked(self) -> None:
+        """Rewrites the log as its live records (in a bucket: a base object and a manifest swap, then the
+        superseded segments go after the grace period). A failure leaves the log as it was."""
+        before = self._wal.size_bytes()
+        try:
+            tmp = self._wal.write_replacement([(m, b"") for m in self._live_records()], upto=before)
+            size = self._wal.publish(tmp, tail_from=before)
+        except Exception:
+            log.exception("catalog: compaction failed; the log stays as it was")
+            self._compact_at = 2 * before
+            return
+        self.compactions += 1
+        self._compact_at = max(self.compact_min_bytes, 2 * size)
+        log.info("catalog: log compacted %d -> %d bytes (%d tenants, %d keys)", before, size, len(self._tenants),
+                 len(self._keys))
 
     # -- tenants ----------------------------------------------------------------------------------
     def has_tenant(self, tenant_id: str) -> bool:
