@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import random
 import secrets
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -141,11 +142,30 @@ def with_key(client: ClientT, key: str) -> ClientT:
 
 
 def call_metadata(key: str, request_id: str | None = None) -> list[tuple[str, str]]:
-    """Bearer key plus an ``x-request-id`` that stays the same across retries of one call."""
+    """Bearer key plus an ``x-request-id`` that stays the same across retries of one call, and the caller's
+    W3C trace context (:func:`trace_metadata`)."""
     out = [("x-request-id", request_id or secrets.token_hex(8))]
     if key:
         out.append(("authorization", f"Bearer {key}"))
-    return out
+    return out + trace_metadata()
+
+
+TRACE_HEADERS = ("traceparent", "tracestate")
+
+
+def trace_metadata() -> list[tuple[str, str]]:
+    """``traceparent`` / ``tracestate`` of the caller's current OpenTelemetry span, so the server's spans join
+    the caller's trace. Only where the application uses OpenTelemetry (``opentelemetry.trace`` already imported:
+    the client never imports it itself, nor needs it) and a span is current; else nothing."""
+    if "opentelemetry.trace" not in sys.modules:
+        return []
+    from opentelemetry import propagate, trace
+
+    if not trace.get_current_span().get_span_context().is_valid:
+        return []
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)   # the application's propagators (OTEL_PROPAGATORS; default W3C trace context)
+    return [(k, carrier[k]) for k in TRACE_HEADERS if k in carrier]
 
 
 # -- request builders -----------------------------------------------------------------------------------

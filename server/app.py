@@ -34,6 +34,7 @@ from server.store.durable_log import CATALOG_FILE, LogOpener
 from server.store.space import DiskSpace
 from server.tenants.catalog import Catalog
 from server.tenants.registry import TenantRegistry
+from server.tracing import build_tracing
 
 if TYPE_CHECKING:
     from server.store.object_wal import ObjectLogBackend
@@ -360,5 +361,5 @@ def build_engine(config: ServerConfig, *, catalog: Catalog, embedder: Embedder, 
     write_pool = ThreadPoolExecutor(2, thread_name_prefix="write", initializer=pin)
     engine = Engine(config=config, registry=registry, embedder=embedder, reranker=reranker,
                     ranker=get_decay_ranker(device), device=device, device_pool=device_pool, cpu_pool=cpu_pool,
-                    write_pool=write_pool, space=space, device_threads=passes)
+                    write_pool=write_pool, space=space, device_threads=passes, tracing=build_tracing(config.tracing))
     return engine, [device_pool, cpu_pool, write_pool]

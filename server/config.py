@@ -118,7 +118,8 @@ class SearchConfig:
         "\"Reranker\")"))
     latency_target_ms: float = option(250.0, (
         "the latency the rerank-depth controller keeps, read as a p95 (server/batching/controller.py): each batch's "
-        "default-depth queries get the deepest rerank its measured cost fits in; a sooner gRPC deadline is the "
+        "default-depth queries get the deepest rerank that fits, its pass priced by its pairs' tokens at the measured "
+        "cost per token (long memories get a shallower rerank than short ones); a sooner gRPC deadline is the "
         "query's budget; 0 = off (always the full depth). 250: one idle query at the full depth (its cross-encoder pass on every "
         "core) takes p50 150-190 ms, p95 200-260 ms on a 2-core CPU (README \"Serving benchmark\")"))
     rerank_cjk: bool = option(False, (

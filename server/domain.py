@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -215,6 +216,15 @@ class Timings:
     total_ns: int = 0
     batch_size: int = 0
     rerank_depth_used: int = 0   # the rerank depth this query ran at (the controller's, for a default-depth query)
+    # (stage, start_ns, end_ns) on time.monotonic_ns() for the stage spans (server/tracing.py); None: not traced
+    marks: list[tuple[str, int, int]] | None = None
+
+    def lap(self, stage: str, start_ns: int) -> int:
+        """Nanoseconds since ``start_ns``; recorded as a stage mark when the batch is traced."""
+        end_ns = time.monotonic_ns()
+        if self.marks is not None:
+            self.marks.append((stage, start_ns, end_ns))
+        return end_ns - start_ns
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,13 +92,15 @@ def bucket(units: int) -> int:
 
 
 class CostModel:
-    """Smoothed milliseconds per unit (pair or query), by shape bucket. A bucket never measured reads its
-    nearest measured neighbour (then the prior). Written from executor threads: a lock guards the dict."""
+    """Smoothed milliseconds per unit (token or query), by shape bucket. A bucket never measured reads its
+    nearest measured neighbour (then the prior). Written from executor threads: a lock guards the dicts."""
 
     def __init__(self, *, prior_ms: float, smoothing: float = SMOOTHING) -> None:
         self.prior_ms = prior_ms
         self.smoothing = smoothing
         self._ms: dict[int, float] = {}
+        self._seen: dict[int, int] = {}   # bucket -> the count of observations when it was last observed
+        self._count = 0
         self._lock = threading.Lock()
 
     def observe(self, units: int, ms: float) -> None:
@@ -112,19 +114,24 @@ class CostModel:
             # stalls cut an idle query's depth: 1 client, 22 % of queries below the full 20 (min 5).
             per_unit = per_unit if old is None else min(per_unit, OUTLIER_CAP * old)
             self._ms[b] = per_unit if old is None else (1 - self.smoothing) * old + self.smoothing * per_unit
+            self._count += 1
+            self._seen[b] = self._count
 
     def per_unit_ms(self, units: int) -> float:
-        """The nearest measured bucket's value, and never more than a smaller measured shape's: a bigger batch
-        costs no more per unit. A shape measured only under load keeps that dear figure until it runs again,
-        and a controller that then avoids the shape never refreshes it (after a 32-client run, one idle client
-        got depth 12 of 20: the 16-31 pair bucket still read its contended cost)."""
+        """The nearest measured bucket's value, and never more than a smaller shape's measured since: a bigger
+        batch costs no more per unit. A shape measured only under load keeps that dear figure until it runs
+        again, and a controller that then avoids the shape never refreshes it (after a 32-client run, one idle
+        client got depth 12 of 20: the 16-31 pair bucket still read its contended cost). Only fresher smaller
+        shapes count: the start's seeding pass, measured on a quiet CPU, would otherwise price every later pass
+        at its figure however dear those measure (1 KB memories on a shared 2-core box: p95 264 ms, the passes
+        costing 1.6x the seed's per token)."""
         with self._lock:
             if not self._ms:
                 return self.prior_ms
             b = bucket(units)
             near = min(self._ms, key=lambda k: (abs(k - b), k))
-            smaller = [v for k, v in self._ms.items() if k < b]
-            return min([self._ms[near], *smaller])
+            fresher = [v for k, v in self._ms.items() if k < b and self._seen[k] > self._seen[near]]
+            return min([self._ms[near], *fresher])
 
     def measured(self) -> bool:
         return bool(self._ms)
@@ -157,6 +164,8 @@ def fit_depth(*, budget_ms: float, lengths: Sequence[Sequence[int]], full_depth:
         return max(0, full_depth)
     if math.isinf(budget_ms):
         return full_depth
+    if budget_ms <= 0:   # overload: nothing fits (the caller need not count the pairs' tokens)
+        return 0
     for depth in range(full_depth, 0, -1):
         tokens = pass_tokens(lengths, depth, fixed_tokens=fixed_tokens)
         if tokens * max(token_ms(tokens), 1e-12) <= budget_ms:

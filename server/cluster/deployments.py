@@ -30,6 +30,7 @@ from server.config import ServerConfig
 from server.domain import KeyScope
 from server.errors import ConfigError, EngramError, NotOwner, NotReady, StoreUnavailable
 from server.tenants.settings import RANGES, TenantSettings
+from server.tracing import hop_span
 
 log = logging.getLogger(__name__)
 
@@ -234,11 +235,17 @@ class TenantShard:
 
     async def call(self, method: str, principal: KeyScope, tenant_id: str, args: Sequence[Any],
                    kwargs: dict[str, Any], remaining_s: float | None, request_id: str,
-                   settings: dict[str, float]) -> Any:
+                   settings: dict[str, float], trace: dict[str, str] | None = None) -> Any:
         """One engine call for one tenant, as the edge authorized it (``settings``: the tenant's own, from the
         edge's catalog, which holds them; a replica that just got the tenant has none). Domain errors come back as
         :class:`Failure`; a shard whose log another replica took is discarded here, so the retry loads it
-        afresh."""
+        afresh. ``trace``: the edge's trace context; with tracing on, the call is a SERVER span under it."""
+        with hop_span(self.engine.tracing, f"engram.cluster.TenantShard/{method}", trace):
+            return await self._call(method, principal, tenant_id, args, kwargs, remaining_s, request_id, settings)
+
+    async def _call(self, method: str, principal: KeyScope, tenant_id: str, args: Sequence[Any],
+                    kwargs: dict[str, Any], remaining_s: float | None, request_id: str,
+                    settings: dict[str, float]) -> Any:
         from server.grpc.interceptors import REQUEST_ID
 
         if method not in TENANT_CALLS:

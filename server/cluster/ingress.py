@@ -46,6 +46,7 @@ from server.grpc.interceptors import REQUEST_ID
 from server.grpc.server import GrpcFrontend
 from server.tenants.catalog import Catalog, validate_tenant_id
 from server.tenants.settings import TenantSettings, checked_update
+from server.tracing import build_tracing, hop_carrier
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class ClusterEngine:
     def __init__(self, *, config: ServerConfig, shards: DeploymentHandle, catalog: Catalog,
                  info: dict[str, Any]) -> None:
         self.config = config
+        self.tracing = build_tracing(config.tracing)   # the edge's SERVER spans; replicas continue the trace
         self.shards = shards
         self.catalog = catalog
         self.registry = SimpleNamespace(catalog=catalog)   # the edge interceptor authenticates against it
@@ -87,7 +89,8 @@ class ClusterEngine:
         remaining_s = None if deadline_ns is None else max(0.0, (deadline_ns - time.monotonic_ns()) / 1e9)
         settings = {k: v for k, v in dataclasses.asdict(self.catalog.settings(tenant_id)).items() if v is not None}
         response = self.shards.options(session_id=tenant_id).call.remote(
-            method, principal, tenant_id, args, kwargs, remaining_s, REQUEST_ID.get(), settings)
+            method, principal, tenant_id, args, kwargs, remaining_s, REQUEST_ID.get(), settings,
+            hop_carrier(self.tracing))
         self.forwarded += 1
         try:
             out = await (asyncio.wait_for(_awaited(response), remaining_s) if remaining_s is not None else response)
@@ -278,6 +281,8 @@ class ClusterApp:
         self._stopped = True
         await self.frontend.stop(self.config.grace_s)
         self.engine.catalog.close()
+        if self.engine.tracing is not None:
+            self.engine.tracing.close()
 
     async def serve_until_signal(self) -> None:
         """Until SIGTERM / SIGINT; the Serve application keeps running after the edge stops."""

@@ -24,6 +24,7 @@ class SearchItem:
     depth_cap: int | None = None               # the rerank-depth controller's depth for this batch (default depth only)
     rerank_budget_ms: float | None = None      # the controller's rerank budget for this batch (default depth only)
     rerank_threads: int = 0                    # the controller's torch threads for this batch's rerank pass (0: as set)
+    traced: bool = False                       # its request's span is sampled: the batch records stage marks
     cjk: bool = field(init=False)              # the query text has CJK script: fusion and rerank both ask
 
     def __post_init__(self) -> None:

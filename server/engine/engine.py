@@ -51,6 +51,7 @@ from server.tenants.catalog import validate_tenant_id
 from server.tenants.registry import TenantRegistry
 from server.tenants.settings import TenantSettings
 from server.tenants.shard import TenantShard
+from server.tracing import Tracing
 
 __all__ = ["Engine", "Page", "load_calibration_for", "now_ms"]
 
@@ -99,12 +100,14 @@ class Engine:
     def __init__(self, *, config: ServerConfig, registry: TenantRegistry, embedder: Embedder,
                  reranker: Reranker | None, ranker: DecayRanker, device: str, device_pool: Executor,
                  cpu_pool: Executor, write_pool: Executor, space: DiskSpace | None = None,
-                 clock: Callable[[], int] = now_ms, device_threads: int = 1) -> None:
-        """``device_threads``: the threads of ``device_pool``, each able to run a forward pass (server/app.py)."""
+                 clock: Callable[[], int] = now_ms, device_threads: int = 1, tracing: Tracing | None = None) -> None:
+        """``device_threads``: the threads of ``device_pool``, each able to run a forward pass (server/app.py);
+        ``tracing``: the spans (server/tracing.py; None: off), closed with the engine."""
         if not config.memory.dedupe_cosine:   # 0 = the embedder's own near-duplicate threshold
             threshold = float(getattr(embedder, "near_duplicate_cosine", 0.95))
             config = dataclasses.replace(config, memory=dataclasses.replace(config.memory, dedupe_cosine=threshold))
         self.config = config
+        self.tracing = tracing
         self.space = space   # the free-space watermark: writes are turned away below it
         self.registry = registry
         self.embedder = embedder
@@ -153,10 +156,11 @@ class Engine:
                              salience=SaliencePolicy(cfg=config.memory, model=load_salience()),
                              min_salience=lambda t: registry.catalog.settings(t).min_salience,
                              write_pool=write_pool, tokens=self._tokens, check_space=self.admin.check_space,
-                             clock=clock, extractor=self.extractor)
+                             clock=clock, extractor=self.extractor, tracing=tracing)
         self.recall_gate = RecallGate(pool=cpu_pool)
         self.recall = Recall(config=config, batcher=self.search_batcher, cache=self.query_cache,
-                             gate=self.recall_gate, tokens=self._tokens, clock=clock, controller=self.controller)
+                             gate=self.recall_gate, tokens=self._tokens, clock=clock, controller=self.controller,
+                             tracing=tracing)
         self.consolidator = Consolidator(cfg=config.memory, registry=registry, embed=self._embed_texts,
                                          cpu_pool=cpu_pool, write_pool=write_pool)
         registry.sweep_orphans()
@@ -172,6 +176,8 @@ class Engine:
         await self.search_batcher.close()
         await self.write_batcher.close()
         await self._run(self.write_pool, self.registry.flush)
+        if self.tracing is not None:
+            await self._run(self.write_pool, self.tracing.close)   # exports the spans still buffered
 
     # -- routing ----------------------------------------------------------------------------------------
     def authorize(self, principal: KeyScope, tenant_id: str) -> None:

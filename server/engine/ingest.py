@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from server.hygiene.writes import SaliencePolicy
 from server.store.idempotency import Done
 from server.tenants.shard import TenantShard
 from server.text import indexed_text
+from server.tracing import Tracing, traced_now
 
 # Tokens of one chunk of a write batch's forward pass on a CPU (EmbedStage): what a search that arrives meanwhile
 # may wait for. On a GPU a write batch is one chunk (CUDA runs one pass at a time anyway; server/engine/engine.py).
@@ -107,8 +109,9 @@ class Ingest:
     def __init__(self, *, config: ServerConfig, batcher: Batcher[list[str]], memories: Memories,
                  salience: SaliencePolicy, min_salience: Callable[[str], float | None], write_pool: Executor,
                  tokens: Callable[[Sequence[str]], int], check_space: Callable[[], None],
-                 clock: Callable[[], int], extractor: Extractor) -> None:
+                 clock: Callable[[], int], extractor: Extractor, tracing: Tracing | None = None) -> None:
         self.config = config
+        self.tracing = tracing   # None: off
         self.extractor = extractor
         self.batcher = batcher
         self.memories = memories
@@ -153,19 +156,42 @@ class Ingest:
                                    now_ms=now)
         texts = [indexed_text(m.content, dated=m.type == MemoryType.EPISODIC, created_at_ms=m.created_at_ms or now,
                               entities=m.entities, context=m.context) for m in memories]
-        vectors: np.ndarray = await self.batcher.submit(
-            tenant_id=shard.tenant_id, tokens=self.tokens(texts), payload=texts, deadline_ns=deadline_ns)
+        submit = self.batcher.submit(tenant_id=shard.tenant_id, tokens=self.tokens(texts), payload=texts,
+                                     deadline_ns=deadline_ns)
+        trace = None
+        if traced_now(self.tracing):
+            assert self.tracing is not None
+            with self.tracing.span("engram.embed", attributes={"engram.memories": len(texts)}):   # queue included
+                vectors: np.ndarray = await submit
+            trace = self.tracing.current()
+        else:
+            vectors = await submit
         results = await asyncio.get_running_loop().run_in_executor(
-            self.write_pool, self.commit, shard, memories, vectors, key_id, None if call is None else done)
+            self.write_pool, self.commit, shard, memories, vectors, key_id, None if call is None else done, trace)
         self.extractor.note_write(shard, memories, results)   # counts turns; an extraction runs in the background
         return answer(results)
 
     def commit(self, shard: TenantShard, memories: Sequence[MemoryInput], vectors: np.ndarray,
-               key_id: str = "", done: Callable[[list[WriteResult]], Done] | None = None) -> list[WriteResult]:
+               key_id: str = "", done: Callable[[list[WriteResult]], Done] | None = None,
+               trace: Any = None) -> list[WriteResult]:
+        """``trace``: the traced request's context (server/tracing.py): a commit span, the log and index
+        stages under it."""
+        if trace is None or self.tracing is None:
+            return self._commit(shard, memories, vectors, key_id, done, None)
+        marks: list[tuple[str, int, int]] = []
+        with self.tracing.span("engram.commit", parent=trace, attributes={"engram.memories": len(memories)}):
+            results = self._commit(shard, memories, vectors, key_id, done, marks)
+            self.tracing.stages(marks)
+        return results
+
+    def _commit(self, shard: TenantShard, memories: Sequence[MemoryInput], vectors: np.ndarray, key_id: str,
+                done: Callable[[list[WriteResult]], Done] | None, marks: list[tuple[str, int, int]] | None,
+                ) -> list[WriteResult]:
         with shard.write_lock:
             shard.check_live()
             now = self.clock()
-            results = commit_writes(shard, memories, vectors, cfg=self.config.memory, now_ms=now, done=done)
+            results = commit_writes(shard, memories, vectors, cfg=self.config.memory, now_ms=now, done=done,
+                                    marks=marks)
             self.memories.after_write_locked(shard, memories, results, key_id=key_id, now_ms=now)
             return results
 

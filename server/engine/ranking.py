@@ -134,7 +134,7 @@ class RankStage:
                              boost=joined("boost"), weight_cap=joined("cap"), factor=joined("factor"))
         recency = ranked.recency if ranked.recency is not None else ranked.decay
         factor = joined("factor")
-        timings.decay_ns = time.monotonic_ns() - t0
+        timings.decay_ns = timings.lap("decay", t0)
         results: list[QueryResult] = []
         for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
             top = ranked.indices[qi, : it.query.top_k or self.default_top_k]

@@ -26,6 +26,7 @@ from server.hygiene.gate import RecallGate
 from server.hygiene.normalise import normalise_text
 from server.store.audit import refs_of
 from server.tenants.shard import TenantShard
+from server.tracing import Tracing, traced_now
 
 ACCESS_TOP_HITS = 3   # a live search counts its first N hits as used (what enters a prompt); 0: only Touch does
 
@@ -33,8 +34,9 @@ ACCESS_TOP_HITS = 3   # a live search counts its first N hits as used (what ente
 class Recall:
     def __init__(self, *, config: ServerConfig, batcher: Batcher[SearchItem], cache: QueryEmbeddingCache,
                  gate: RecallGate, tokens: Callable[[Sequence[str]], int], clock: Callable[[], int],
-                 controller: RerankController | None = None) -> None:
+                 controller: RerankController | None = None, tracing: Tracing | None = None) -> None:
         self.config = config
+        self.tracing = tracing   # None: off
         self.access_top_hits = ACCESS_TOP_HITS   # a test of Touch alone sets 0 on its server
         self.batcher = batcher
         self.cache = cache
@@ -57,6 +59,7 @@ class Recall:
         now = self.clock()
         tenant_id = shard.tenant_id
         jobs = []
+        traced = traced_now(self.tracing)
         for q in queries:
             # A cached embedding (same tenant, same text, recent) skips the forward pass; a write cannot
             # change an embedding, and the search itself always runs on the live indexes.
@@ -64,13 +67,16 @@ class Recall:
             jobs.append(self.batcher.submit(
                 tenant_id=tenant_id, tokens=1 if vector is not None else self.tokens([q.text]),
                 deadline_ns=deadline_ns, origin_ns=arrived_ns,
-                payload=SearchItem(shard=shard, query=q, now_ms=q.scoring.now_ms or now, vector=vector)))
+                payload=SearchItem(shard=shard, query=q, now_ms=q.scoring.now_ms or now, vector=vector,
+                                   traced=traced)))
         shard.enter()   # a tenant purge waits for the searches holding it
         try:
             results = list(await asyncio.gather(*jobs))
         finally:
             shard.leave()
         started_ns = time.monotonic_ns()
+        if traced:
+            self._stage_spans(results)
         answered = self.after_search(shard, principal, queries, results, now_ms=now)
         if self.controller is not None:   # this answer's own work, which the batch's later answers wait for
             done_ns = time.monotonic_ns()
@@ -79,6 +85,16 @@ class Recall:
                 if q.rerank_depth == 0:
                     self.controller.observe_latency(ms=(done_ns - arrived_ns) / 1e6)
         return answered
+
+    def _stage_spans(self, results: Sequence[QueryResult]) -> None:
+        """Each query's stage spans under the RPC's span, from its batch's marks (server/tracing.py)."""
+        assert self.tracing is not None
+        for i, result in enumerate(results):
+            t = result.timings
+            if t.marks:
+                self.tracing.stages(t.marks, attributes={"engram.query.index": i, "engram.batch.size": t.batch_size},
+                                    per_stage={"rerank": {"engram.rerank.depth": t.rerank_depth_used},
+                                               "decay": {"engram.hits": len(result.hits)}})
 
     def after_search(self, shard: TenantShard, principal: KeyScope, queries: Sequence[SearchQuery],
                      results: list[QueryResult], *, now_ms: int) -> list[QueryResult]:

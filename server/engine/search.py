@@ -382,10 +382,14 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         default = [i for i, it in enumerate(items) if it.rerank_budget_ms is not None]
         if self.controller is None or self.scorer is None or not default:
             return
-        lengths, fixed = await asyncio.get_running_loop().run_in_executor(
-            self.cpu_pool, self._pass_lengths, items, cands, set(default))
-        depth = self.controller.fit(items[default[0]].rerank_budget_ms, lengths,  # type: ignore[arg-type]
-                                    threads=max(it.rerank_threads for it in items), fixed_tokens=fixed)
+        budget_ms: float = items[default[0]].rerank_budget_ms  # type: ignore[assignment]
+        if budget_ms > 0:
+            lengths, fixed = await asyncio.get_running_loop().run_in_executor(
+                self.cpu_pool, self._pass_lengths, items, cands, set(default))
+        else:   # overload: depth 0 whatever the tokens, and no CPU spent counting them
+            lengths, fixed = [[] for _ in default], 0
+        depth = self.controller.fit(budget_ms, lengths, threads=max(it.rerank_threads for it in items),
+                                    fixed_tokens=fixed)
         for i in default:
             items[i].depth_cap = depth
 

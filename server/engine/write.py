@@ -84,9 +84,11 @@ def _merge(target: Memory, inp: MemoryInput, *, now_ms: int) -> Memory:
 
 def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np.ndarray, *,
                   cfg: MemoryConfig, now_ms: int,
-                  done: Callable[[list[WriteResult]], Done] | None = None) -> list[WriteResult]:
+                  done: Callable[[list[WriteResult]], Done] | None = None,
+                  marks: list[tuple[str, int, int]] | None = None) -> list[WriteResult]:
     """Applies the memory rules and commits one group. ``done``: an idempotent Write's answer for these
-    results, committed in the same group. Caller holds ``shard.write_lock``."""
+    results, committed in the same group; ``marks``: the commit's stages (``TenantShard.apply``). Caller holds
+    ``shard.write_lock``."""
     staging = Staging(shard)
     for inp in inputs:
         for sid in inp.supersedes:
@@ -132,7 +134,7 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
                                    outcome=WriteOutcome.CREATED if confident else WriteOutcome.PENDING,
                                    status=memory.status, superseded=superseded))
     shard.apply(puts=staging.puts, updates=list(staging.updates.values()),
-                done=None if done is None else done(results))
+                done=None if done is None else done(results), marks=marks)
     return results
 
 

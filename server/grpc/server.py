@@ -15,6 +15,7 @@ from engram_proto.v1 import service_pb2, service_pb2_grpc
 from server.grpc.interceptors import EdgeInterceptor
 from server.grpc.observe import ObserveInterceptor
 from server.grpc.servicer import AdminServicer, MemoryServicer
+from server.grpc.trace_interceptor import TracingInterceptor
 from server.metrics import Metrics
 
 SERVICE_NAMES = ("engram.v1.MemoryService", "engram.v1.AdminService")
@@ -31,8 +32,10 @@ class GrpcFrontend:
                  tls_client_ca: str = "", metrics: Metrics | None = None) -> None:
         self.engine = engine
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
+        tracing = getattr(engine, "tracing", None)   # server/tracing.py; None: off
         self.server = grpc.aio.server(
-            interceptors=[*([ObserveInterceptor(metrics)] if metrics is not None else []),
+            interceptors=[*([TracingInterceptor(tracing)] if tracing is not None else []),
+                          *([ObserveInterceptor(metrics)] if metrics is not None else []),
                           EdgeInterceptor(authenticate=engine.registry.catalog.authenticate,
                                           on_done=metrics.rpc_done if metrics is not None else None)],
             options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),

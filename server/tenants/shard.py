@@ -225,12 +225,16 @@ class TenantShard:
 
     # -- changes ----------------------------------------------------------------------------------------
     def apply(self, *, puts: Sequence[tuple[Memory, np.ndarray]] = (), updates: Sequence[Memory] = (),
-              deletes: Sequence[str] = (), accesses: Sequence[Memory] = (), done: Done | None = None) -> int:
+              deletes: Sequence[str] = (), accesses: Sequence[Memory] = (), done: Done | None = None,
+              marks: list[tuple[str, int, int]] | None = None) -> int:
         """Durably commits a change, then makes it visible to dense and lexical search. ``done``: the answer
-        of the idempotent call the change is, logged in the same group (``TenantStore.commit``). Caller holds
+        of the idempotent call the change is, logged in the same group (``TenantStore.commit``); ``marks``: gets
+        the log's and the indexes' (stage, start_ns, end_ns) (traced writes, server/tracing.py). Caller holds
         ``write_lock``."""
         doomed = [m.doc_id for m in (self.store.get(i) for i in deletes) if m is not None]
+        wal_ns = time.monotonic_ns() if marks is not None else 0
         seq = self.store.commit(puts=puts, updates=updates, deletes=deletes, accesses=accesses, done=done)
+        index_ns = time.monotonic_ns() if marks is not None else 0
         if puts:
             self._after_build(self.dense.add([m.doc_id for m, _ in puts], np.stack([v for _, v in puts])))
             self._store_bytes += sum(len(m.content) + MEMORY_BYTES for m, _ in puts)
@@ -240,6 +244,8 @@ class TenantShard:
         if puts or doomed:
             self._dense_changes += 1
             self._lexical.write([m for m, _ in puts], doomed)
+        if marks is not None:
+            marks += [("wal", wal_ns, index_ns), ("index", index_ns, time.monotonic_ns())]
         return seq
 
     # -- the lexical index (server/tenants/lexical_slot.py) ------------------------------------------------

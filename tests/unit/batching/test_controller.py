@@ -80,6 +80,7 @@ def test_pairs_other_queries_asked_for_count_against_the_budget() -> None:
 def test_no_budget_or_nothing_to_rerank_is_the_full_depth_and_short_candidate_lists_count_what_they_have() -> None:
     assert fit_depth(budget_ms=math.inf, lengths=[[128] * 20], full_depth=20, token_ms=flat(1.0)) == 20
     assert fit_depth(budget_ms=0.0, lengths=[], full_depth=20, token_ms=flat(1.0)) == 20
+    assert fit_depth(budget_ms=0.0, lengths=[[]], full_depth=20, token_ms=flat(1.0)) == 0   # overload: not counted
     # A query with three candidates costs their tokens at any depth: the other one's depth is what moves.
     assert pass_tokens([[100] * 3, [10] * 20], 20) == 500
     assert fit_depth(budget_ms=4.5, lengths=[[100] * 3, [10] * 20], full_depth=20, token_ms=flat(0.01)) == 15
@@ -199,6 +200,16 @@ def test_a_shape_measured_dear_under_load_never_reads_dearer_than_a_smaller_one(
     assert model.per_unit_ms(20) == 9.0   # not the stale 12: a bigger batch costs no more per pair
     model.observe(20, 20 * 8.5)           # measured again at that shape: its own figure
     assert model.per_unit_ms(20) == 8.5 and model.per_unit_ms(12) == 9.0
+
+
+def test_a_smaller_shape_measured_before_does_not_hide_a_dearer_bigger_one() -> None:
+    # The start's seeding pass on a quiet CPU (900 tokens), then long passes on a busy one (2,000 tokens).
+    model = CostModel(prior_ms=1.0, smoothing=1.0)
+    model.observe(900, 900 * 0.05)
+    model.observe(2000, 2000 * 0.08)
+    assert model.per_unit_ms(2000) == 0.08 and model.per_unit_ms(900) == 0.05
+    model.observe(900, 900 * 0.06)        # measured since: a bigger pass costs no more per token than it
+    assert model.per_unit_ms(2000) == 0.06
 
 
 def test_an_idle_query_gets_the_full_depth_again_after_load() -> None:
