@@ -278,6 +278,10 @@ class ServerConfig:
     metrics_listen: str = option("", "Prometheus /metrics at host:port; \"\" = off (make serve: 127.0.0.1:9464)")
     console_listen: str = option("", "web console (HTTP) at host:port; \"\" = off (make serve: 127.0.0.1:8080)")
     log_format: str = option("text", "text | json (one JSON object per line, with request_id)")
+    tracing: bool = option(False, (
+        "OpenTelemetry spans (a SERVER span per RPC, one per pipeline stage) over OTLP/HTTP, configured by the "
+        "standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...); needs "
+        "engram[tracing] (docs/operations/tracing.md)"))
     tls_cert: str = option("", "PEM server certificate chain; \"\" = plaintext")
     tls_key: str = option("", "PEM private key of tls_cert")
     tls_client_ca: str = option("", "PEM CA bundle: set → clients must present a certificate it signed (mutual TLS)")
