@@ -179,9 +179,10 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             # Once, on the first CJK query, before the batch's clock starts: the rerank-depth controller's cost
             # model never counts the anchors' embedding as a query's work.
             self.centring = await loop.run_in_executor(self.device_pool, Centring.measure, self._embed, read_anchors())
+        traced = any(entry.payload.traced for entry in batch)   # stage marks for the spans (server/tracing.py)
         run = _InFlight(started_ns=time.monotonic_ns(), items=[entry.payload for entry in batch],
-                        timings=Timings(batch_size=len(batch)))
-        run.lexical = loop.run_in_executor(self.cpu_pool, self._lexical_stage, run.items)
+                        timings=Timings(batch_size=len(batch), marks=[] if traced else None))
+        run.lexical = loop.run_in_executor(self.cpu_pool, self._lexical_stage, run.items, run.timings)
         try:
             need = [it for it in run.items if it.vector is None and not it.query.lexical_only]
             if need:
@@ -189,7 +190,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
                 # Short queries tokenize in well under a millisecond: on the device thread itself, so the
                 # forward pass never queues behind this or the next batch's BM25 in the CPU pool.
                 vectors = await loop.run_in_executor(self.device_pool, self._embed, [it.query.text for it in need])
-                run.timings.embed_ns = time.monotonic_ns() - t0
+                run.timings.embed_ns = run.timings.lap("embed", t0)
                 for it, vec in zip(need, vectors, strict=True):
                     it.vector = vec
                     if self.cache is not None:
@@ -206,18 +207,18 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         try:
             t0 = time.monotonic_ns()
             dense = await loop.run_in_executor(self.cpu_pool, self._dense_stage, items)
-            timings.ann_ns = time.monotonic_ns() - t0
+            timings.ann_ns = timings.lap("ann", t0)
         finally:
             lexical_results, timings.bm25_ns = await run.lexical
         t0 = time.monotonic_ns()
         cands = await loop.run_in_executor(self.cpu_pool, self._fuse_all, items, dense, lexical_results)
-        timings.fusion_ns = time.monotonic_ns() - t0
+        timings.fusion_ns = timings.lap("fusion", t0)
         weak = [i for i, (it, c) in enumerate(zip(items, cands, strict=True)) if self._wants_feedback(it, c)]
         if weak:
             t0 = time.monotonic_ns()
             cands = await loop.run_in_executor(self.cpu_pool, self._feedback_stage, items, cands, weak, dense,
                                                lexical_results)
-            timings.ann_ns += time.monotonic_ns() - t0   # the second dense round (and its fusion)
+            timings.ann_ns += timings.lap("feedback", t0)   # the second dense round (and its fusion)
         await self._fit_depth(items, cands)
         pairs, owners = self._rerank_pairs(items, cands)
         computed, compute_ns, tokens, threads = 0, 0, 0, 0
@@ -226,7 +227,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             t0 = time.monotonic_ns()
             threads = max(it.rerank_threads for it in items)
             scored = await self.scorer.score(pairs, [items[qi].shard.tenant_id for qi, _ in owners], threads=threads)
-            timings.rerank_ns = time.monotonic_ns() - t0
+            timings.rerank_ns = timings.lap("rerank", t0)
             computed, compute_ns, tokens = scored.computed, scored.compute_ns, scored.tokens
             self._apply_rerank(items, cands, owners, scored.logits)
         results = await loop.run_in_executor(self.cpu_pool, self.rank, items, cands, timings)
@@ -238,6 +239,8 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             own.rerank_depth_used = self.rerank_depth(it)
             own.queue_ns = entry.started_ns - entry.enqueued_ns
             own.total_ns = time.monotonic_ns() - entry.enqueued_ns
+            if timings.marks is not None:   # this request's own wait, then the batch's stages
+                own.marks = [("queue", entry.enqueued_ns, entry.started_ns), *timings.marks]
             entry.resolve(QueryResult(hits=result.hits, timings=own, context_block=result.context_block))
 
     # -- stages (executor threads) -------------------------------------------------------------------
@@ -249,7 +252,8 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         """The centring a query's dense search takes: CJK queries' (server/engine/centring.py), else none."""
         return self.centring if it.cjk and self.cfg.centre_cjk else None
 
-    def _lexical_stage(self, items: Sequence[SearchItem]) -> tuple[list[tuple[np.ndarray, np.ndarray] | None], int]:
+    def _lexical_stage(self, items: Sequence[SearchItem], timings: Timings,
+                       ) -> tuple[list[tuple[np.ndarray, np.ndarray] | None], int]:
         """BM25 per tenant group: one consistent snapshot and one call per tenant."""
         t0 = time.monotonic_ns()
         out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(items)
@@ -263,7 +267,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             found = shard.lexical.search_many([items[i].query.text for i in members], max(depths))
             for i, depth, (scores, ids) in zip(members, depths, found, strict=True):
                 out[i] = (scores[:depth], ids[:depth])
-        return out, time.monotonic_ns() - t0
+        return out, timings.lap("bm25", t0)
 
     def _dense_stage(self, items: Sequence[SearchItem]) -> list[tuple[np.ndarray, np.ndarray] | None]:
         out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(items)
