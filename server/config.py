@@ -281,7 +281,7 @@ class ServerConfig:
     tracing: bool = option(False, (
         "OpenTelemetry spans (a SERVER span per RPC, one per pipeline stage) over OTLP/HTTP, configured by the "
         "standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...); needs "
-        "engram[tracing] (docs/operations/tracing.md)"))
+        "engram-server[tracing] (docs/operations/tracing.md)"))
     tls_cert: str = option("", "PEM server certificate chain; \"\" = plaintext")
     tls_key: str = option("", "PEM private key of tls_cert")
     tls_client_ca: str = option("", "PEM CA bundle: set → clients must present a certificate it signed (mutual TLS)")

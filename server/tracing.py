@@ -148,7 +148,7 @@ def build_tracing(enabled: bool) -> Tracing | None:
     except ImportError as exc:
         from server.errors import ConfigError
 
-        raise ConfigError("tracing = true needs the OpenTelemetry SDK: pip install 'engram[tracing]' "
+        raise ConfigError("tracing = true needs the OpenTelemetry SDK: pip install 'engram-server[tracing]' "
                           f"(opentelemetry-sdk, opentelemetry-exporter-otlp-proto-http): {exc}") from exc
 
 

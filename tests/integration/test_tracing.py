@@ -110,6 +110,7 @@ def test_write_has_its_embedding_and_a_commit_with_log_and_index_spans(traced: A
     assert set(steps) == {"engram.wal", "engram.index"}
     assert commit.start_ns <= steps["engram.wal"].start_ns <= steps["engram.wal"].end_ns \
         <= steps["engram.index"].start_ns <= steps["engram.index"].end_ns <= commit.end_ns
+    print("\n".join(tree(spans, root)))
 
 
 def test_a_refused_call_records_its_status_code(traced: Any) -> None:

@@ -170,5 +170,5 @@ def test_build_tracing_on_needs_the_sdk_and_says_so(monkeypatch: pytest.MonkeyPa
     from server.errors import ConfigError
 
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)   # as if not installed
-    with pytest.raises(ConfigError, match="engram\\[tracing\\]"):
+    with pytest.raises(ConfigError, match="engram-server\\[tracing\\]"):
         build_tracing(True)
