@@ -237,6 +237,11 @@ def build_metrics(config: ServerConfig, engine: Engine, gc_pauses: GcPauses | No
     latency plot); they read queue and tenant state at scrape time."""
     if not (config.metrics_listen or config.console_listen):
         return None
+    return engine_metrics(engine, gc_pauses)
+
+
+def engine_metrics(engine: Engine, gc_pauses: GcPauses | None = None) -> Metrics:
+    """An engine's metrics, read at scrape time (a single node's, and each Ray TenantShard replica's)."""
     metrics = Metrics()
     metrics.watch(batchers=[engine.search_batcher, engine.write_batcher],
                   loaded_tenants=lambda: len(engine.registry.loaded()), storage=engine.storage_stats,

@@ -25,6 +25,7 @@ from ray import serve
 from ray.serve.config import RequestRouterConfig
 from ray.serve.handle import DeploymentHandle
 
+from server.cluster.board import BOARD_INTERVAL_S, dir_bytes, publish, rss_bytes
 from server.cluster.remote_models import RemoteEmbedder, RemoteReranker, model_info, split
 from server.config import ServerConfig
 from server.domain import KeyScope
@@ -48,7 +49,8 @@ BATCH_WAIT_S = 0.002         # how long a batch waits for stragglers (the engine
 
 # The engine calls a TenantShard replica forwards; the rest (keys, tenants list, info) stay at the edge.
 TENANT_CALLS = frozenset({"write", "search", "get", "delete", "list_memories", "history", "confirm", "touch",
-                          "consolidate", "extract", "forget", "audit", "create_tenant", "delete_tenant"})
+                          "consolidate", "extract", "forget", "audit", "create_tenant", "delete_tenant",
+                          "template_copies"})
 DEADLINE_CALLS = frozenset({"write", "search"})
 
 
@@ -183,7 +185,7 @@ class TenantShard:
     async def __init__(self, config: ServerConfig, encoder: DeploymentHandle,
                        reranker: DeploymentHandle | None = None) -> None:
         from server import lexical
-        from server.app import build_engine, flush_every, resolve_device, set_process_threads
+        from server.app import build_engine, engine_metrics, flush_every, resolve_device, set_process_threads
         from server.store.object_wal import ObjectLogBackend
         from server.tenants.catalog import Catalog
 
@@ -211,6 +213,9 @@ class TenantShard:
         self._moves: dict[str, int] = {}   # per tenant: how often this replica discarded its shard
         self._flusher = asyncio.get_running_loop().create_task(
             flush_every(config.lucene_commit_interval_s, self.engine))
+        self.data_dir = data_dir
+        self.metrics = engine_metrics(self.engine)
+        self._publisher = asyncio.get_running_loop().create_task(self._publish_every(BOARD_INTERVAL_S))
         log.info("TenantShard replica %s up (pid %d)", self.replica, os.getpid())
 
     def _ensure_tenant(self, tenant_id: str, settings: dict[str, float]) -> None:
@@ -259,7 +264,8 @@ class TenantShard:
                 await loop.run_in_executor(self.engine.cpu_pool, self._check_owner, tenant_id)
             if method in DEADLINE_CALLS and remaining_s is not None:
                 kwargs = {**kwargs, "deadline_ns": time.monotonic_ns() + int(remaining_s * 1e9)}
-            result = await getattr(self.engine, method)(principal, tenant_id, *args, **kwargs)
+            call = self._template_copies if method == "template_copies" else getattr(self.engine, method)
+            result = await call(principal, tenant_id, *args, **kwargs)
             if method == "delete_tenant":   # every object of its log leaves the bucket too
                 await loop.run_in_executor(self.engine.write_pool, self.backend.drop_tenant, tenant_id)
             return result
@@ -278,8 +284,34 @@ class TenantShard:
         finally:
             REQUEST_ID.reset(token)
 
+    async def _template_copies(self, principal: KeyScope, tenant_id: str) -> list[Any]:
+        """A template tenant's cold-start copies, read on its own replica (CreateTenant with a template: the
+        edge writes them to the new tenant's replica)."""
+        from server.engine.admin import template_copies
+
+        shard = await self.engine._shard(principal, tenant_id)
+        return template_copies(shard, now_ms=self.engine.admin.clock())
+
     def info(self) -> dict[str, Any]:
         return self.engine.info()
+
+    def _record(self) -> dict[str, Any]:
+        """What this replica publishes for the edge's /metrics and Stats (server/cluster/board.py)."""
+        import ray
+        from prometheus_client import generate_latest
+
+        return {"replica": self.replica, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
+                "stats": self.engine.registry.stats(), "rss_bytes": rss_bytes(), "disk_bytes": dir_bytes(self.data_dir),
+                "metrics": generate_latest(self.metrics.registry).decode()}
+
+    async def _publish_every(self, interval_s: float) -> None:
+        while True:
+            try:
+                record = await asyncio.to_thread(self._record)
+                await asyncio.to_thread(publish, self.backend.store, record)
+            except Exception as exc:  # noqa: BLE001 - figures for operators: the next interval tries again
+                log.warning("replica %s: could not publish its figures (%s)", self.replica, exc)
+            await asyncio.sleep(interval_s)
 
     def where(self) -> dict[str, Any]:
         """This replica: its id, process, node and loaded tenants (the failure tests kill by pid)."""
@@ -294,9 +326,10 @@ class TenantShard:
     async def __del__(self) -> None:
         if not hasattr(self, "_flusher"):
             return   # the constructor failed before the engine started
-        self._flusher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._flusher
+        for task in (self._flusher, self._publisher):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await self.engine.close()
         await asyncio.get_running_loop().run_in_executor(self.engine.write_pool, self.engine.registry.close)
         self.catalog.close()

@@ -37,13 +37,15 @@ from ray.serve.exceptions import (
 from ray.serve.handle import DeploymentHandle
 
 from server.app import open_bucket, serve_until_signal
+from server.cluster.board import BOARD_INTERVAL_S, Board, ReplicaCollector, merge_stats
 from server.cluster.deployments import Failure, build_application
 from server.config import ServerConfig
 from server.domain import AuditOp, Filter, ForgetSpec, KeyScope, MemoryInput, SearchQuery
 from server.engine.engine import Engine
-from server.errors import ConfigError, DeadlineExceeded, FailedPrecondition, NotFound, NotReady
+from server.errors import ConfigError, DeadlineExceeded, NotFound, NotReady
 from server.grpc.interceptors import REQUEST_ID
 from server.grpc.server import GrpcFrontend
+from server.metrics import Metrics
 from server.tenants.catalog import Catalog, validate_tenant_id
 from server.tenants.settings import TenantSettings, checked_update
 from server.tracing import build_tracing, hop_carrier
@@ -75,6 +77,7 @@ class ClusterEngine:
         self._info = info
         self.forwarded = 0
         self.replica_failures = 0
+        self.board_records: list[dict[str, Any]] = []   # the replicas' figures (ClusterApp refreshes them)
 
     # -- routing: the single node's authorization, here at the edge -------------------------------------
     authorize = Engine.authorize
@@ -176,12 +179,20 @@ class ClusterEngine:
                             template_tenant_id: str = "") -> int:
         self.require_admin(principal)
         validate_tenant_id(tenant_id)
-        if template_tenant_id:   # the template lives on its own replica: not copied across replicas (yet)
-            raise FailedPrecondition("template_tenant_id is not supported on a Ray cluster yet")
+        # A template lives on its own replica: its copies are read there, then written to the new tenant's
+        # replica in chunks, before ``initial``, as a single node does (server/engine/admin.py).
+        copied = await self._tenant("template_copies", principal, template_tenant_id) if template_tenant_id else []
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.catalog.create_tenant, tenant_id)   # ALREADY_EXISTS here
         try:
-            return int(await self._forward("create_tenant", principal, tenant_id, list(initial)))
+            count = int(await self._forward("create_tenant", principal, tenant_id, []))
+            step = self.config.limits.max_memories_per_write
+            for start in range(0, len(copied), step):   # copies carry their importance: min_salience keeps them
+                await self._forward("write", principal, tenant_id, copied[start:start + step])
+            if initial:
+                results = await self._forward("write", principal, tenant_id, list(initial))
+                count += sum(1 for r in results if r.memory_id)
+            return count + len(copied)
         except BaseException:
             await loop.run_in_executor(None, self.catalog.drop_tenant, tenant_id)
             raise
@@ -214,15 +225,13 @@ class ClusterEngine:
         return self._info
 
     def stats(self, principal: KeyScope, tenant_id: str = "") -> dict[str, Any]:
-        """The edge's view only: tenants in the catalog (each replica's loaded tenants are its own: README
-        "Running on a cluster")."""
+        """Every replica's registry stats as one (server/cluster/board.py: as the replicas last published them,
+        at most ``BOARD_INTERVAL_S`` old): totals summed, each loaded tenant once per replica holding it."""
         self.require_admin(principal)
         if tenant_id:
             validate_tenant_id(tenant_id)
             self._exists(tenant_id)
-        return {"total_tenants": len(self.catalog.tenants()), "loaded_tenants": 0, "memory_budget_bytes": 0,
-                "used_bytes": 0, "loads": 0, "evictions": 0, "load_ms_total": 0.0, "evict_ms_total": 0.0,
-                "tenants": [{"tenant_id": tenant_id, "state": "REMOTE"}] if tenant_id else []}
+        return merge_stats(self.board_records, total_tenants=len(self.catalog.tenants()), tenant_id=tenant_id)
 
 
 async def _awaited(response: Any) -> Any:
@@ -264,13 +273,21 @@ class ClusterApp:
     engine: ClusterEngine
     frontend: GrpcFrontend
     new_admin_key: str | None
+    board: Board
+    metrics: Metrics | None = None
+    metrics_port: int = 0
     _stopped: bool = field(default=False)
+    _refresher: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
         return self.frontend.port
 
     async def start(self) -> None:
+        await self.refresh_board()
+        self._refresher = asyncio.get_running_loop().create_task(self._refresh_every(BOARD_INTERVAL_S))
+        if self.metrics is not None and self.config.metrics_listen:
+            self.metrics_port = self.metrics.serve(self.config.metrics_listen)
         await self.frontend.start()
         await self.frontend.set_serving(True)
         log.info("engram (Ray Serve application %r) serving on port %d", self.config.cluster.app_name, self.port)
@@ -279,10 +296,26 @@ class ClusterApp:
         if self._stopped:
             return
         self._stopped = True
+        if self._refresher is not None:
+            self._refresher.cancel()
         await self.frontend.stop(self.config.grace_s)
+        if self.metrics is not None:
+            self.metrics.close()
         self.engine.catalog.close()
         if self.engine.tracing is not None:
             self.engine.tracing.close()
+
+    async def refresh_board(self) -> None:
+        """Reads the replicas' latest figures (off the event loop) for Stats and /metrics."""
+        try:
+            self.engine.board_records = await asyncio.to_thread(self.board.records)
+        except Exception as exc:  # noqa: BLE001 - figures for operators: kept as they were until the next read
+            log.warning("could not read the replicas' figures (%s)", exc)
+
+    async def _refresh_every(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            await self.refresh_board()
 
     async def serve_until_signal(self) -> None:
         """Until SIGTERM / SIGINT; the Serve application keeps running after the edge stops."""
@@ -304,7 +337,13 @@ async def build_cluster_app(config: ServerConfig, *, deploy: bool = True) -> Clu
                                                                  open_log=backend.catalog_opener()))
     new_admin_key = catalog.ensure_admin_key(config.admin_key)
     engine = ClusterEngine(config=config, shards=shards, catalog=catalog, info=info)
+    board = Board(backend.store)
+    metrics = None
+    if config.metrics_listen:   # the edge's RPC and query figures, and the replicas' (ReplicaCollector)
+        metrics = Metrics()
+        metrics.registry.register(ReplicaCollector(lambda: engine.board_records))
     frontend = GrpcFrontend(engine, listen=config.listen, tls_cert=config.tls_cert,  # type: ignore[arg-type]
-                            tls_key=config.tls_key, tls_client_ca=config.tls_client_ca)
-    return ClusterApp(config=config, engine=engine, frontend=frontend, new_admin_key=new_admin_key)
+                            tls_key=config.tls_key, tls_client_ca=config.tls_client_ca, metrics=metrics)
+    return ClusterApp(config=config, engine=engine, frontend=frontend, new_admin_key=new_admin_key, board=board,
+                      metrics=metrics)
 

@@ -72,9 +72,7 @@ class Admin:
             validate_memories(initial, limits=self.config.limits)
         copied: list[MemoryInput] = []
         if template is not None:   # cold start: the template's ACTIVE memories, read before anything is created
-            now = self.clock()
-            copied = [_as_input(m) for m in sorted(template.store.all(), key=lambda m: m.doc_id)
-                      if m.status == MemoryStatus.ACTIVE and not is_expired(m, now)]
+            copied = template_copies(template, now_ms=self.clock())
         await asyncio.get_running_loop().run_in_executor(self.write_pool, self.registry.create, tenant_id)
         step = self.config.limits.max_memories_per_write
         for chunk in (copied[i:i + step] for i in range(0, len(copied), step)):
@@ -169,6 +167,13 @@ class Admin:
                 "full_events": report.full_events if report else 0,
                 "log_bytes": sum(u["log_bytes"] for u in usage), "audit_bytes": sum(u["audit_bytes"] for u in usage),
                 "compactions": self.registry.compactions, "top_tenants": top}
+
+
+def template_copies(template: TenantShard, *, now_ms: int) -> list[MemoryInput]:
+    """What a tenant created from ``template`` starts with: its ACTIVE, unexpired memories, in doc order (the
+    Ray edge asks the template's replica for them: server/cluster/deployments.py)."""
+    return [_as_input(m) for m in sorted(template.store.all(), key=lambda m: m.doc_id)
+            if m.status == MemoryStatus.ACTIVE and not is_expired(m, now_ms)]
 
 
 def _as_input(m: Memory) -> MemoryInput:

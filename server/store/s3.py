@@ -168,6 +168,11 @@ class ObjectStore:
             done += len(chunk) - len(errors)
         return done
 
+    def put(self, key: str, body: bytes) -> None:
+        """Writes ``key`` whatever it holds (idempotent: a retry writes the same body). For records one writer
+        owns and readers only glance at (a replica's published figures), never for the logs."""
+        self._retry("PUT", key, lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=body))
+
     # -- conditional writes -------------------------------------------------------------------------
     def create(self, key: str, body: bytes) -> str:
         """Creates ``key`` only if absent; returns its ETag. Raises :class:`Taken` or StoreUnavailable."""

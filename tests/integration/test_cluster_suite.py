@@ -5,7 +5,7 @@ the cluster's edge (tests/cluster_support.py: two raylets, two TenantShard repli
 bucket) instead of a single node. Same default embedder, no reranker, as the single-node fixture.
 
 Not shared: tests that need a server of their own config or a restart, or reach into the engine's objects
-(registry, shards, flush), and template tenants (README "Running on a cluster": not on the cluster yet).
+(registry, shards, flush). A template tenant is read on its own replica and copied through the edge.
 
 Slow (``make test-slow``); skipped without ray or the weed binary.
 """
@@ -39,7 +39,7 @@ SHARED = {
         "test_filters_on_search_and_list", "test_context_block_is_bounded_dated_merged_and_flags_conflicts"),
     "test_memory_lifecycle.py": (
         "test_delete_tenant_purges_everything_and_leaves_other_tenants_alone", "test_delete_strips_history_links",
-        "test_new_rpcs_respect_tenant_keys"),
+        "test_new_rpcs_respect_tenant_keys", "test_cold_start_from_a_template_tenant_and_a_list"),
     "test_sdk.py": ("test_sync_client_covers_every_rpc", "test_recall_and_remember_close_the_agent_loop",
                     "test_async_client_same_api", "test_deadline_exceeded_is_not_retried"),
 }
