@@ -133,14 +133,15 @@ class OtlpReceiver:
 
 
 def tree(spans: list[ReceivedSpan], root: ReceivedSpan) -> list[str]:
-    """The span tree under ``root`` as indented lines with durations, children by start time."""
+    """The span tree under ``root`` as indented lines: duration, and start after the root's start."""
     children: dict[str, list[ReceivedSpan]] = {}
     for s in spans:
         children.setdefault(s.parent_span_id, []).append(s)
     lines: list[str] = []
 
     def walk(span: ReceivedSpan, depth: int) -> None:
-        lines.append(f"{'  ' * depth}- {span.name} ({span.kind.lower()}) {span.duration_ms:.2f} ms")
+        at_ms = (span.start_ns - root.start_ns) / 1e6
+        lines.append(f"{'  ' * depth}- {span.name} ({span.kind.lower()}) {span.duration_ms:.2f} ms, at +{at_ms:.2f} ms")
         for child in sorted(children.get(span.span_id, []), key=lambda s: (s.start_ns, s.name)):
             walk(child, depth + 1)
 

@@ -188,6 +188,26 @@ class EvalServer:
                 for qid, hits in self.search_hits(tenant, queries, stage, now_ms=now_ms, top_k=top_k,
                                                   candidates=candidates).items()}
 
+    def block_docs(self, tenant: Ingested, queries: Sequence[Query], *, now_ms: int, top_k: int = 5,
+                   ) -> tuple[dict[str, list[str]], list[float]]:
+        """What the SDK's ``recall`` at its defaults puts in front of a model: one query per Search, one client,
+        ``top_k`` 5 and the server's context block (its relevance floor and size rule), "as of" ``now_ms``. Returns
+        per query the eval doc ids of the hits whose text the block holds (block order) and each search's ms."""
+        docs: dict[str, list[str]] = {}
+        times_ms: list[float] = []
+        for q in queries:
+            query = pb.SearchQuery(text=clean(q.text), top_k=top_k, context_block=True, context_items=top_k, gate=True,
+                                   scoring=pb.Scoring(now_ms=now_ms))
+            t0 = time.perf_counter()
+            reply = self._memory.Search(spb.SearchRequest(tenant_id=tenant.tenant, queries=[query]),
+                                        metadata=self._metadata, timeout=600)
+            times_ms.append((time.perf_counter() - t0) * 1000)
+            result = reply.results[0]
+            block = result.context_block
+            docs[q.id] = [d for h in result.hits if " ".join(h.memory.content.split()) in block
+                          for d in docs_of_hit(tenant, h)]
+        return docs, times_ms
+
     def search_hits(self, tenant: Ingested, queries: Sequence[Query], stage: Stage, *, now_ms: int, top_k: int,
                     candidates: int = 0) -> dict[str, list[pb.Hit]]:
         """The server's hits (with their score breakdowns) per query id for one stage."""

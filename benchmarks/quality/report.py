@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks.quality.block import block_table
+
 # Published SciFact (BEIR test) nDCG@10, for comparison (see ../shared/data/README.md).
 SCIFACT_REFERENCES = {
     "Lucene BM25 (flat, Anserini)": 0.679,
@@ -84,6 +86,8 @@ def write_table(results: dict[str, Any], out: Path) -> str:
     latency_file = out / "latency.json"
     latency = json.loads(latency_file.read_text(encoding="utf-8")) if latency_file.is_file() else None
     table = markdown_table(results, latency) + "\nLoCoMo recall@10 per category:\n\n" + locomo_category_table(results)
+    if "block" in results:   # benchmarks/quality/block.py
+        table += "\nLoCoMo context-block evidence recall (SDK recall at its defaults):\n\n" + block_table(results)
     (out / "table.md").write_text(table, encoding="utf-8")
     return table
 

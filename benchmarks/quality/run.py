@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.quality import report, suites
+from benchmarks.quality.block import run_block
 from benchmarks.quality.datasets import DataMissing, repo_root
 from benchmarks.quality.harness import EvalServer
 from server.engine.search import DENSE_WEIGHT, DENSE_WEIGHT_CJK, DENSE_WEIGHT_CODE, LEXICAL_WEIGHT, RRF_K
 
 log = logging.getLogger("benchmarks.quality")
 
-SUITES = ("scifact", "locomo", "zh", "recency")
+SUITES = ("scifact", "locomo", "zh", "recency", "block")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
                     results["locomo"] = suites.run_locomo(server, variants=variants)
                 elif name == "zh":
                     results["zh"] = suites.run_chinese(server)
+                elif name == "block":
+                    results["block"] = run_block(server)
                 else:
                     results["recency"] = suites.run_recency(server)
             except DataMissing as exc:

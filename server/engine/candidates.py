@@ -47,3 +47,4 @@ class Candidates:
     lexical_ids: np.ndarray = field(default_factory=lambda: NO_IDS)
     lexical_scores: np.ndarray = field(default_factory=lambda: NO_SCORES)
     feedback_ids: np.ndarray | None = None   # the second round's dense list, when it ran
+    second: np.ndarray | None = None         # the second hop's turns in ``ids`` (server/engine/expand.py), when any

@@ -51,7 +51,7 @@ from server.tenants.catalog import validate_tenant_id
 from server.tenants.registry import TenantRegistry
 from server.tenants.settings import TenantSettings
 from server.tenants.shard import TenantShard
-from server.tracing import Tracing
+from server.tracing import Tracing, traced_now
 
 __all__ = ["Engine", "Page", "load_calibration_for", "now_ms"]
 
@@ -132,7 +132,8 @@ class Engine:
                                               search=config.search, scoring=config.scoring,
                                               calibration=load_calibration_for(config, embedder, reranker),
                                               cache=self.query_cache, controller=self.controller,
-                                              pair_cache=self.pair_cache)
+                                              pair_cache=self.pair_cache,
+                                              thread_window_s=config.memory.thread_window_s)
         self.search_pipeline.measure_rerank_cost()
         queue = dict(max_requests=max_requests, max_wait_ms=MAX_WAIT_MS if max_requests > 1 else 0.0,
                      capacity=b.queue_capacity, device_slots=device_slots(max_requests, device_threads),
@@ -194,7 +195,11 @@ class Engine:
         shard = self.registry.loaded_shard(tenant_id)  # the common case: no thread hop
         if shard is not None:
             return shard
-        return await self._run(self.cpu_pool, self.registry.shard, tenant_id)
+        if not traced_now(self.tracing):
+            return await self._run(self.cpu_pool, self.registry.shard, tenant_id)
+        assert self.tracing is not None
+        with self.tracing.span("engram.load"):   # the tenant's shard loads (or a load in progress is awaited)
+            return await self._run(self.cpu_pool, self.registry.shard, tenant_id)
 
     @staticmethod
     async def _run(pool: Executor, fn: Callable[..., R], *args: Any) -> R:

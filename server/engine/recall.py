@@ -19,7 +19,7 @@ from server.batching.controller import RerankController
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ServerConfig
 from server.domain import AuditOp, KeyScope, QueryResult, SearchQuery
-from server.engine.context import MIN_RELEVANCE, build_context_block
+from server.engine.context import block_hits, build_context_block
 from server.engine.search import SearchItem
 from server.engine.validation import validate_queries
 from server.hygiene.gate import RecallGate
@@ -111,8 +111,7 @@ class Recall:
             if memory.audit_searches:
                 shard.log_audit(AuditOp.SEARCH, refs_of([h.memory for h in hits]), at_ms=now_ms,
                                 key_id=principal.key_id, query=query.text)
-            floor = MIN_RELEVANCE if query.min_relevance is None else query.min_relevance
-            block = (build_context_block([h for h in hits if h.breakdown.relevance >= floor],
+            block = (build_context_block(block_hits(hits, min_relevance=query.min_relevance),
                                          max_items=query.context_items) if query.context_block else "")
             out.append(dataclasses.replace(result, hits=hits, context_block=block))
         return out

@@ -27,6 +27,7 @@ from server.config import ScoringConfig, SearchConfig
 from server.domain import QueryResult, SearchQuery, Timings
 from server.engine.candidates import Candidates, SearchItem
 from server.engine.centring import Centring, read_anchors
+from server.engine.expand import adjacent_turns, second_hop, seeds_of
 from server.engine.feedback import FEEDBACK_BELOW, FEEDBACK_WEIGHT, is_weak, rocchio
 from server.engine.ranking import RankStage
 from server.engine.rerank import PairScorer
@@ -103,13 +104,16 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
     def __init__(self, *, embedder: Embedder, reranker: Reranker | None, ranker: DecayRanker,
                  device_pool: Executor, cpu_pool: Executor, search: SearchConfig,
                  scoring: ScoringConfig, calibration: Calibration, cache: QueryEmbeddingCache | None = None,
-                 controller: RerankController | None = None, pair_cache: PairScoreCache | None = None) -> None:
+                 controller: RerankController | None = None, pair_cache: PairScoreCache | None = None,
+                 thread_window_s: float = 1800.0) -> None:
         self.embedder = embedder
         self.reranker = reranker
         self.device_pool = device_pool
         self.cpu_pool = cpu_pool
         self.cfg = search
         self.feedback_below, self.feedback_weight = FEEDBACK_BELOW, FEEDBACK_WEIGHT   # the second round's rule
+        # The second hop (server/engine/expand.py): turns beside the most relevant candidates, within a conversation.
+        self.expand_turns, self.expand_window_ms = search.expand_turns, int(thread_window_s * 1000)
         self.cache = cache
         self.calibration = calibration
         self.rank = RankStage(ranker=ranker, scoring=scoring)
@@ -230,6 +234,10 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             timings.rerank_ns = timings.lap("rerank", t0)
             computed, compute_ns, tokens = scored.computed, scored.compute_ns, scored.tokens
             self._apply_rerank(items, cands, owners, scored.logits)
+        if self.expand_turns:
+            t0 = time.monotonic_ns()
+            cands = await loop.run_in_executor(self.cpu_pool, self._expand_stage, items, cands)
+            timings.fusion_ns += time.monotonic_ns() - t0   # the second hop joins the fusion's time
         results = await loop.run_in_executor(self.cpu_pool, self.rank, items, cands, timings)
         if self.controller is not None:   # the cost model: ms per pair, and per query for the other stages
             self.controller.observe(queries=len(batch), other_ms=(time.monotonic_ns() - started_ns - timings.rerank_ns) / 1e6,
@@ -364,6 +372,22 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             memory = by_doc(doc)
             if memory is not None:  # gone since fusion (a purge): it keeps its fused place
                 out.append((ci, (it.query.text, memory_text(memory))))
+        return out
+
+    def _expand_stage(self, items: Sequence[SearchItem], cands: list[Candidates]) -> list[Candidates]:
+        """The second hop (server/engine/expand.py) for each reranked query: the turns beside its most relevant
+        candidates reach a share of their relevance, below its confident first-round hits."""
+        out = list(cands)
+        for i, (it, cand) in enumerate(zip(items, cands, strict=True)):
+            if self.rerank_depth(it) <= 0 or len(cand.ids) == 0:
+                continue
+            seeds = seeds_of(cand)
+            turns = adjacent_turns(it.shard.store, cand.ids[seeds].tolist(), radius=self.expand_turns,
+                                   window_ms=self.expand_window_ms)
+            if turns:
+                kept = set(_filtered(it.shard, it.query, np.zeros(len(turns)), [d for d, _ in turns], it.now_ms)[0]
+                           .tolist())
+                out[i] = second_hop(cand, [t for t in turns if t[0] in kept], seeds, calibration=self.calibration)
         return out
 
     def _rerank_pairs(self, items: Sequence[SearchItem], cands: list[Candidates],

@@ -103,6 +103,7 @@ def test_write_has_its_embedding_and_a_commit_with_log_and_index_spans(traced: A
                               {"engram.embed", "engram.commit"})
     assert root.attributes["rpc.grpc.status_code"] == 0
     below = {c.name: c for c in children(spans, root)}
+    assert {"engram.embed", "engram.commit"} <= set(below) <= {"engram.load", "engram.embed", "engram.commit"}
     assert below["engram.embed"].attributes == {"engram.memories": 1}
     commit = below["engram.commit"]
     assert below["engram.embed"].end_ns <= commit.start_ns and commit.end_ns <= root.end_ns
@@ -111,6 +112,18 @@ def test_write_has_its_embedding_and_a_commit_with_log_and_index_spans(traced: A
     assert commit.start_ns <= steps["engram.wal"].start_ns <= steps["engram.wal"].end_ns \
         <= steps["engram.index"].start_ns <= steps["engram.index"].end_ns <= commit.end_ns
     print("\n".join(tree(spans, root)))
+
+
+def test_a_call_that_loads_the_tenant_has_a_load_span(traced: Any) -> None:
+    running, receiver, key = traced
+    agent = TracerProvider().get_tracer("agent")
+    assert running.app.engine.registry.evict(TENANT)   # out of memory: the next call loads it from its files
+    with EngramClient(running.address, key=key) as client, agent.start_as_current_span("agent.cold") as step:
+        client.search(TENANT, "which bird nests by the lake")
+    root, spans = server_span(receiver, SEARCH, f"{step.get_span_context().span_id:016x}",
+                              {"engram.load", "engram.embed"})
+    stages = {c.name: c for c in children(spans, root)}
+    assert stages["engram.load"].end_ns <= stages["engram.queue"].start_ns
 
 
 def test_a_refused_call_records_its_status_code(traced: Any) -> None:

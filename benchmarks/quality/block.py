@@ -1,0 +1,107 @@
+"""The context block is the product: evidence recall of what the SDK's ``recall`` puts in front of a model.
+
+    .venv/bin/python -m benchmarks.quality.run --only block
+
+For each LoCoMo conversation (one tenant, one memory per turn written as ``"<speaker>: <text>"``, as the locomo
+suite writes them) and each variant of the server (its defaults; the defaults with the second hop off,
+``search.expand_turns`` 0, set on the in-process pipeline between rows): recall@5 and recall@10 of a top-10 search,
+and the **block evidence recall**: the share of a question's evidence turns whose text the context block holds when
+the question is sent as the SDK's ``recall`` sends it (``top_k`` 5, ``context_block``, the server's relevance floor
+and size rule), one query per Search from one client, timed (p50 / p95 ms). Reported per category and for the dev
+conversations (``LOCOMO_DEV``: they chose the second hop's constants and the block's floors) and the held-out ones
+apart; ``block_vs_top5`` is the share of the top 5's evidence the block kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from benchmarks.quality.datasets import LOCOMO_CATEGORIES, Query, evaluate, load_locomo
+from benchmarks.quality.harness import DEFAULTS, EvalServer
+
+log = logging.getLogger(__name__)
+
+LOCOMO_DEV = ("conv-26", "conv-30", "conv-41")        # tuned on
+LOCOMO_HELD_OUT = ("conv-42", "conv-43")              # reported only
+VARIANTS = (("defaults", None), ("defaults, no second hop", 0))
+
+
+def block_recall(block: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]],
+                 query_ids: Sequence[str]) -> float:
+    """Mean over ``query_ids`` of the share of each one's relevant docs that its block holds."""
+    shares = [len({d for d, g in qrels[q].items() if g > 0} & set(block.get(q, ()))) /
+              max(1, sum(g > 0 for g in qrels[q].values())) for q in query_ids]
+    return sum(shares) / len(shares) if shares else 0.0
+
+
+def _row(run: Mapping[str, Sequence[str]], block: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]],
+         ids: Sequence[str], items: Mapping[str, int]) -> dict:
+    top = evaluate(run, qrels, ks=(5, 10), query_ids=ids)
+    held = block_recall(block, qrels, ids)
+    return {"recall@10": round(top["recall@10"], 4), "recall@5": round(top["recall@5"], 4),
+            "block_recall": round(held, 4),
+            "block_vs_top5": round(held / top["recall@5"], 4) if top["recall@5"] else None,
+            "block_items": round(float(np.mean([items[q] for q in ids])), 2) if ids else 0.0, "queries": len(ids)}
+
+
+def run_block(server: EvalServer) -> dict:
+    from benchmarks.quality.suites import locomo_inputs
+
+    conversations = load_locomo()
+    pipeline = server._app.engine.search_pipeline   # type: ignore[union-attr]  # the in-process server's
+    default_turns = pipeline.expand_turns
+    tenants = {c.id: server.ingest(f"block-{c.id}", locomo_inputs(c, "speaker")) for c in conversations}
+    qrels = {q.id: {d: 1 for d in q.evidence} for c in conversations for q in c.questions}
+    category = {q.id: q.category for c in conversations for q in c.questions}
+    split = {q.id: ("dev" if c.id in LOCOMO_DEV else "held_out") for c in conversations for q in c.questions}
+    out: dict = {"dev_conversations": list(LOCOMO_DEV), "held_out_conversations": list(LOCOMO_HELD_OUT),
+                 "expand_turns_default": default_turns, "variants": {}}
+    try:
+        for name, turns in VARIANTS:
+            pipeline.expand_turns = default_turns if turns is None else turns
+            run: dict[str, list[str]] = {}
+            block: dict[str, list[str]] = {}
+            items: dict[str, int] = {}
+            times: dict[str, list[float]] = {"dev": [], "held_out": []}
+            for conv in conversations:
+                queries = [Query(id=q.id, text=q.text) for q in conv.questions]
+                tenant, now_ms = tenants[conv.id], conv.now * 1000
+                run.update(server.search(tenant, queries, DEFAULTS, now_ms=now_ms, top_k=10))
+                docs, ms = server.block_docs(tenant, queries, now_ms=now_ms)
+                block.update(docs)
+                items.update({q: len(d) for q, d in docs.items()})
+                times["dev" if conv.id in LOCOMO_DEV else "held_out"].extend(ms)
+            rows: dict = {}
+            for half in ("dev", "held_out", "all"):
+                ids = [q for q in qrels if half == "all" or split[q] == half]
+                rows[half] = {"all": _row(run, block, qrels, ids, items),
+                              **{f"cat{c}": _row(run, block, qrels, [q for q in ids if category[q] == c], items)
+                                 for c in LOCOMO_CATEGORIES}}
+                ms = times["dev"] + times["held_out"] if half == "all" else times[half]
+                rows[half]["all"].update(p50_ms=round(float(np.percentile(ms, 50)), 1),
+                                         p95_ms=round(float(np.percentile(ms, 95)), 1))
+            out["variants"][name] = rows
+            log.info("block %s: dev %s, held out %s", name, rows["dev"]["all"], rows["held_out"]["all"])
+    finally:
+        pipeline.expand_turns = default_turns
+    return out
+
+
+def block_table(results: Mapping) -> str:
+    """The README / docs table: per variant and half, recall@10, recall@5 and block recall per category, latency."""
+    data = results.get("block", {}).get("variants", {})
+    lines = ["| variant | conversations | R@10 | R@5 | block | block / top 5 | items | cat 1 multi-hop block | "
+             "cat 2 temporal block | cat 3 open-domain block | cat 4 single-hop block | p50 / p95 ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, rows in data.items():
+        for half in ("dev", "held_out", "all"):
+            r = rows[half]
+            a = r["all"]
+            cats = " | ".join(f"{r[f'cat{c}']['block_recall']:.3f}" for c in LOCOMO_CATEGORIES)
+            lines.append(f"| {name} | {half.replace('_', '-')} | {a['recall@10']:.3f} | {a['recall@5']:.3f} | "
+                         f"{a['block_recall']:.3f} | {a['block_vs_top5'] or 0:.3f} | {a['block_items']:.2f} | {cats} | "
+                         f"{a['p50_ms']:.0f} / {a['p95_ms']:.0f} |")
+    return "\n".join(lines) + "\n"
