@@ -9,9 +9,10 @@ milliseconds per token of a pass (query + memory, as the cross-encoder truncates
 of the pass's token count (a pass of 5,000 tokens costs less per token than one of 100), and milliseconds per query
 for the rest of the pipeline (embedding, BM25, dense search, fusion, ranking). A cross-encoder's cost grows with its
 pairs' tokens, not their count: the bundled one reads at most 128 tokens of a pair, ~40 for a short LoCoMo turn and
-all 128 for a 1 KB memory (one thread, bfloat16: 45-60 us a token either way, so 20 long pairs cost ~3.5x 20 short
+all 128 for a 1 KB memory (one thread, bfloat16: 45-60 us a token either way, so 20 long pairs cost 2-3.5x 20 short
 ones); priced by the pair, a tenant of long memories got the depth its short-memory measurements allowed and missed
-the target (1 KB turns, one idle client: p95 316 ms against 250 at a mean depth of 14.8). For a batch of default-depth
+the target (1 KB turns, one idle client on a busy 2-core box: p95 358-426 ms at depth 18-20, priced by the token
+230 ms at a mean depth of 16.6; benchmarks/results/serving/long_memories.md). For a batch of default-depth
 queries, the depth ``d`` costs ``tokens(d) x ms_per_token(tokens(d))``, where ``tokens(d)`` sums each query's
 first ``d`` candidates' pair lengths (and the pairs of queries that asked for their own depth, which run in the same
 pass), and the depth is the largest one whose cost fits in both:
