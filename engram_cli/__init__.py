@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--config", help="a TOML config file")
     config.add_argument("--defaults", action="store_true", help="the built-in defaults only")
     config.add_argument("--markdown", action="store_true", help="the README's option table (defaults)")
+    config.add_argument("--advanced", action="store_true",
+                        help="with --markdown: the [advanced] table (docs/reference/options-removed.md)")
     config.set_defaults(func=_config)
     add_commands(sub)
     return parser
