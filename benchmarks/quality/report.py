@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.quality.block import block_table
+from benchmarks.quality.sessions import SETS, sessions_table
 
 # Published SciFact (BEIR test) nDCG@10, for comparison (see ../shared/data/README.md).
 SCIFACT_REFERENCES = {
@@ -88,6 +89,8 @@ def write_table(results: dict[str, Any], out: Path) -> str:
     table = markdown_table(results, latency) + "\nLoCoMo recall@10 per category:\n\n" + locomo_category_table(results)
     if "block" in results:   # benchmarks/quality/block.py
         table += "\nLoCoMo context-block evidence recall (SDK recall at its defaults):\n\n" + block_table(results)
+    if any(name in results for name in SETS):   # benchmarks/quality/sessions.py
+        table += "\nMulti-session and preference sets:\n\n" + sessions_table(results)
     (out / "table.md").write_text(table, encoding="utf-8")
     return table
 

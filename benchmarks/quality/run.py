@@ -24,13 +24,14 @@ from typing import Any
 
 from benchmarks.quality import report, suites
 from benchmarks.quality.block import run_block
+from benchmarks.quality.sessions import run_set
 from benchmarks.quality.datasets import DataMissing, repo_root
 from benchmarks.quality.harness import EvalServer
 from server.engine.search import DENSE_WEIGHT, DENSE_WEIGHT_CJK, DENSE_WEIGHT_CODE, LEXICAL_WEIGHT, RRF_K
 
 log = logging.getLogger("benchmarks.quality")
 
-SUITES = ("scifact", "locomo", "zh", "recency", "block")
+SUITES = ("scifact", "locomo", "zh", "recency", "block", "multisession", "preference")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                     results["zh"] = suites.run_chinese(server)
                 elif name == "block":
                     results["block"] = run_block(server)
+                elif name in ("multisession", "preference"):
+                    results[name] = run_set(server, name)
                 else:
                     results["recency"] = suites.run_recency(server)
             except DataMissing as exc:

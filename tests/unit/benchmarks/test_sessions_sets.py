@@ -1,0 +1,33 @@
+"""The multi-session and preference sets (benchmarks/quality/data, written for this project): well formed, each
+multi-session question needs turns from two or more days, both halves and both languages present."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.quality.block import block_recall
+from benchmarks.quality.sessions import SETS, inputs, load_set
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_every_judged_memory_exists_and_both_halves_and_languages_are_there(name: str) -> None:
+    data = load_set(name)
+    ids = {m["id"] for m in data.memories}
+    assert len(ids) == len(data.memories)
+    assert all(set(rel) <= ids and rel for rel in data.qrels.values())
+    assert set(data.half.values()) == {"dev", "held_out"} and set(data.lang.values()) == {"en", "zh"}
+    written = inputs(data.memories)
+    assert [m.created_at_ms for _, m in written] == sorted(m.created_at_ms for _, m in written)   # oldest first
+
+
+def test_each_multisession_question_needs_turns_from_different_days() -> None:
+    data = load_set("multisession")
+    age = {m["id"]: m["age_days"] for m in data.memories}
+    for rel in data.qrels.values():
+        assert len(rel) >= 2 and len({age[r] for r in rel}) >= 2
+
+
+def test_block_recall_counts_the_share_of_evidence_the_block_holds() -> None:
+    qrels = {"q1": {"a": 1, "b": 1}, "q2": {"c": 1}}
+    assert block_recall({"q1": ["a", "x"], "q2": []}, qrels, ["q1", "q2"]) == pytest.approx(0.25)
+    assert block_recall({"q1": ["b", "a"]}, qrels, ["q1"]) == 1.0
