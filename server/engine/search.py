@@ -29,13 +29,14 @@ from server.engine.candidates import Candidates, SearchItem
 from server.engine.centring import Centring, read_anchors
 from server.engine.expand import adjacent_turns, second_hop, seeds_of
 from server.engine.feedback import FEEDBACK_BELOW, FEEDBACK_WEIGHT, is_weak, rocchio
+from server.engine.passages import rerank_text
 from server.engine.ranking import RankStage
 from server.engine.rerank import PairScorer
 from server.fusion.calibration import Calibration, fused_features
 from server.fusion.rrf import rrf_filtered, rrf_max
 from server.store.columns import columnar, keep_mask
 from server.tenants.shard import TenantShard
-from server.text import has_code, memory_text
+from server.text import has_code
 
 __all__ = ["SearchItem", "SearchPipeline", "auto_rerank_depth"]
 
@@ -371,7 +372,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         for ci, doc in enumerate(cand.ids[:head].tolist()):
             memory = by_doc(doc)
             if memory is not None:  # gone since fusion (a purge): it keeps its fused place
-                out.append((ci, (it.query.text, memory_text(memory))))
+                out.append((ci, (it.query.text, rerank_text(it.query.text, memory))))   # a long one: its best passage
         return out
 
     def _expand_stage(self, items: Sequence[SearchItem], cands: list[Candidates]) -> list[Candidates]:

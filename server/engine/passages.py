@@ -1,0 +1,78 @@
+"""What the cross-encoder reads of a long memory: its best passage for the query, not its first tokens.
+
+Long chat turns (an assistant's 1–3 KB answer) are common, and the cross-encoder reads a (query, memory) pair cut to
+its window (256 tokens: about the first 800 characters of English beside a short question); evidence deep in such a
+turn was never read. :func:`rerank_text` gives the cross-encoder, for a memory whose content is longer than
+``PASSAGE_CHARS``, the memory's header (date, unnamed entities) and the window of its content that shares the most
+of the query's words (overlapping windows every ``PASSAGE_STRIDE`` characters, cut at word boundaries; ties: the
+earliest), so the pair the model scores holds the part that may answer. A short memory reads exactly as before
+(:func:`~server.text.memory_text`). One function for every place that builds a rerank pair: the rerank stage and
+the rerank cost model count the same text. Pure; no model runs here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from server.domain import Memory, MemoryType
+from server.text import indexed_text, is_cjk_char, memory_text
+
+PASSAGE_CHARS = 800     # about what the cross-encoder's 256-token window holds beside a short question
+PASSAGE_STRIDE = 400    # windows overlap by half, so a sentence cut by one lies whole in the next
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def terms(text: str) -> frozenset[str]:
+    """Casefolded words of three or more characters, and each pair of adjacent CJK characters."""
+    out: set[str] = set()
+    for word in _WORD.findall(text.casefold()):
+        cjk = [c for c in word if is_cjk_char(c)]
+        if cjk and len(cjk) == len(word):
+            out.update(word[i:i + 2] for i in range(max(1, len(word) - 1)))
+        elif len(word) >= 3:
+            out.add(word)
+    return frozenset(out)
+
+
+def passages(text: str, *, size: int = PASSAGE_CHARS, stride: int = PASSAGE_STRIDE) -> list[str]:
+    """``text`` in windows of at most ``size`` characters starting every ``stride``, each cut back to a whitespace
+    boundary where there is one (CJK text without spaces is cut at the character); ``[text]`` when it fits."""
+    if len(text) <= size:
+        return [text]
+    out: list[str] = []
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + size)
+        if end < len(text):
+            space = text.rfind(" ", start + size // 2, end)
+            end = space if space > 0 else end
+        out.append(text[start:end].strip())
+        if end >= len(text):
+            break
+        nxt = start + stride
+        space = text.find(" ", nxt, nxt + 40)
+        start = space + 1 if space > 0 else nxt
+    return [p for p in out if p]
+
+
+def best_passage(query: str, text: str, *, size: int = PASSAGE_CHARS) -> str:
+    """The window of ``text`` (:func:`passages`) that holds the most distinct query terms; ties: the earliest."""
+    windows = passages(text, size=size)
+    if len(windows) == 1:
+        return windows[0]
+    wanted = terms(query)
+    best, best_hits = windows[0], -1
+    for window in windows:
+        hits = len(wanted & terms(window))
+        if hits > best_hits:
+            best, best_hits = window, hits
+    return best
+
+
+def rerank_text(query: str, memory: Memory) -> str:
+    """What the cross-encoder reads of ``memory`` for ``query``: :func:`~server.text.memory_text` when the content
+    fits ``PASSAGE_CHARS``, else the same header and context around the content's best passage."""
+    if len(memory.content) <= PASSAGE_CHARS:
+        return memory_text(memory)
+    return indexed_text(best_passage(query, memory.content), dated=memory.type == MemoryType.EPISODIC,
+                        created_at_ms=memory.created_at_ms, entities=memory.entities, context=memory.context)
