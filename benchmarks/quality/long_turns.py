@@ -1,0 +1,116 @@
+"""Evidence deep in a long turn: the LoCoMo dev conversations with every evidence turn (and a third of the others)
+wrapped inside a 1–2 KB assistant-style turn, the original line placed after about 1 KB of filler.
+
+    .venv/bin/python -m benchmarks.quality.long_turns [--out benchmarks/results/quality/long_turns.json]
+
+Built at run time from ../shared/data (nothing of LoCoMo is written into the repository); the filler sentences are
+written for this project. Dev conversations only (benchmarks/quality/block.py LOCOMO_DEV). One in-process server at
+its defaults; each question is searched top 10 and as the SDK's recall (the context block), with the cross-encoder
+reading each long memory's best passage (server/engine/passages.py, the default) and, in the same run, its first
+tokens (``PASSAGE_CHARS`` raised past every memory's length on the in-process server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.quality.block import LOCOMO_DEV, block_recall
+from benchmarks.quality.datasets import Query, evaluate, load_locomo, repo_root
+from benchmarks.quality.harness import DEFAULTS, EvalServer
+from engram_proto.v1 import messages_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+FILLER = (
+    "Here is a short overview before getting to the details.",
+    "There are a few things worth keeping in mind when planning something like this.",
+    "Many people find it helpful to write down a simple list first and then sort it by priority.",
+    "It also helps to set aside a fixed time each week, so the routine does not depend on motivation.",
+    "If anything feels overwhelming, breaking it into smaller steps usually makes it easier to start.",
+    "Budgets tend to run over, so leaving a margin of ten to twenty percent is a sensible default.",
+    "Checking the weather and the opening hours the day before saves a lot of trouble.",
+    "Friends and family are often glad to help if you ask them early and clearly.",
+    "Keeping notes of what worked and what did not makes the next attempt much smoother.",
+    "In the end, the best plan is the one you can actually follow without strain.",
+    "Let me know if you would like a more detailed checklist or a printable version.",
+    "A good night's sleep and regular meals make every other part of the plan work better.",
+)
+
+
+def long_turn(said: str, rng: random.Random) -> str:
+    """``said`` inside an assistant-style turn: ~1 KB of filler before it, ~0.3–0.8 KB after."""
+    def filler(chars: int) -> str:
+        out: list[str] = []
+        while sum(len(s) + 1 for s in out) < chars:
+            out.append(rng.choice(FILLER))
+        return " ".join(out)
+    return f"assistant: {filler(1000)} Earlier in our chat — {said} {filler(rng.randint(300, 800))}"
+
+
+def inputs(conv, rng: random.Random, evidence: set[str]) -> list[tuple[str, pb.MemoryInput]]:  # type: ignore[no-untyped-def]
+    out = []
+    for t in conv.turns:
+        said = f"{t.speaker}: {t.text}"
+        text = long_turn(said, rng) if t.id in evidence or rng.random() < 1 / 3 else said
+        out.append((t.id, pb.MemoryInput(content=text, type=pb.MEMORY_TYPE_EPISODIC, created_at_ms=t.created_at * 1000,
+                                         source_ref=t.id)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=repo_root() / "benchmarks" / "results" / "quality" / "long_turns.json")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for noisy in ("server", "models"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from server.engine import passages
+
+    conversations = [c for c in load_locomo() if c.id in LOCOMO_DEV]
+    rng = random.Random(20260101)
+    results: dict = {"conversations": [c.id for c in conversations], "variants": {}}
+    with tempfile.TemporaryDirectory(prefix="engram-long-") as tmp, EvalServer(Path(tmp) / "data") as server:
+        tenants, qrels, queries = {}, {}, {}
+        long_chars = []
+        for conv in conversations:
+            evidence = {d for q in conv.questions for d in q.evidence}
+            items = inputs(conv, rng, evidence)
+            long_chars += [len(m.content) for _, m in items if len(m.content) > 1000]
+            tenants[conv.id] = server.ingest(f"long-{conv.id}", items)
+            queries[conv.id] = [Query(id=q.id, text=q.text) for q in conv.questions]
+            qrels.update({q.id: {d: 1 for d in q.evidence} for q in conv.questions})
+        results["long_turns"] = len(long_chars)
+        results["long_turn_chars_mean"] = round(sum(long_chars) / len(long_chars))
+        saved = passages.PASSAGE_CHARS
+        try:
+            for name, chars in (("best passage (default)", saved), ("first tokens", 10**9)):
+                passages.PASSAGE_CHARS = chars
+                run, block, ms = {}, {}, []
+                t0 = time.perf_counter()
+                for conv in conversations:
+                    now_ms = conv.now * 1000
+                    run.update(server.search(tenants[conv.id], queries[conv.id], DEFAULTS, now_ms=now_ms, top_k=10))
+                    docs, times = server.block_docs(tenants[conv.id], queries[conv.id], now_ms=now_ms)
+                    block.update(docs)
+                    ms += times
+                top = evaluate(run, qrels, ks=(5, 10))
+                results["variants"][name] = {"recall@10": round(top["recall@10"], 4), "recall@5": round(top["recall@5"], 4),
+                                             "block_recall": round(block_recall(block, qrels, list(qrels)), 4),
+                                             "queries": len(qrels), "seconds": round(time.perf_counter() - t0, 1),
+                                             "p50_ms": round(sorted(ms)[len(ms) // 2], 1)}
+                log.info("long turns, %s: %s", name, results["variants"][name])
+        finally:
+            passages.PASSAGE_CHARS = saved
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
