@@ -9,17 +9,20 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install serve test test-slow proto bench-quality bench-serving bench-index bench-durability bench-cluster reranker reranker-student bench-rerank-cost lint clean docs
+.PHONY: install serve test test-slow proto bench-quality bench-serving bench-index bench-durability bench-cluster reranker reranker-student bench-rerank-cost lint package package-check clean docs
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-integrations.txt pyproject.toml
+$(STAMP): requirements.txt requirements-integrations.txt requirements-package.txt pyproject.toml \
+		clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet -r requirements-integrations.txt
 	$(PY) -m pip install --quiet --no-deps pyserini==1.6.0
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip install --quiet -r requirements-package.txt
+	$(PY) -m pip uninstall --quiet --yes engram  # the distribution's former name, in a .venv made before the split
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e ./clients/python -e .
 	touch $(STAMP)
 
 serve: $(STAMP)
@@ -90,5 +93,16 @@ $(VENV)/.docs-installed: requirements-docs.txt
 	$(PY) -m pip install --quiet -r requirements-docs.txt
 	touch $@
 
+# The two distributions, sdist and wheel each, into dist/: engram-grpc (clients/python: SDK, proto stubs, the
+# `engram` command, integrations as extras) and engram-server (this directory). docs/install/packages.md.
+package: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --quiet --no-isolation --outdir dist clients/python
+	$(PY) -m build --quiet --no-isolation --outdir dist .
+
+# Installs the wheels into fresh venvs and runs them against real servers (scripts/package_check.py).
+package-check: package
+	$(PY) scripts/package_check.py dist
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info clients/python/build clients/python/*.egg-info

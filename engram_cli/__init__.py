@@ -1,28 +1,43 @@
-"""The ``engram`` command line: ``serve`` and ``config`` are the server's commands (``server.cli``, imported only
-when one of them runs); every other command is a client (``engram_client.cli``) and never imports the server,
-so ``engram search`` starts fast and works where only the client's dependencies are installed.
+"""The ``engram`` command line of the client distribution (``engram-grpc``): the client commands
+(``engram_client.cli``: tenant, key, write, search, import, export, mcp...) talk to a running server over gRPC and
+never import the server, so ``engram search`` starts fast and works where only grpcio and protobuf are installed.
+
+``serve`` and ``config`` are the server's: the ``engram-server`` distribution declares them as entry points of
+the group ``engram.commands`` (each a callable ``(argv) -> exit code`` that parses its own flags), loaded only when
+one of them runs. Without that distribution they say which package to install.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import os
 import sys
+from collections.abc import Callable
 
 from engram_client.cli import add_commands, connection_flags
 
+COMMANDS_GROUP = "engram.commands"
+SERVER_DISTRIBUTION = "engram-server"
+SERVER_COMMANDS = {  # the help lines of the commands the server distribution adds
+    "serve": "run the gRPC server (engram serve --help for its flags)",
+    "config": "print the effective config as TOML (or the option table)",
+}
 
-def _serve(args: argparse.Namespace) -> int:
-    from server.cli import serve
 
-    return serve(args)
+def server_command(name: str) -> Callable[[list[str]], int] | None:
+    """The installed ``engram.commands`` entry point ``name``, loaded; None when no distribution declares it."""
+    for entry in importlib.metadata.entry_points(group=COMMANDS_GROUP, name=name):
+        return entry.load()  # type: ignore[no-any-return]
+    return None
 
 
-def _config(args: argparse.Namespace) -> int:
-    from server.cli import config
-
-    return config(args)
+def _version() -> str:
+    try:
+        return importlib.metadata.version("engram-grpc")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,39 +45,37 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING (default from config: INFO)")
     connection_flags(parser, default=None)
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the gRPC server")
-    serve.add_argument("--listen", help="host:port (default 127.0.0.1:50051)")
-    serve.add_argument("--data-dir", help="where memories live (default ./data)")
-    serve.add_argument("--config", help="a TOML config file")
-    serve.add_argument("--metrics-listen", help="host:port for Prometheus /metrics (default: off)")
-    serve.add_argument("--console-listen", help="host:port for the web console (default: off; README Console)")
-    serve.add_argument("--log-format", choices=("text", "json"))
-    serve.add_argument("--ray", action="store_true",
-                       help="run on Ray Serve (needs the cluster extra and object_store.bucket; README Running on a cluster)")
-    serve.add_argument("--address", dest="ray_address",
-                       help="with --ray: the Ray cluster to join (default cluster.address; \"\": a local one)")
-    serve.set_defaults(func=_serve)
-    config = sub.add_parser("config", help="print the effective config as TOML (or the option table)")
-    config.add_argument("--config", help="a TOML config file")
-    config.add_argument("--defaults", action="store_true", help="the built-in defaults only")
-    config.add_argument("--markdown", action="store_true", help="the README's option table (defaults)")
-    config.add_argument("--advanced", action="store_true",
-                        help="with --markdown: the [advanced] table (docs/reference/options-removed.md)")
-    config.set_defaults(func=_config)
+    for name, help_ in SERVER_COMMANDS.items():  # flags are the server's own: passed on unparsed
+        sub.add_parser(name, help=help_, add_help=False)
     add_commands(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command not in SERVER_COMMANDS:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     if args.command != "serve" and args.log_level:
         logging.basicConfig(level=args.log_level.upper())
     try:
+        if args.command in SERVER_COMMANDS:
+            return _server(args.command, [*(["--log-level", args.log_level] if args.log_level else []), *rest])
         return int(args.func(args))
     except Exception as exc:  # the CLI's one place to turn failures into a message and an exit code
         return _report(exc)
+
+
+def _server(name: str, argv: list[str]) -> int:
+    command = server_command(name)
+    if command is None:
+        version = _version()
+        sys.stderr.write(f"engram {name} needs the {SERVER_DISTRIBUTION} package (pip install "
+                         f"{SERVER_DISTRIBUTION}{'==' + version if version else ''})\n")
+        return 2
+    return int(command(argv))
 
 
 def _report(exc: Exception) -> int:
@@ -76,14 +89,8 @@ def _report(exc: Exception) -> int:
     if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
         sys.stderr.write(f"engram: {exc.code().name}: {exc.details()}\n")
         return 1
-    if isinstance(exc, (RecordError, OSError, ValueError)) or _is_config_error(exc):
+    if isinstance(exc, (RecordError, OSError, ValueError)):
         sys.stderr.write(f"engram: {exc}\n")
         return 2
     raise exc
 
-
-def _is_config_error(exc: Exception) -> bool:
-    """``server.errors.ConfigError`` (from serve or config) without importing the server for a client's error:
-    such an error exists only once its module is loaded."""
-    errors = sys.modules.get("server.errors")
-    return errors is not None and isinstance(exc, errors.ConfigError)

@@ -113,7 +113,8 @@ def anserini_jar() -> Path:
     # find_spec locates the package without executing its ``__init__``.
     spec = importlib.util.find_spec("pyserini")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("pyserini is not installed")
+        raise RuntimeError("pyserini is not installed; the server runs BM25 on the Anserini jar that it ships: "
+                           "pip install --no-deps pyserini==1.6.0 (its own dependencies are not needed)")
     jars_dir = Path(next(iter(spec.submodule_search_locations))) / "resources" / "jars"
     jars = sorted(jars_dir.glob(_JAR_GLOB))
     if not jars:

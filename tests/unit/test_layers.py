@@ -164,6 +164,7 @@ def test_no_import_cycles() -> None:
 
 @pytest.mark.parametrize(("importers", "forbidden"), [
     (CLIENT_SIDE, SERVER_SIDE + ("engram_cli",)),          # rule 23: the client never imports the server
+    (("engram_cli",), SERVER_SIDE),                         # serve/config come in as entry points of engram-server
     (("server", "models", "kernels"), ("training", "engram_client", "engram_cli", "engram_integrations")),
     (("models", "kernels"), ("server",)),                   # the runtime's lowest layers
     (("engram_proto",), SERVER_SIDE + CLIENT_SIDE + ("engram_cli",)),
