@@ -3,7 +3,9 @@
 
 The engine calls ``tokenize`` on a CPU thread and ``forward`` on its device thread; here ``tokenize`` only
 keeps the inputs (the deployment tokenizes them, next to its model) and ``forward`` sends them in one
-handle call, which the deployment's ``@serve.batch`` joins with every other tenant's and replica's. Both
+handle call. The embedder's inputs ride in a :class:`models.base.TokenBatch` as their UTF-8 bytes (the write
+stage splits a batch into chunks by its ``lengths``, here byte counts, and ``forward`` gets each chunk's
+rows), which the deployment's ``@serve.batch`` joins with every other tenant's and replica's. Both
 run on executor threads, never on the replica's event loop, so the blocking ``result()`` is allowed.
 
 No multiplexed model id is ever set on these calls: Serve splits batches by model id.
@@ -17,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from models.base import TextPair
+from models.base import TextPair, TokenBatch
 
 CALL_TIMEOUT_S = 120.0   # one forward pass queued behind others on a loaded 2-core box; the edge's deadline is shorter
 
@@ -50,10 +52,12 @@ class _Remote:
         self.device: str = info["device"]
         self.max_length: int = info["max_length"]
 
-    def tokenize(self, items: Sequence[Any]) -> Pending:
+    def tokenize(self, items: Sequence[Any]) -> Pending | TokenBatch:
         return Pending(tuple(items))
 
-    def forward(self, batch: Pending) -> np.ndarray:
+    def forward(self, batch: Pending | TokenBatch) -> np.ndarray:
+        if isinstance(batch, TokenBatch):
+            return self._send([bytes(ids.astype(np.uint8)).decode() for ids in batch.input_ids])
         return self._send(list(batch.items))
 
     def _send(self, items: list[Any]) -> np.ndarray:
@@ -83,6 +87,10 @@ class RemoteEmbedder(_Remote):
     @property
     def dim(self) -> int:
         return self._dim
+
+    def tokenize(self, items: Sequence[Any]) -> TokenBatch:
+        ids = tuple(np.frombuffer(str(t).encode(), dtype=np.uint8).astype(np.int64) for t in items)
+        return TokenBatch(input_ids=ids, token_type_ids=tuple(np.zeros(0, dtype=np.int64) for _ in ids))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         vectors = self._send(list(texts))
