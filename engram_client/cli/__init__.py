@@ -26,7 +26,7 @@ def _mcp(args: argparse.Namespace) -> int:
     try:
         from engram_integrations.mcp import serve_http, serve_stdio
     except ImportError as exc:
-        sys.stderr.write(f"engram mcp needs the mcp extra (pip install 'engram[mcp]'): {exc}\n")
+        sys.stderr.write(f"engram mcp needs the mcp extra (pip install 'engram-grpc[mcp]'): {exc}\n")
         return 2
     cfg = load_client_config(address=args.address, key=args.key, timeout_s=args.timeout)
     if args.transport == "stdio":

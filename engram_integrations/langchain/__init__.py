@@ -1,4 +1,4 @@
-"""engram for LangChain (``pip install 'engram[langchain]'``): ``EngramRetriever`` and
+"""engram for LangChain (``pip install 'engram-grpc[langchain]'``): ``EngramRetriever`` and
 ``EngramChatMessageHistory``, built on engram's SDK."""
 
 from __future__ import annotations

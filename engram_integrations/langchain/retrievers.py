@@ -27,7 +27,7 @@ class EngramRetriever(BaseRetriever):
     """Retrieves a tenant's memories from engram: hybrid dense + BM25, reranked, weighed by recency and
     importance, exactly as engram's Search ranks them.
 
-    Setup: ``pip install 'engram[langchain]'`` and a running engram server.
+    Setup: ``pip install 'engram-grpc[langchain]'`` and a running engram server.
 
     >>> retriever = EngramRetriever(address="127.0.0.1:50051", api_key=KEY, tenant_id="acme/alice", k=3)
     >>> docs = retriever.invoke("does alice have any food allergy?")

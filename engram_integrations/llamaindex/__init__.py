@@ -1,4 +1,4 @@
-"""engram for LlamaIndex (``pip install 'engram[llamaindex]'``): ``EngramRetriever`` and the
+"""engram for LlamaIndex (``pip install 'engram-grpc[llamaindex]'``): ``EngramRetriever`` and the
 ``EngramMemoryBlock`` of LlamaIndex's ``Memory``, built on engram's SDK."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""engram's MCP server (``pip install 'engram[mcp]'``; run it as ``engram mcp``): tools recall, remember,
+"""engram's MCP server (``pip install 'engram-grpc[mcp]'``; run it as ``engram mcp``): tools recall, remember,
 forget, confirm, history and list over a running engram server, through the SDK."""
 
 from __future__ import annotations
