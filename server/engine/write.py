@@ -20,6 +20,7 @@ from server.store.idempotency import Done
 from server.tenants.shard import TenantShard
 
 PENDING_BELOW_CONFIDENCE = 0.5   # a write less confident than this is stored PENDING until a Confirm
+NEAR_K = 8                       # stored neighbours a new memory's near-duplicate check reads
 _NUMBER_RE = re.compile(r"\d+")
 
 
@@ -35,15 +36,18 @@ class Staging:
         self.puts: list[tuple[Memory, np.ndarray]] = []
         self.updates: dict[str, Memory] = {}
         self._new: dict[str, int] = {}
+        self._rows: list[int] = []   # each put's row in its Write's batch (-1: none)
 
     def current(self, memory_id: str) -> Memory | None:
         if memory_id in self._new:
             return self.puts[self._new[memory_id]][0]
         return self.updates.get(memory_id) or self.shard.store.get(memory_id)
 
-    def put(self, memory: Memory, vector: np.ndarray) -> None:
+    def put(self, memory: Memory, vector: np.ndarray, row: int = -1) -> None:
+        """``row``: the vector's row in its Write's batch (what :meth:`near_duplicates`' ``batch_sims`` index)."""
         self._new[memory.memory_id] = len(self.puts)
         self.puts.append((memory, vector))
+        self._rows.append(row)
 
     def change(self, memory: Memory) -> None:
         if memory.memory_id in self._new:
@@ -59,17 +63,35 @@ class Staging:
                 found[memory.memory_id] = memory
         return [m for m in (self.current(i) for i in found) if m is not None]
 
-    def near_duplicates(self, vector: np.ndarray, k: int = 8) -> list[tuple[float, Memory]]:
+    def near_duplicates(self, vector: np.ndarray, k: int = NEAR_K, *, hits: tuple[np.ndarray, np.ndarray] | None = None,
+                        batch_sims: np.ndarray | None = None) -> list[tuple[float, Memory]]:
+        """Stored and staged memories by cosine to ``vector``, best first. ``hits``: the dense index's (scores, ids)
+        row for ``vector`` when the Write searched all its vectors at once; ``batch_sims``: its cosines to every row
+        of the Write's batch (staged puts read theirs there instead of a dot product each)."""
         out: list[tuple[float, Memory]] = []
-        scores, ids = self.shard.dense.search(vector[None, :], k)
-        for score, doc in zip(scores[0].tolist(), ids[0].tolist(), strict=True):
+        scores, ids = hits if hits is not None else [row[0] for row in self.shard.dense.search(vector[None, :], k)]
+        for score, doc in zip(scores.tolist(), ids.tolist(), strict=True):
             memory = self.shard.store.by_doc(doc) if doc >= 0 else None
             current = self.current(memory.memory_id) if memory is not None else None
             if current is not None:
                 out.append((float(score), current))
-        for memory, vec in self.puts:
-            out.append((float(np.dot(vec, vector)), self.current(memory.memory_id) or memory))
+        rows = self._rows
+        if batch_sims is not None and all(r >= 0 for r in rows):
+            cosines = batch_sims[rows].tolist()
+        else:
+            cosines = [float(np.dot(vec, vector)) for _, vec in self.puts]
+        for (memory, _), cosine in zip(self.puts, cosines, strict=True):
+            out.append((cosine, self.current(memory.memory_id) or memory))
         return sorted(out, key=lambda p: (-p[0], p[1].memory_id))
+
+
+def batch_neighbours(shard: TenantShard, vectors: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """A Write's near-duplicate lookups at once: the dense index searched with every vector (one call, not one a
+    memory) and the batch's cosines to itself."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if not len(vectors):
+        return (np.zeros((0, NEAR_K), np.float32), np.zeros((0, NEAR_K), np.int64)), np.zeros((0, 0), np.float32)
+    return shard.dense.search(vectors, NEAR_K), vectors @ vectors.T
 
 
 def _merge(target: Memory, inp: MemoryInput, *, now_ms: int) -> Memory:
@@ -96,11 +118,13 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
                 raise InvalidArgument(f"supersedes names unknown memory {sid!r}")
     results: list[WriteResult] = []
     doc_ids = shard.store.allocate_doc_ids(len(inputs))
-    for inp, vector, doc_id in zip(inputs, vectors, doc_ids, strict=True):
+    hits, sims = batch_neighbours(shard, vectors)
+    for row, (inp, vector, doc_id) in enumerate(zip(inputs, vectors, doc_ids, strict=True)):
         confidence = 1.0 if inp.confidence is None else inp.confidence
         confident = confidence >= PENDING_BELOW_CONFIDENCE
         if not inp.supersedes:
-            target = _duplicate_of(staging, inp, vector, cfg=cfg, confident=confident, now_ms=now_ms)
+            target = _duplicate_of(staging, inp, vector, cfg=cfg, confident=confident, now_ms=now_ms,
+                                   hits=(hits[0][row], hits[1][row]), batch_sims=sims[row])
             if target is not None:
                 merged = _merge(target, inp, now_ms=now_ms)
                 staging.change(merged)
@@ -124,7 +148,7 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
             metadata=dict(inp.metadata), source_refs=tuple(dict.fromkeys(((inp.source_ref,) if inp.source_ref else ())
                                                                      + inp.source_refs)),
             updated_at_ms=now_ms, context=inp.context, salience=inp.salience, normalized=inp.normalized)
-        staging.put(memory, vector)
+        staging.put(memory, vector, row)
         superseded: tuple[str, ...] = ()
         if confident:
             superseded = _supersede_slot(staging, memory, now_ms=now_ms) + tuple(
@@ -139,9 +163,10 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
 
 
 def _duplicate_of(staging: Staging, inp: MemoryInput, vector: np.ndarray, *, cfg: MemoryConfig,
-                  confident: bool, now_ms: int) -> Memory | None:
+                  confident: bool, now_ms: int, hits: tuple[np.ndarray, np.ndarray] | None = None,
+                  batch_sims: np.ndarray | None = None) -> Memory | None:
     numbers = _NUMBER_RE.findall(inp.content)
-    for score, memory in staging.near_duplicates(vector):
+    for score, memory in staging.near_duplicates(vector, hits=hits, batch_sims=batch_sims):
         if score < cfg.dedupe_cosine:
             break
         same_place = memory.type == inp.type and memory.scope == inp.scope and memory.key == inp.key
