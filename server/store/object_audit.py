@@ -162,6 +162,7 @@ class BucketAuditLog:
         header, _ = decode_object(blob.body)
         kind = header.get("kind")
         self.covered = max(self.covered, int(header.get("covered", 0)))
+        self._checked.add(seq)
         if kind == "fence":
             self._objects.setdefault(seq, _Object(seq, len(blob.body), self._clock())).fence = True
             if int(header["epoch"]) > self.epoch:
@@ -226,6 +227,7 @@ class BucketAuditLog:
             raise StoreUnavailable(f"{exc}; the audit upload's outcome is unknown until the tenant is reloaded",
                                    outcome_unknown=True) from exc
         self._objects[seq] = _Object(seq, len(body), self._clock())
+        self._checked.add(seq)   # known: lines, not a fence
         self.next_seq = seq + 1
         self.covered = covered
 
@@ -282,19 +284,12 @@ class BucketAuditLog:
             objects = sorted(self._objects.values(), key=lambda o: o.seq)
             if not objects:
                 return 0
-            now = self._clock()
-            newest = objects[-1].seq
-            candidates = [o for o in objects if not o.fence and o.seq != newest]
-            self._learn_fences(candidates)
-            candidates = [o for o in candidates if not o.fence]
-            doomed = {o.seq for o in candidates if self.retention_s > 0 and o.at_s < now - self.retention_s}
-            total = sum(o.size for o in objects if o.seq not in doomed)
-            for o in candidates:
-                if self.max_bytes <= 0 or total <= self.max_bytes:
+            while True:   # only objects that would go are read to learn whether they are fences
+                doomed = self._doomed(objects)
+                unknown = [self._objects[seq] for seq in doomed if seq not in self._checked]
+                if not unknown:
                     break
-                if o.seq not in doomed:
-                    doomed.add(o.seq)
-                    total -= o.size
+                self._learn_fences(unknown)
             if not doomed:
                 return 0
             try:
@@ -307,6 +302,20 @@ class BucketAuditLog:
             log.info("tenant %s: %d audit object(s) expired", self.tenant_id, len(doomed))
             return len(doomed)
 
+    def _doomed(self, objects: Sequence[_Object]) -> set[int]:
+        """Past retention, then the oldest while over the cap; never a known fence or the newest object."""
+        now = self._clock()
+        candidates = [o for o in objects if not o.fence and o.seq != objects[-1].seq]
+        doomed = {o.seq for o in candidates if self.retention_s > 0 and o.at_s < now - self.retention_s}
+        total = sum(o.size for o in objects if o.seq not in doomed)
+        for o in candidates:
+            if self.max_bytes <= 0 or total <= self.max_bytes:
+                break
+            if o.seq not in doomed:
+                doomed.add(o.seq)
+                total -= o.size
+        return doomed
+
     def _learn_fences(self, objects: Sequence[_Object]) -> None:
         """Reads the small objects a listing found (a fence is one of them) to learn which are fences."""
         for o in objects:
@@ -314,7 +323,7 @@ class BucketAuditLog:
                 blob = self.store.get(self._key(o.seq))
                 if blob is not None and decode_object(blob.body)[0].get("kind") == "fence":
                     o.fence = True
-                self._checked.add(o.seq)
+            self._checked.add(o.seq)
 
     def size_bytes(self) -> int:
         with self._lock:
