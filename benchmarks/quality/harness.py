@@ -203,9 +203,9 @@ class EvalServer:
                                         metadata=self._metadata, timeout=600)
             times_ms.append((time.perf_counter() - t0) * 1000)
             result = reply.results[0]
-            block = result.context_block
-            docs[q.id] = [d for h in result.hits if " ".join(h.memory.content.split()) in block
-                          for d in docs_of_hit(tenant, h)]
+            items = [line for line in result.context_block.splitlines() if line.startswith("[")]   # "[i] (...) text"
+            docs[q.id] = [d for h in result.hits if any(line.endswith(" " + " ".join(h.memory.content.split()))
+                                                        for line in items) for d in docs_of_hit(tenant, h)]
         return docs, times_ms
 
     def search_hits(self, tenant: Ingested, queries: Sequence[Query], stage: Stage, *, now_ms: int, top_k: int,
