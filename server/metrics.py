@@ -58,6 +58,12 @@ GC_COLLECTIONS = "engram_gc_collections"                 # counter → _total, b
 GC_PAUSE_SECONDS = "engram_gc_pause_seconds"             # counter → _total: time the process stood still in them
 GC_PAUSE_LONGEST = "engram_gc_pause_longest_seconds"     # the longest single collection, by generation
 GC_FROZEN = "engram_gc_frozen_objects"                   # objects out of the collector's reach (tenants.gc_tuning)
+# The Ray edge's view of its TenantShard replicas (server/cluster/board.py), per replica (replica, node_id labels)
+CLUSTER_REPLICAS = "engram_cluster_replicas"             # replicas that reported in the last interval
+CLUSTER_REPLICA_USED = "engram_cluster_replica_used_bytes"
+CLUSTER_REPLICA_RSS = "engram_cluster_replica_rss_bytes"
+CLUSTER_REPLICA_DISK = "engram_cluster_replica_disk_bytes"
+CLUSTER_REPLICA_LOADED = "engram_cluster_replica_loaded_tenants"
 
 STAGES = ("queue", "embed", "ann", "bm25", "fusion", "rerank", "decay", "total")
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

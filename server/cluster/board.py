@@ -28,6 +28,7 @@ from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from server import metrics
 from server.errors import StoreUnavailable
 from server.store.s3 import ObjectStore
 
@@ -36,9 +37,8 @@ log = logging.getLogger(__name__)
 BOARD_ROOT = "system/replicas/"
 BOARD_INTERVAL_S = 5.0
 STALE_S = 3 * BOARD_INTERVAL_S
-REPLICA_GAUGES = {"used_bytes": "engram_cluster_replica_used_bytes", "rss_bytes": "engram_cluster_replica_rss_bytes",
-                  "disk_bytes": "engram_cluster_replica_disk_bytes",
-                  "loaded_tenants": "engram_cluster_replica_loaded_tenants"}
+REPLICA_GAUGES = {"used_bytes": metrics.CLUSTER_REPLICA_USED, "rss_bytes": metrics.CLUSTER_REPLICA_RSS,
+                  "disk_bytes": metrics.CLUSTER_REPLICA_DISK, "loaded_tenants": metrics.CLUSTER_REPLICA_LOADED}
 
 
 def dir_bytes(root: Path) -> int:
@@ -147,9 +147,9 @@ class ReplicaCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         records = list(self.records())
-        replicas = Metric("engram_cluster_replicas", "TenantShard replicas that reported in the last interval.",
+        replicas = Metric(metrics.CLUSTER_REPLICAS, "TenantShard replicas that reported in the last interval.",
                           "gauge")
-        replicas.add_sample("engram_cluster_replicas", {}, float(len(records)))
+        replicas.add_sample(metrics.CLUSTER_REPLICAS, {}, float(len(records)))
         yield replicas
         for field, name in REPLICA_GAUGES.items():
             gauge = Metric(name, f"Per TenantShard replica: {field.replace('_', ' ')}.", "gauge")
