@@ -30,6 +30,7 @@ class HFEmbedder(HFRunner[str]):
     passage_prefix = ""
     """Prepended to stored texts (memories) by the caller (e5: ``"passage: "``)."""
     near_duplicate_cosine = 0.95
+    update_link_cosine = 0.55   # server/engine/updates.py: a restated attribute links at or above it
     """The cosine above which two memories are near-duplicates for this model (``memory.dedupe_cosine`` = 0:
     this). MiniLM: 0.95; a model whose cosines crowd near 1 needs a higher one (e5: 0.985)."""
 

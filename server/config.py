@@ -164,6 +164,10 @@ class MemoryConfig:
     dedupe_cosine: float = option(0.0, (
         "a write this similar to a memory merges into it; 0 = the embedder's own threshold (MiniLM 0.95, e5 0.985: "
         "the same share of merges); above 1 = never merge"))
+    update_link_cosine: float = option(0.0, (
+        "a write this similar to an older memory of the same subject and scope that it restates with a new value "
+        "links to it as its update (docs/concepts/updates.md); 0 = the embedder's own (e5 0.86, MiniLM 0.55); "
+        "above 1 = never link"))
     capacity_per_tenant: int = option(0, (
         "memories per tenant; beyond it the least valuable dynamic ones are archived (0: unlimited)"))
     thread_window_s: float = option(1800.0, (
@@ -327,6 +331,8 @@ class ServerConfig:
             (self.search.rerank_depth >= 0, "search.rerank_depth must be >= 0"),
             (self.search.latency_target_ms >= 0, "search.latency_target_ms must be >= 0 (0 = off)"),
             (0.0 <= self.memory.dedupe_cosine <= 1.01, "advanced.dedupe_cosine must be 0 (auto) or in (0, 1.01]"),
+            (0.0 <= self.memory.update_link_cosine <= 1.01,
+             "memory.update_link_cosine must be 0 (auto) or in (0, 1.01]"),
             (self.memory.capacity_per_tenant >= 0, "memory.capacity_per_tenant must be >= 0"),
             (self.memory.thread_window_s >= 0, "advanced.thread_window_s must be >= 0 (0 = off)"),
             (self.search.feedback_docs >= 0, "advanced.feedback_docs must be >= 0 (0 = off)"),

@@ -23,6 +23,16 @@ class MemoryStatus(enum.IntEnum):
     CONSOLIDATED = 6   # an episodic memory a semantic one stands for (consolidated_into); kept as history
 
 
+class TimeIntent(enum.IntEnum):
+    """What a query asks about time (server/engine/time_intent.py): nothing, the current state, an earlier one,
+    or the first one."""
+
+    NONE = 0
+    CURRENT = 1
+    PAST = 2
+    FIRST = 3
+
+
 class WriteOutcome(enum.IntEnum):
     CREATED = 1
     MERGED = 2
@@ -58,6 +68,8 @@ class Memory:
     normalized: str = ""         # what text normalisation changed on write ("" = nothing)
     consolidated_into: str = ""  # CONSOLIDATED episodic: the semantic memory that stands for it
     consolidates: tuple[str, ...] = ()  # a consolidation's semantic memory: the episodic memories it stands for
+    updates: tuple[str, ...] = ()  # older memories whose attribute this one restates with a new value (engine/updates.py)
+    updated_by: str = ""           # the newer memory that updates this one; it stays ACTIVE and ranks below it
 
 
 LIVE_STATUSES = frozenset({MemoryStatus.ACTIVE, MemoryStatus.PENDING})   # what expiry, capacity and forget act on
@@ -194,6 +206,8 @@ class Breakdown:
     final: float
     recency: float = 1.0
     temporal: float = 1.0
+    update: float = 1.0                 # the update factor: < 1 for a memory the query's intent does not prefer
+    time_intent: TimeIntent = TimeIntent.NONE   # the intent read from the query (applied to recency and update)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +257,7 @@ class WriteResult:
     merged_into: str = ""
     superseded: tuple[str, ...] = ()
     salience: float = 0.0
+    updates: tuple[str, ...] = ()   # the older memory this write was linked to as its update (engine/updates.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +328,8 @@ class AuditOp(enum.IntEnum):
     EXPIRE = 8
     USE = 9
     CONSOLIDATE = 10   # a semantic memory written for a cluster of episodic ones (refs: the members)
+    UPDATE_LINK = 11   # memory_id is updated by related_id (a write's linker, or LinkUpdate)
+    UNLINK = 12        # the update link from related_id to memory_id was removed (LinkUpdate unlink)
 
 
 @dataclass(frozen=True, slots=True)

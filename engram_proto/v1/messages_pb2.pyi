@@ -23,6 +23,13 @@ class MemoryStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MEMORY_STATUS_EXPIRED: _ClassVar[MemoryStatus]
     MEMORY_STATUS_ARCHIVED: _ClassVar[MemoryStatus]
     MEMORY_STATUS_CONSOLIDATED: _ClassVar[MemoryStatus]
+
+class TimeIntent(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TIME_INTENT_UNSPECIFIED: _ClassVar[TimeIntent]
+    TIME_INTENT_CURRENT: _ClassVar[TimeIntent]
+    TIME_INTENT_PAST: _ClassVar[TimeIntent]
+    TIME_INTENT_FIRST: _ClassVar[TimeIntent]
 MEMORY_TYPE_UNSPECIFIED: MemoryType
 MEMORY_TYPE_EPISODIC: MemoryType
 MEMORY_TYPE_SEMANTIC: MemoryType
@@ -34,9 +41,13 @@ MEMORY_STATUS_SUPERSEDED: MemoryStatus
 MEMORY_STATUS_EXPIRED: MemoryStatus
 MEMORY_STATUS_ARCHIVED: MemoryStatus
 MEMORY_STATUS_CONSOLIDATED: MemoryStatus
+TIME_INTENT_UNSPECIFIED: TimeIntent
+TIME_INTENT_CURRENT: TimeIntent
+TIME_INTENT_PAST: TimeIntent
+TIME_INTENT_FIRST: TimeIntent
 
 class Memory(_message.Message):
-    __slots__ = ("memory_id", "content", "type", "importance", "created_at_ms", "last_access_at_ms", "access_count", "entities", "source_ref", "scope", "confidence", "key", "status", "supersedes", "superseded_by", "pinned", "expires_at_ms", "metadata", "source_refs", "updated_at_ms", "context", "salience", "normalized", "consolidated_into", "consolidates")
+    __slots__ = ("memory_id", "content", "type", "importance", "created_at_ms", "last_access_at_ms", "access_count", "entities", "source_ref", "scope", "confidence", "key", "status", "supersedes", "superseded_by", "pinned", "expires_at_ms", "metadata", "source_refs", "updated_at_ms", "context", "salience", "normalized", "consolidated_into", "consolidates", "updates", "updated_by")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +80,8 @@ class Memory(_message.Message):
     NORMALIZED_FIELD_NUMBER: _ClassVar[int]
     CONSOLIDATED_INTO_FIELD_NUMBER: _ClassVar[int]
     CONSOLIDATES_FIELD_NUMBER: _ClassVar[int]
+    UPDATES_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_BY_FIELD_NUMBER: _ClassVar[int]
     memory_id: str
     content: str
     type: MemoryType
@@ -94,7 +107,9 @@ class Memory(_message.Message):
     normalized: str
     consolidated_into: str
     consolidates: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, memory_id: _Optional[str] = ..., content: _Optional[str] = ..., type: _Optional[_Union[MemoryType, str]] = ..., importance: _Optional[float] = ..., created_at_ms: _Optional[int] = ..., last_access_at_ms: _Optional[int] = ..., access_count: _Optional[int] = ..., entities: _Optional[_Iterable[str]] = ..., source_ref: _Optional[str] = ..., scope: _Optional[str] = ..., confidence: _Optional[float] = ..., key: _Optional[str] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., supersedes: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[str] = ..., pinned: _Optional[bool] = ..., expires_at_ms: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., source_refs: _Optional[_Iterable[str]] = ..., updated_at_ms: _Optional[int] = ..., context: _Optional[str] = ..., salience: _Optional[float] = ..., normalized: _Optional[str] = ..., consolidated_into: _Optional[str] = ..., consolidates: _Optional[_Iterable[str]] = ...) -> None: ...
+    updates: _containers.RepeatedScalarFieldContainer[str]
+    updated_by: str
+    def __init__(self, memory_id: _Optional[str] = ..., content: _Optional[str] = ..., type: _Optional[_Union[MemoryType, str]] = ..., importance: _Optional[float] = ..., created_at_ms: _Optional[int] = ..., last_access_at_ms: _Optional[int] = ..., access_count: _Optional[int] = ..., entities: _Optional[_Iterable[str]] = ..., source_ref: _Optional[str] = ..., scope: _Optional[str] = ..., confidence: _Optional[float] = ..., key: _Optional[str] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., supersedes: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[str] = ..., pinned: _Optional[bool] = ..., expires_at_ms: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., source_refs: _Optional[_Iterable[str]] = ..., updated_at_ms: _Optional[int] = ..., context: _Optional[str] = ..., salience: _Optional[float] = ..., normalized: _Optional[str] = ..., consolidated_into: _Optional[str] = ..., consolidates: _Optional[_Iterable[str]] = ..., updates: _Optional[_Iterable[str]] = ..., updated_by: _Optional[str] = ...) -> None: ...
 
 class MemoryInput(_message.Message):
     __slots__ = ("content", "type", "importance", "created_at_ms", "entities", "source_ref", "scope", "confidence", "key", "supersedes", "pinned", "expires_at_ms", "metadata", "last_access_at_ms", "context")
@@ -246,7 +261,7 @@ class Timings(_message.Message):
     def __init__(self, queue_ns: _Optional[int] = ..., embed_ns: _Optional[int] = ..., ann_ns: _Optional[int] = ..., bm25_ns: _Optional[int] = ..., fusion_ns: _Optional[int] = ..., rerank_ns: _Optional[int] = ..., decay_ns: _Optional[int] = ..., total_ns: _Optional[int] = ..., batch_size: _Optional[int] = ..., rerank_depth_used: _Optional[int] = ...) -> None: ...
 
 class ScoreBreakdown(_message.Message):
-    __slots__ = ("dense_rank", "dense_score", "bm25_rank", "bm25_score", "rrf", "rerank", "relevance", "decay", "importance_weight", "final", "recency", "temporal", "salience")
+    __slots__ = ("dense_rank", "dense_score", "bm25_rank", "bm25_score", "rrf", "rerank", "relevance", "decay", "importance_weight", "final", "recency", "temporal", "salience", "update", "time_intent")
     DENSE_RANK_FIELD_NUMBER: _ClassVar[int]
     DENSE_SCORE_FIELD_NUMBER: _ClassVar[int]
     BM25_RANK_FIELD_NUMBER: _ClassVar[int]
@@ -260,6 +275,8 @@ class ScoreBreakdown(_message.Message):
     RECENCY_FIELD_NUMBER: _ClassVar[int]
     TEMPORAL_FIELD_NUMBER: _ClassVar[int]
     SALIENCE_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_FIELD_NUMBER: _ClassVar[int]
+    TIME_INTENT_FIELD_NUMBER: _ClassVar[int]
     dense_rank: int
     dense_score: float
     bm25_rank: int
@@ -273,7 +290,9 @@ class ScoreBreakdown(_message.Message):
     recency: float
     temporal: float
     salience: float
-    def __init__(self, dense_rank: _Optional[int] = ..., dense_score: _Optional[float] = ..., bm25_rank: _Optional[int] = ..., bm25_score: _Optional[float] = ..., rrf: _Optional[float] = ..., rerank: _Optional[float] = ..., relevance: _Optional[float] = ..., decay: _Optional[float] = ..., importance_weight: _Optional[float] = ..., final: _Optional[float] = ..., recency: _Optional[float] = ..., temporal: _Optional[float] = ..., salience: _Optional[float] = ...) -> None: ...
+    update: float
+    time_intent: TimeIntent
+    def __init__(self, dense_rank: _Optional[int] = ..., dense_score: _Optional[float] = ..., bm25_rank: _Optional[int] = ..., bm25_score: _Optional[float] = ..., rrf: _Optional[float] = ..., rerank: _Optional[float] = ..., relevance: _Optional[float] = ..., decay: _Optional[float] = ..., importance_weight: _Optional[float] = ..., final: _Optional[float] = ..., recency: _Optional[float] = ..., temporal: _Optional[float] = ..., salience: _Optional[float] = ..., update: _Optional[float] = ..., time_intent: _Optional[_Union[TimeIntent, str]] = ...) -> None: ...
 
 class Hit(_message.Message):
     __slots__ = ("memory", "breakdown")

@@ -35,6 +35,8 @@ class AuditOp(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     AUDIT_OP_EXPIRE: _ClassVar[AuditOp]
     AUDIT_OP_USE: _ClassVar[AuditOp]
     AUDIT_OP_CONSOLIDATE: _ClassVar[AuditOp]
+    AUDIT_OP_UPDATE_LINK: _ClassVar[AuditOp]
+    AUDIT_OP_UNLINK: _ClassVar[AuditOp]
 WRITE_OUTCOME_UNSPECIFIED: WriteOutcome
 WRITE_OUTCOME_CREATED: WriteOutcome
 WRITE_OUTCOME_MERGED: WriteOutcome
@@ -54,6 +56,8 @@ AUDIT_OP_ARCHIVE: AuditOp
 AUDIT_OP_EXPIRE: AuditOp
 AUDIT_OP_USE: AuditOp
 AUDIT_OP_CONSOLIDATE: AuditOp
+AUDIT_OP_UPDATE_LINK: AuditOp
+AUDIT_OP_UNLINK: AuditOp
 
 class WriteRequest(_message.Message):
     __slots__ = ("tenant_id", "memories", "idempotency_key")
@@ -66,20 +70,22 @@ class WriteRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., memories: _Optional[_Iterable[_Union[_messages_pb2.MemoryInput, _Mapping]]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class WriteResult(_message.Message):
-    __slots__ = ("memory_id", "outcome", "merged_into", "superseded", "status", "salience")
+    __slots__ = ("memory_id", "outcome", "merged_into", "superseded", "status", "salience", "updates")
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     MERGED_INTO_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     SALIENCE_FIELD_NUMBER: _ClassVar[int]
+    UPDATES_FIELD_NUMBER: _ClassVar[int]
     memory_id: str
     outcome: WriteOutcome
     merged_into: str
     superseded: _containers.RepeatedScalarFieldContainer[str]
     status: _messages_pb2.MemoryStatus
     salience: float
-    def __init__(self, memory_id: _Optional[str] = ..., outcome: _Optional[_Union[WriteOutcome, str]] = ..., merged_into: _Optional[str] = ..., superseded: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[_messages_pb2.MemoryStatus, str]] = ..., salience: _Optional[float] = ...) -> None: ...
+    updates: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, memory_id: _Optional[str] = ..., outcome: _Optional[_Union[WriteOutcome, str]] = ..., merged_into: _Optional[str] = ..., superseded: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[_messages_pb2.MemoryStatus, str]] = ..., salience: _Optional[float] = ..., updates: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WriteResponse(_message.Message):
     __slots__ = ("results", "timings", "skipped")
@@ -305,6 +311,26 @@ class ConfirmResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ConfirmResult]
     def __init__(self, results: _Optional[_Iterable[_Union[ConfirmResult, _Mapping]]] = ...) -> None: ...
+
+class LinkUpdateRequest(_message.Message):
+    __slots__ = ("tenant_id", "memory_id", "updates_id", "unlink")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    UPDATES_ID_FIELD_NUMBER: _ClassVar[int]
+    UNLINK_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    memory_id: str
+    updates_id: str
+    unlink: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., updates_id: _Optional[str] = ..., unlink: _Optional[bool] = ...) -> None: ...
+
+class LinkUpdateResponse(_message.Message):
+    __slots__ = ("memory", "updated")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_FIELD_NUMBER: _ClassVar[int]
+    memory: _messages_pb2.Memory
+    updated: _messages_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_messages_pb2.Memory, _Mapping]] = ..., updated: _Optional[_Union[_messages_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class TouchRequest(_message.Message):
     __slots__ = ("tenant_id", "memory_ids")

@@ -75,6 +75,11 @@ class MemoryServiceStub:
                 request_serializer=engram_dot_v1_dot_service__pb2.ConfirmRequest.SerializeToString,
                 response_deserializer=engram_dot_v1_dot_service__pb2.ConfirmResponse.FromString,
                 _registered_method=True)
+        self.LinkUpdate = channel.unary_unary(
+                '/engram.v1.MemoryService/LinkUpdate',
+                request_serializer=engram_dot_v1_dot_service__pb2.LinkUpdateRequest.SerializeToString,
+                response_deserializer=engram_dot_v1_dot_service__pb2.LinkUpdateResponse.FromString,
+                _registered_method=True)
         self.Forget = channel.unary_unary(
                 '/engram.v1.MemoryService/Forget',
                 request_serializer=engram_dot_v1_dot_service__pb2.ForgetRequest.SerializeToString,
@@ -161,6 +166,13 @@ class MemoryServiceServicer:
 
     def Confirm(self, request, context):
         """activate PENDING memories
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LinkUpdate(self, request, context):
+        """make or remove an update link (undo a wrong one)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -257,6 +269,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Confirm,
                     request_deserializer=engram_dot_v1_dot_service__pb2.ConfirmRequest.FromString,
                     response_serializer=engram_dot_v1_dot_service__pb2.ConfirmResponse.SerializeToString,
+            ),
+            'LinkUpdate': grpc.unary_unary_rpc_method_handler(
+                    servicer.LinkUpdate,
+                    request_deserializer=engram_dot_v1_dot_service__pb2.LinkUpdateRequest.FromString,
+                    response_serializer=engram_dot_v1_dot_service__pb2.LinkUpdateResponse.SerializeToString,
             ),
             'Forget': grpc.unary_unary_rpc_method_handler(
                     servicer.Forget,
@@ -511,6 +528,33 @@ class MemoryService:
             '/engram.v1.MemoryService/Confirm',
             engram_dot_v1_dot_service__pb2.ConfirmRequest.SerializeToString,
             engram_dot_v1_dot_service__pb2.ConfirmResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LinkUpdate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.v1.MemoryService/LinkUpdate',
+            engram_dot_v1_dot_service__pb2.LinkUpdateRequest.SerializeToString,
+            engram_dot_v1_dot_service__pb2.LinkUpdateResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -38,6 +38,7 @@ from server.engine.ingest import SEARCH_HOLD_MS, EmbedStage, Ingest
 from server.engine.memories import Memories, Page
 from server.engine.recall import Recall
 from server.engine.search import SearchItem, SearchPipeline, auto_rerank_depth
+from server.engine.updates import LINK_COSINE_DEFAULT
 from server.engine.validation import validate_memory_ids
 from server.errors import InvalidArgument, PermissionDenied
 from server.fusion.calibration import BUNDLED_CALIBRATION, Calibration, load_calibration
@@ -106,6 +107,9 @@ class Engine:
         if not config.memory.dedupe_cosine:   # 0 = the embedder's own near-duplicate threshold
             threshold = float(getattr(embedder, "near_duplicate_cosine", 0.95))
             config = dataclasses.replace(config, memory=dataclasses.replace(config.memory, dedupe_cosine=threshold))
+        if not config.memory.update_link_cosine:   # 0 = the embedder's own update-link threshold (engine/updates.py)
+            link = float(getattr(embedder, "update_link_cosine", LINK_COSINE_DEFAULT))
+            config = dataclasses.replace(config, memory=dataclasses.replace(config.memory, update_link_cosine=link))
         self.config = config
         self.tracing = tracing
         self.space = space   # the free-space watermark: writes are turned away below it
@@ -281,6 +285,15 @@ class Engine:
 
         return await idempotent.once(shard, call, run, replay=lambda answer: idempotent.confirm_results(shard, answer),
                                      now_ms=self.clock())
+
+    async def link_update(self, principal: KeyScope, tenant_id: str, memory_id: str, updates_id: str, *,
+                          unlink: bool) -> tuple[Memory, Memory]:
+        """Makes or removes the update link ``memory_id`` → ``updates_id`` (docs/concepts/updates.md)."""
+        shard = await self._shard(principal, tenant_id)
+        validate_memory_ids([memory_id, updates_id], limit=2)
+        self.check_space()
+        return await self._run(self.write_pool, lambda: self.memories.link_update(
+            shard, memory_id, updates_id, unlink=unlink, key_id=principal.key_id, now_ms=self.clock()))
 
     async def touch(self, principal: KeyScope, tenant_id: str, memory_ids: Sequence[str]) -> tuple[int, list[str]]:
         """Records that the client used these memories: one access each (what recency reads)."""

@@ -23,6 +23,7 @@ from server.domain import (LIVE_STATUSES, AuditEntry, AuditOp, AuditRef, Filter,
                            MemoryStatus, WriteOutcome, WriteResult, effective_status)
 from server.engine.idempotent import Call, confirm_answer, count_answer
 from server.engine.validation import validate_filter
+from server.engine import updates as update_links
 from server.engine.write import Staging, activate
 from server.errors import FailedPrecondition, InvalidArgument, NotFound
 from server.store.audit import refs_of
@@ -82,14 +83,14 @@ class Memories:
             if m.memory_id in seen:
                 continue
             seen[m.memory_id] = m
-            for other in (*m.supersedes, m.superseded_by):
+            for other in (*m.supersedes, m.superseded_by, *m.updates, m.updated_by):
                 found = shard.store.get(other) if other else None
                 if found is not None and found.memory_id not in seen:
                     todo.append(found)
         chain = sorted(seen.values(), key=lambda m: (m.created_at_ms, m.doc_id))
         shard.check_live()
         views = [shard.view(m, now_ms=now_ms) for m in chain]
-        tips = [m for m in views if not m.superseded_by]
+        tips = [m for m in views if not m.superseded_by and not m.updated_by]
         latest = next((m for m in reversed(tips) if m.status in LIVE_STATUSES), tips[-1] if tips else views[-1])
         return views, latest.memory_id
 
@@ -127,6 +128,8 @@ class Memories:
                   for inp, r in zip(inputs, results, strict=True) if r.outcome == WriteOutcome.MERGED]
         shard.log_audit(AuditOp.MERGE, merged, at_ms=now_ms, key_id=key_id)
         _audit_superseded(shard, [(r.memory_id, r.superseded) for r in results], key_id=key_id, now_ms=now_ms)
+        shard.log_audit(AuditOp.UPDATE_LINK, [AuditRef(memory_id=old, related_id=r.memory_id) for r in results
+                                              for old in r.updates], at_ms=now_ms, key_id=key_id, note="write")
         self.enforce_capacity_locked(shard, keep={r.memory_id for r in results}, now_ms=now_ms)
 
     def decayed_importance(self, m: Memory, *, now_ms: int) -> float:
@@ -183,6 +186,41 @@ class Memories:
             _audit_superseded(shard, done, key_id=key_id, now_ms=now_ms)
         return [final[i] for i in memory_ids]  # type: ignore[misc]
 
+    def link_update(self, shard: TenantShard, memory_id: str, updates_id: str, *, unlink: bool, key_id: str,
+                    now_ms: int) -> tuple[Memory, Memory]:
+        """Links ``memory_id`` as the update of ``updates_id`` (the older memory), or with ``unlink`` removes that
+        link (a wrong one the write's linker made: server/engine/updates.py). Audited; returns both memories."""
+        if memory_id == updates_id:
+            raise InvalidArgument("memory_id and updates_id must differ")
+        with shard.write_lock:
+            shard.check_live()
+            staging = Staging(shard)
+            new, old = staging.current(memory_id), staging.current(updates_id)
+            for mid, m in ((memory_id, new), (updates_id, old)):
+                if m is None:
+                    raise NotFound(f"memory {mid!r} does not exist")
+            assert new is not None and old is not None
+            if unlink:
+                if old.updated_by != memory_id and updates_id not in new.updates:
+                    raise FailedPrecondition(f"memory {memory_id!r} does not update {updates_id!r}")
+                update_links.unlink(staging, memory_id, updates_id, now_ms=now_ms)
+            else:
+                if old.updated_by == memory_id:
+                    return shard.view(new, now_ms=now_ms), shard.view(old, now_ms=now_ms)   # already linked
+                if old.updated_by:
+                    raise FailedPrecondition(f"memory {updates_id!r} is already updated by {old.updated_by!r}; "
+                                             "unlink it first")
+                if _reaches(shard, updates_id, memory_id):
+                    raise InvalidArgument(f"memory {updates_id!r} already updates {memory_id!r} (directly or not)")
+                update_links.link(staging, memory_id, updates_id, now_ms=now_ms)
+            shard.apply(updates=list(staging.updates.values()))
+            shard.log_audit(AuditOp.UNLINK if unlink else AuditOp.UPDATE_LINK,
+                            [AuditRef(memory_id=updates_id, related_id=memory_id)], at_ms=now_ms, key_id=key_id,
+                            note="link_update")
+            new, old = shard.store.get(memory_id), shard.store.get(updates_id)
+            assert new is not None and old is not None
+            return shard.view(new, now_ms=now_ms), shard.view(old, now_ms=now_ms)
+
     def forget(self, shard: TenantShard, spec: ForgetSpec, *, key_id: str, now_ms: int,
                call: Call | None = None) -> tuple[int, list[str]]:
         validate_filter(spec.filter, where="filter")
@@ -233,6 +271,21 @@ def _audit_superseded(shard: TenantShard, superseded: Sequence[tuple[str, Sequen
     refs = [AuditRef(memory_id=old, source_refs=tuple(m.source_refs) if (m := get(old)) else (), related_id=new)
             for new, olds in superseded for old in olds]
     shard.log_audit(AuditOp.SUPERSEDE, refs, at_ms=now_ms, key_id=key_id)
+
+
+def _reaches(shard: TenantShard, start: str, target: str) -> bool:
+    """True when ``start`` updates ``target`` through a chain of update links (a new link would close a cycle)."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        m = shard.store.get(todo.pop())
+        if m is None or m.memory_id in seen:
+            continue
+        seen.add(m.memory_id)
+        if target in m.updates:
+            return True
+        todo.extend(m.updates)
+    return False
 
 
 def encode_token(doc_id: int) -> str:

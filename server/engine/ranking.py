@@ -13,7 +13,8 @@ import numpy as np
 
 from kernels.decay import DecayRanker
 from server.config import ScoringConfig
-from server.domain import Breakdown, Hit, MemoryType, QueryResult, SearchQuery, Timings
+from server.domain import Breakdown, Hit, MemoryType, QueryResult, SearchQuery, TimeIntent, Timings
+from server.engine import time_intent, updates
 from server.engine.candidates import Candidates, SearchItem
 from server.store.access import access_boost_inputs
 from server.temporal import parse_time_windows, window_weight
@@ -76,11 +77,34 @@ class RankStage:
         w = query.scoring.importance_weight
         return IMPORTANCE_WEIGHT if w is None else w
 
-    def _recency_weight(self, query: SearchQuery) -> float:
+    def _recency_weight(self, query: SearchQuery, intent: TimeIntent = TimeIntent.NONE) -> float:
         if query.scoring.disable_decay:
             return 0.0
         w = query.scoring.recency_weight
-        return RECENCY_WEIGHT if w is None else w
+        return time_intent.recency_weight(intent, RECENCY_WEIGHT) if w is None else w
+
+    @staticmethod
+    def _intent(query: SearchQuery) -> TimeIntent:
+        """The query's time intent (server/engine/time_intent.py); none when decay is off (the ablations)."""
+        return TimeIntent.NONE if query.scoring.disable_decay else time_intent.detect(query.text)
+
+    @staticmethod
+    def _update_factor(it: SearchItem, intent: TimeIntent, rows: np.ndarray, links: np.ndarray, decay: np.ndarray,
+                       relevance: np.ndarray) -> np.ndarray:
+        """The update factor of each candidate (server/engine/time_intent.py): its chain of linked memories read
+        from the store for the few candidates that have links."""
+        linked = np.flatnonzero(links)
+        store = it.shard.store
+        chains = {tip: [int(linked[j]) for j in js] for tip, js in updates.chains_of(
+            rows[linked].tolist(), by_doc=store.by_doc, get=store.get).items()}
+        position = {int(doc): i for i, doc in zip(linked.tolist(), rows[linked].tolist(), strict=True)}
+
+        def target_of(tip_id: str, want: str) -> int | None:
+            tip = store.get(tip_id)
+            target = None if tip is None else updates.chain_target(tip, want=want, get=store.get)
+            return None if target is None else position.get(target.doc_id)
+
+        return time_intent.update_factor(intent, links, decay, relevance, chains=chains, target_of=target_of)
 
     def _decay_floor(self, query: SearchQuery) -> float:
         floor = query.scoring.decay_floor
@@ -102,7 +126,10 @@ class RankStage:
         names = ("relevance", "age_s", "half_life", "weight", "pinned", "floor", "recency_w", "boost", "cap", "factor")
         parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
         offsets = [0]
-        for it, cand in zip(items, cands, strict=True):
+        intents = [self._intent(it.query) for it in items]
+        factors: list[np.ndarray] = []     # the update factor (server/engine/time_intent.py)
+        temporals: list[np.ndarray] = []
+        for it, cand, intent in zip(items, cands, intents, strict=True):
             cols = it.shard.store.columns()
             rows = cand.ids  # every fused doc passed the filter, so it has a row in this (later, never shorter) view
             n = len(rows)
@@ -111,16 +138,22 @@ class RankStage:
             boost, cap = access_boost_inputs(importance, cols.access_count[rows], weight=w, step=self.access_step,
                                              cap=self.access_cap)
             parts["relevance"].append(cand.relevance)
-            parts["age_s"].append(np.maximum(0.0, (it.now_ms - cols.last_access_ms[rows]) / 1000.0))
-            parts["half_life"].append(self._half_lives(it.query)[cols.type[rows]])
+            age_s = np.maximum(0.0, (it.now_ms - cols.last_access_ms[rows]) / 1000.0)
+            half_life = self._half_lives(it.query)[cols.type[rows]]
+            parts["age_s"].append(age_s)
+            parts["half_life"].append(half_life)
             # Per-query importance weights ride in one launch: pass the finished weight, w = 1.
             parts["weight"].append((1.0 - w) + w * importance)
             parts["pinned"].append(cols.pinned[rows])
             parts["floor"].append(np.full(n, self._decay_floor(it.query)))
-            parts["recency_w"].append(np.full(n, self._recency_weight(it.query)))
+            parts["recency_w"].append(np.full(n, self._recency_weight(it.query, intent)))
             parts["boost"].append(boost)
             parts["cap"].append(cap)
-            parts["factor"].append(self._temporal(it, cols.created_ms[rows]))
+            decay = np.where((half_life > 0) & ~cols.pinned[rows],
+                             0.5 ** (age_s / np.where(half_life > 0, half_life, 1.0)), 1.0)
+            factors.append(self._update_factor(it, intent, rows, cols.links[rows], decay, cand.relevance))
+            temporals.append(self._temporal(it, cols.created_ms[rows]))
+            parts["factor"].append(temporals[-1] * factors[-1])
             offsets.append(offsets[-1] + n)
 
         def joined(name: str, dtype: type = np.float32) -> np.ndarray:
@@ -133,7 +166,8 @@ class RankStage:
                              importance_weight=1.0, decay_floor=joined("floor"), recency_weight=joined("recency_w"),
                              boost=joined("boost"), weight_cap=joined("cap"), factor=joined("factor"))
         recency = ranked.recency if ranked.recency is not None else ranked.decay
-        factor = joined("factor")
+        update = np.concatenate(factors) if factors else np.zeros(0)
+        factor = np.concatenate(temporals) if temporals else np.zeros(0)
         timings.decay_ns = timings.lap("decay", t0)
         results: list[QueryResult] = []
         for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
@@ -155,6 +189,7 @@ class RankStage:
                     rrf=float(cand.rrf[ci]), rerank=None if np.isnan(rerank) else rerank,
                     relevance=float(cand.relevance[ci]), decay=float(ranked.decay[gi]),
                     importance_weight=float(ranked.weight[gi]), final=float(ranked.final[gi]),
-                    recency=float(recency[gi]), temporal=float(factor[gi]))))
+                    recency=float(recency[gi]), temporal=float(factor[gi]), update=float(update[gi]),
+                    time_intent=intents[qi])))
             results.append(QueryResult(hits=tuple(hits), timings=timings))
         return results

@@ -14,6 +14,7 @@ import numpy as np
 
 from server.config import MemoryConfig
 from server.domain import LIVE_STATUSES, Memory, MemoryInput, MemoryStatus, WriteOutcome, WriteResult, is_expired
+from server.engine import updates
 from server.errors import InvalidArgument
 from server.hygiene.salience import DEFAULT_IMPORTANCE
 from server.store.idempotency import Done
@@ -122,9 +123,9 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
     for row, (inp, vector, doc_id) in enumerate(zip(inputs, vectors, doc_ids, strict=True)):
         confidence = 1.0 if inp.confidence is None else inp.confidence
         confident = confidence >= PENDING_BELOW_CONFIDENCE
+        neighbours = staging.near_duplicates(vector, hits=(hits[0][row], hits[1][row]), batch_sims=sims[row])
         if not inp.supersedes:
-            target = _duplicate_of(staging, inp, vector, cfg=cfg, confident=confident, now_ms=now_ms,
-                                   hits=(hits[0][row], hits[1][row]), batch_sims=sims[row])
+            target = _duplicate_of(neighbours, inp, cfg=cfg, confident=confident, now_ms=now_ms)
             if target is not None:
                 merged = _merge(target, inp, now_ms=now_ms)
                 staging.change(merged)
@@ -153,20 +154,34 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
         if confident:
             superseded = _supersede_slot(staging, memory, now_ms=now_ms) + tuple(
                 s for s in (_supersede(staging, sid, memory, now_ms=now_ms) for sid in inp.supersedes) if s)
+        updated = _link_update(staging, memory.memory_id, neighbours, cfg=cfg, now_ms=now_ms) if confident else ()
         memory = staging.current(memory.memory_id) or memory
         results.append(WriteResult(memory_id=memory.memory_id,
                                    outcome=WriteOutcome.CREATED if confident else WriteOutcome.PENDING,
-                                   status=memory.status, superseded=superseded))
+                                   status=memory.status, superseded=superseded, updates=updated))
     shard.apply(puts=staging.puts, updates=list(staging.updates.values()),
                 done=None if done is None else done(results), marks=marks)
     return results
 
 
-def _duplicate_of(staging: Staging, inp: MemoryInput, vector: np.ndarray, *, cfg: MemoryConfig,
-                  confident: bool, now_ms: int, hits: tuple[np.ndarray, np.ndarray] | None = None,
-                  batch_sims: np.ndarray | None = None) -> Memory | None:
+def _link_update(staging: Staging, memory_id: str, neighbours: list[tuple[float, Memory]], *, cfg: MemoryConfig,
+                 now_ms: int) -> tuple[str, ...]:
+    """Links a new memory to the older one it updates, if any (server/engine/updates.py); returns its id."""
+    memory = staging.current(memory_id)
+    if memory is None or memory.supersedes:   # an explicit supersede already says what it replaces
+        return ()
+    found = updates.find_updated(memory, [(c, staging.current(m.memory_id) or m) for c, m in neighbours],
+                                 min_cosine=cfg.update_link_cosine)
+    if found is None:
+        return ()
+    updates.link(staging, memory_id, found[0].memory_id, now_ms=now_ms)
+    return (found[0].memory_id,)
+
+
+def _duplicate_of(neighbours: list[tuple[float, Memory]], inp: MemoryInput, *, cfg: MemoryConfig,
+                  confident: bool, now_ms: int) -> Memory | None:
     numbers = _NUMBER_RE.findall(inp.content)
-    for score, memory in staging.near_duplicates(vector, hits=hits, batch_sims=batch_sims):
+    for score, memory in neighbours:
         if score < cfg.dedupe_cosine:
             break
         same_place = memory.type == inp.type and memory.scope == inp.scope and memory.key == inp.key

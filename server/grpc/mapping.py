@@ -89,14 +89,15 @@ def memory_to_pb(m: Memory) -> pb.Memory:
         status=int(m.status), supersedes=list(m.supersedes), superseded_by=m.superseded_by, pinned=m.pinned,
         expires_at_ms=m.expires_at_ms, metadata=dict(m.metadata), source_refs=list(m.source_refs),
         updated_at_ms=m.updated_at_ms, context=m.context, salience=m.salience, normalized=m.normalized,
-        consolidated_into=m.consolidated_into, consolidates=list(m.consolidates))
+        consolidated_into=m.consolidated_into, consolidates=list(m.consolidates), updates=list(m.updates),
+        updated_by=m.updated_by)
 
 
 def breakdown_to_pb(b: Breakdown) -> pb.ScoreBreakdown:
     out = pb.ScoreBreakdown(dense_rank=b.dense_rank, dense_score=b.dense_score, bm25_rank=b.bm25_rank,
                             bm25_score=b.bm25_score, rrf=b.rrf, relevance=b.relevance, decay=b.decay,
                             importance_weight=b.importance_weight, final=b.final, recency=b.recency,
-                            temporal=b.temporal)
+                            temporal=b.temporal, update=b.update, time_intent=int(b.time_intent))
     if b.rerank is not None:
         out.rerank = b.rerank
     return out
@@ -121,7 +122,7 @@ def query_result_to_pb(r: QueryResult) -> pb.QueryResult:
 
 def write_result_to_pb(r: WriteResult) -> spb.WriteResult:
     return spb.WriteResult(memory_id=r.memory_id, outcome=int(r.outcome), merged_into=r.merged_into,
-                           superseded=list(r.superseded), salience=r.salience,
+                           superseded=list(r.superseded), salience=r.salience, updates=list(r.updates),
                            status=int(r.status) if r.outcome != WriteOutcome.SKIPPED else 0)
 
 
@@ -241,6 +242,10 @@ def extraction_to_pb(e: Extraction) -> spb.ExtractResponse:
 
 def history_to_pb(versions: list[Memory], latest_id: str) -> spb.HistoryResponse:
     return spb.HistoryResponse(versions=[memory_to_pb(m) for m in versions], latest_id=latest_id)
+
+
+def link_update_to_pb(memory: Memory, updated: Memory) -> spb.LinkUpdateResponse:
+    return spb.LinkUpdateResponse(memory=memory_to_pb(memory), updated=memory_to_pb(updated))
 
 
 def confirm_to_pb(results: list[tuple[Memory, tuple[str, ...]]]) -> spb.ConfirmResponse:

@@ -65,6 +65,12 @@ class MemoryServicer(sgrpc.MemoryServiceServicer):
                                               idempotency_key=mapping.idempotency_key_from_pb(request))
         return mapping.confirm_to_pb(confirmed)
 
+    async def LinkUpdate(self, request: spb.LinkUpdateRequest,
+                         context: grpc.aio.ServicerContext) -> spb.LinkUpdateResponse:
+        memory, updated = await self.engine.link_update(principal(), request.tenant_id, request.memory_id,
+                                                        request.updates_id, unlink=request.unlink)
+        return mapping.link_update_to_pb(memory, updated)
+
     async def Touch(self, request: spb.TouchRequest, context: grpc.aio.ServicerContext) -> spb.TouchResponse:
         touched, missing = await self.engine.touch(principal(), request.tenant_id, list(request.memory_ids))
         return spb.TouchResponse(touched=touched, missing=missing)

@@ -19,6 +19,7 @@ def memory_to_json(m: Memory) -> dict[str, Any]:
         **({"salience": m.salience} if m.salience else {}), **({"normalized": m.normalized} if m.normalized else {}),
         **({"consolidated_into": m.consolidated_into} if m.consolidated_into else {}),
         **({"consolidates": list(m.consolidates)} if m.consolidates else {}),
+        **({"updates": list(m.updates)} if m.updates else {}), **({"updated_by": m.updated_by} if m.updated_by else {}),
     }
 
 
@@ -34,4 +35,5 @@ def memory_from_json(d: dict[str, Any]) -> Memory:
         source_refs=tuple(d["source_refs"]), updated_at_ms=int(d["updated"]),
         context=d.get("context", ""), salience=float(d.get("salience", 0.0)), normalized=d.get("normalized", ""),
         consolidated_into=d.get("consolidated_into", ""), consolidates=tuple(d.get("consolidates", ())),
+        updates=tuple(d.get("updates", ())), updated_by=d.get("updated_by", ""),
     )

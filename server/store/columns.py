@@ -21,6 +21,8 @@ import numpy as np
 from server.domain import Filter, Memory, MemoryStatus
 
 LIVE = (int(MemoryStatus.ACTIVE), int(MemoryStatus.PENDING))
+UPDATED_BY = 1   # links: a newer memory updates this one
+UPDATES = 2      # links: this memory updates an older one
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class Columns:
     last_access_ms: np.ndarray  # int64
     expires_ms: np.ndarray    # int64, 0 = never
     access_count: np.ndarray  # int64: recorded uses (what the ranking's access boost reads)
+    links: np.ndarray         # int8: UPDATED_BY | UPDATES bits (server/engine/updates.py; what the update factor reads)
 
     def __len__(self) -> int:
         return int(self.status.shape[0])
@@ -44,7 +47,7 @@ def _empty(n: int) -> Columns:
     return Columns(status=np.zeros(n, np.int8), type=np.zeros(n, np.int8), pinned=np.zeros(n, np.bool_),
                    importance=np.zeros(n, np.float64), created_ms=np.zeros(n, np.int64),
                    last_access_ms=np.zeros(n, np.int64), expires_ms=np.zeros(n, np.int64),
-                   access_count=np.zeros(n, np.int64))
+                   access_count=np.zeros(n, np.int64), links=np.zeros(n, np.int8))
 
 
 class DocColumns:
@@ -67,6 +70,7 @@ class DocColumns:
         cols.last_access_ms[d] = memory.last_access_at_ms
         cols.expires_ms[d] = memory.expires_at_ms
         cols.access_count[d] = memory.access_count
+        cols.links[d] = (UPDATED_BY if memory.updated_by else 0) | (UPDATES if memory.updates else 0)
         cols.status[d] = int(memory.status)
 
     def clear(self, doc_id: int) -> None:

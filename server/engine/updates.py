@@ -1,0 +1,282 @@
+"""Updates without keys: at write time, a new memory that restates an attribute of the same subject as an
+older one with a different value links to it — ``updates`` on the new memory, ``updated_by`` on the old one
+("I switched to a Framework laptop" after "my laptop is a ThinkPad"; "预算改成八万了" after "预算三万").
+Nothing is deleted or superseded: the old memory stays ACTIVE, searchable and in History; the ranking puts
+it below the newer one unless the query asks about the past (server/engine/time_intent.py, ranking.py).
+
+LLM-free. A link needs all of (:func:`judge`):
+
+* the same scope and the same type family (episodic and semantic memories are one family, procedural the
+  other), the older memory live and not already updated (a chain links to its newest member);
+* embedding evidence: cosine ≥ the embedder's link threshold (:data:`LINK_COSINE`);
+* lexical evidence: a shared attribute word (English words without stop words, Chinese character bigrams);
+* a different value: the newer text says something the older one does not (not a restatement);
+* the same subject: the same speaker (``"Name: …"`` turns) and the same people named by relation ("my
+  sister", "我妈妈"), and no explicit entities on one that the other lacks;
+* a change cue in the newer text — "switched to", "now", "moved to", "no longer", "instead", "new", "改成",
+  "换成", "现在", "搬到" — or, without one, the same "my X is …" frame on both ("my manager is Priya" /
+  "my manager is Tom").
+
+A wrong link demotes a true memory, so every rule errs towards no link. ``LinkUpdate`` (the RPC) undoes a
+link or makes one by hand; both are audited (AUDIT_OP_UNLINK / AUDIT_OP_UPDATE_LINK).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from server.domain import LIVE_STATUSES, Memory, MemoryType
+
+if TYPE_CHECKING:
+    from server.engine.write import Staging
+
+# The cosine at or above which a pair may link when the embedder names none (Embedder.update_link_cosine: e5 0.86,
+# its cosines crowd high; MiniLM 0.55; memory.update_link_cosine overrides both).
+LINK_COSINE_DEFAULT = 0.82
+# Chinese text: e5's cosines between unrelated Chinese sentences sit ~0.09 above English ones (0.886–0.896 against
+# ~0.80 on the pairs measured for docs/concepts/updates.md), so a pair in a CJK script needs this much more.
+LINK_COSINE_CJK_SHIFT = 0.05
+
+MAX_WORDS = 30   # a text longer than this (in space-separated words) is a narrative, never linked
+
+_SPEAKER = re.compile(r"^\s*([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?)\s*:\s+")
+_WORD = re.compile(r"\d+(?:[.,:]\d+)*|[a-z][a-z0-9'-]*")
+_CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+_EN_CUES = re.compile(
+    r"\b(?:switched|switching|switch(?:ed)? (?:to|over)|changed (?:\w+ ){0,4}to|changed \w+s|change to|moved|now|"
+    r"no longer|"
+    r"not any ?more|any ?more|instead|(?:my|our) new|new \w+ (?:\w+ ){0,2}(?:is|are)|got a new|replaced|upgraded|became|"
+    r"these days|nowadays|currently|from now on|gave up|ditched|sold|renamed|traded)\b", re.IGNORECASE)
+_ZH_CUES = re.compile(r"改成|换成|换了|改为|改到|改了|现在|如今|目前|搬到|搬去|搬家|跳槽|不再|不用了|已经不|"
+                      r"变成|转到|升级|调整|换到|[的了个台辆份家部只]新|新的|辞职|离开了|加入了")
+# The "my X is …" frame: a restated attribute even without a change cue.
+_EN_FRAME = re.compile(r"\b(?:my|our)\s+((?:[a-z]+\s+){0,2}?[a-z]+?)(?:'s)?\s+(?:is|are|was)\b", re.IGNORECASE)
+_ZH_FRAME = re.compile(r"我的([\u3400-\u9fff]{1,4}?)(?:是|叫)")
+
+_EN_STOP = frozenset("""
+a an the i me my mine we us our ours you your he him his she her it its they them their this that these those
+is are was were be been being am do does did have has had having will would can could should shall may might must
+and or but so if then than as at by for from in into of on onto to with without about over under after before
+again also just very really too not no yes oh ok okay well now new old one some any all more most much many
+there here what which who whom whose when where why how up down out off still back got get gets getting go going
+went gone make made really actually lot lots thing things stuff like love yeah hey hi thanks thank yes sure
+switched switch switching changed change moved move moving instead started start stopped stop quit replaced
+upgraded became become currently nowadays days longer anymore joined left sold renamed traded gave ditched
+since last week month year ago today yesterday use used using i'm i've i'd it's that's we're we've don't
+""".split())
+_CJK_STOP = frozenset("我的 我在 我们 你的 他的 她的 现在 目前 已经 一个 一台 一家 没有 还是 就是 不是 这个 那个 什么 "
+                      "了一 换了 改成 换成 改到 改为 搬到 如今 的是 是我 我是 了新 的新 新的 也是 我用 我有 我换 我现 在是 是一 "
+                      "成了 了工 在的 现在 在用 用的".split())
+
+_CJK_STOP_CHARS = frozenset("我你他她它们的了在是有和也都就还要会去来不没这那个一上下中大小好吗呢吧啊把被给让"
+                            "很太最更又再已经现如今目前新换改成为到搬跳槽变转用")
+_RELATIONS_EN = frozenset("""
+sister brother mother mom mum father dad parents wife husband partner girlfriend boyfriend friend son daughter
+kids kid children child boss manager colleague coworker roommate neighbor neighbour grandma grandpa grandmother
+grandfather aunt uncle cousin fiance fiancee
+""".split())
+_RELATIONS_ZH = ("姐姐", "妹妹", "哥哥", "弟弟", "妈妈", "母亲", "爸爸", "父亲", "老婆", "妻子", "老公", "丈夫",
+                 "女朋友", "男朋友", "朋友", "儿子", "女儿", "孩子", "同事", "室友", "邻居", "奶奶", "爷爷", "外婆", "外公")
+
+
+# Attribute classes: the everyday attributes a person restates, each with the words that name it (English stems and
+# Chinese words). Two texts that both name attributes must share one ("laptop" and "phone" never link, "live" and
+# "moved" do); a text naming none falls back to its shared words.
+_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    "computer": ("laptop", "computer", "notebook", "macbook", "thinkpad", "电脑", "笔记本"),
+    "phone": ("phone", "smartphone", "mobile", "iphone", "手机"),
+    "home": ("live", "lived", "move", "moved", "relocate", "relocated", "city", "town", "address",
+             "apartment", "flat", "住", "搬", "城市", "地址", "家在"),
+    "job": ("job", "work", "works", "working", "career", "employer", "company", "position", "role", "工作", "上班",
+            "公司", "跳槽", "职位", "岗位"),
+    "money": ("budget", "salary", "rent", "price", "cost", "预算", "工资", "房租", "价格", "薪水"),
+    "diet": ("diet", "vegetarian", "vegan", "keto", "pescatarian", "eat", "饮食", "吃素", "素食"),
+    "partner": ("partner", "girlfriend", "boyfriend", "wife", "husband", "fiance", "fiancee", "男朋友", "女朋友",
+                "老公", "老婆", "对象", "伴侣"),
+    "team": ("team", "club", "allegiance", "球队", "主队"),
+    "car": ("car", "drive", "vehicle", "车"),
+    "gym": ("gym", "train", "fitness", "健身房", "健身"),
+    "school": ("school", "university", "college", "course", "study", "学校", "大学", "专业"),
+    "contact": ("email", "password", "number", "邮箱", "密码", "号码", "电话"),
+    "doctor": ("doctor", "dentist", "therapist", "医生", "牙医"),
+    "manager": ("manager", "boss", "领导", "老板", "经理"),
+    "learning": ("learning", "reading", "学", "在读"),
+    "schedule": ("standup", "meeting", "schedule", "周会", "例会", "会议"),
+}
+_ATTR_WORDS = {w: a for a, ws in _ATTRIBUTES.items() for w in ws if w.isascii()}
+_ATTR_ZH = [(w, a) for a, ws in _ATTRIBUTES.items() for w in ws if not w.isascii()]
+
+
+def attributes(text: str) -> frozenset[str]:
+    """The attribute classes a text names (``_ATTRIBUTES``)."""
+    found = {_ATTR_WORDS[w] for w in (_stem(x) for x in _WORD.findall(text.lower())) if w in _ATTR_WORDS}
+    found.update(_ATTR_WORDS[w] for w in _WORD.findall(text.lower()) if w in _ATTR_WORDS)
+    found.update(a for w, a in _ATTR_ZH if w in text)
+    return frozenset(found)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """Why a pair links: the cosine, the shared attribute words, and the cue (or frame) in the newer text."""
+
+    cosine: float
+    shared: tuple[str, ...]
+    cue: str
+
+    def note(self) -> str:
+        return f"cosine {self.cosine:.3f}; shared {', '.join(self.shared)}; cue {self.cue!r}"
+
+
+def family(t: MemoryType) -> int:
+    """Episodic and semantic memories restate each other's facts; procedural ones are rules apart."""
+    return 1 if t == MemoryType.PROCEDURAL else 0
+
+
+def split_speaker(text: str) -> tuple[str, str]:
+    """``("Caroline", "I moved …")`` for a ``"Caroline: I moved …"`` turn, else ``("", text)``."""
+    m = _SPEAKER.match(text)
+    return (m.group(1), text[m.end():]) if m else ("", text)
+
+
+def _stem(word: str) -> str:
+    for suffix in ("'s", "ies", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Attribute words: English words (lower case, plural folded) without stop or cue words, and Chinese
+    character bigrams and characters without the common function pairs and characters."""
+    words = {_stem(w) for w in _WORD.findall(text.lower()) if w not in _EN_STOP and (len(w) > 1 or w.isdigit())}
+    for run in _CJK_RUN.findall(text):
+        words.update(b for b in (run[i:i + 2] for i in range(len(run) - 1)) if b not in _CJK_STOP)
+        words.update(ch for ch in run if ch not in _CJK_STOP_CHARS)
+    return frozenset(words)
+
+
+def relations(text: str) -> frozenset[str]:
+    """The people a text names by their relation to the speaker ("my sister", "我妈妈")."""
+    found = {_stem(w) for w in _WORD.findall(text.lower()) if _stem(w) in _RELATIONS_EN or w in _RELATIONS_EN}
+    found.update(r for r in _RELATIONS_ZH if r in text)
+    return frozenset(found)
+
+
+def change_cue(text: str) -> str:
+    """The first change cue in ``text`` ("" when it has none)."""
+    m = _EN_CUES.search(text) or _ZH_CUES.search(text)
+    return m.group(0) if m else ""
+
+
+def _frames(text: str) -> frozenset[str]:
+    out = {_stem(m.group(1).lower().split()[-1]) for m in _EN_FRAME.finditer(text)}
+    out.update(m.group(1) for m in _ZH_FRAME.finditer(text))
+    return frozenset(out)
+
+
+def judge(newer: Memory, older: Memory, cosine: float, *, min_cosine: float) -> Evidence | None:
+    """The evidence that ``newer`` updates ``older`` (same subject, same attribute, a different value), or None."""
+    if _CJK.search(newer.content) or _CJK.search(older.content):
+        min_cosine += LINK_COSINE_CJK_SHIFT
+    if cosine < min_cosine or newer.scope != older.scope or family(newer.type) != family(older.type):
+        return None
+    new_speaker, new_body = split_speaker(newer.content)
+    old_speaker, old_body = split_speaker(older.content)
+    if any("?" in b or "？" in b or len(b.split()) > MAX_WORDS for b in (new_body, old_body)):
+        return None   # a question restates nothing; a long narrative turn is not an attribute's statement
+    if new_speaker != old_speaker or relations(new_body) != relations(old_body):
+        return None
+    if newer.entities and older.entities and set(newer.entities) != set(older.entities):
+        return None
+    new_words, old_words = content_words(new_body), content_words(old_body)
+    if not (new_words - old_words):
+        return None   # nothing new: a restatement, not an update
+    shared = tuple(sorted(attributes(new_body) & attributes(old_body)))
+    if not shared:
+        return None   # not the same everyday attribute (or one this linker does not know: no link)
+    cue = change_cue(new_body)
+    if not cue:
+        frame = _frames(new_body) & _frames(old_body)
+        if not frame:
+            return None
+        cue = f"my {sorted(frame)[0]} is"
+    return Evidence(cosine=cosine, shared=shared, cue=cue)
+
+
+def find_updated(new: Memory, neighbours: Sequence[tuple[float, Memory]], *,
+                 min_cosine: float) -> tuple[Memory, Evidence] | None:
+    """The older memory ``new`` updates among its nearest neighbours (highest cosine first), or None. Only live
+    memories that nothing updates yet, created before ``new``; a memory with a key is left to the key slots."""
+    if new.key or new.status not in LIVE_STATUSES:
+        return None
+    for cosine, old in neighbours:
+        if cosine < min_cosine:
+            break
+        if (old.memory_id == new.memory_id or old.key or old.updated_by or old.status not in LIVE_STATUSES
+                or old.created_at_ms >= new.created_at_ms or old.memory_id in new.updates):
+            continue
+        evidence = judge(new, old, cosine, min_cosine=min_cosine)
+        if evidence is not None:
+            return old, evidence
+    return None
+
+
+def link(staging: Staging, new_id: str, old_id: str, *, now_ms: int) -> None:
+    """Stages the link: ``old_id`` in the new memory's ``updates``, ``new_id`` as the old memory's ``updated_by``."""
+    new, old = staging.current(new_id), staging.current(old_id)
+    assert new is not None and old is not None
+    staging.change(dataclasses.replace(old, updated_by=new_id, updated_at_ms=now_ms))
+    new = staging.current(new_id) or new
+    if old_id not in new.updates:
+        staging.change(dataclasses.replace(new, updates=new.updates + (old_id,), updated_at_ms=now_ms))
+
+
+def unlink(staging: Staging, new_id: str, old_id: str, *, now_ms: int) -> None:
+    """Stages the removal of the link (both sides)."""
+    new, old = staging.current(new_id), staging.current(old_id)
+    assert new is not None and old is not None
+    staging.change(dataclasses.replace(old, updated_by="", updated_at_ms=now_ms))
+    new = staging.current(new_id) or new
+    staging.change(dataclasses.replace(new, updates=tuple(i for i in new.updates if i != old_id), updated_at_ms=now_ms))
+
+
+def chain_target(tip: Memory, *, want: str, get: Callable[[str], Memory | None]) -> Memory:
+    """The member of ``tip``'s chain a query asks for: ``"current"`` the tip itself, ``"previous"`` the newest memory
+    it updates, ``"first"`` the oldest state (follow ``updates`` down, oldest branch first)."""
+    if want == "current":
+        return tip
+    cur, seen = tip, {tip.memory_id}
+    while cur.updates:
+        older = [m for m in (get(i) for i in cur.updates) if m is not None and m.memory_id not in seen]
+        if not older:
+            break
+        cur = max(older, key=lambda m: m.created_at_ms) if want == "previous" else min(older, key=lambda m: m.created_at_ms)
+        seen.add(cur.memory_id)
+        if want == "previous":
+            break
+    return cur
+
+
+def chains_of(docs: Sequence[int], *, by_doc: Callable[[int], Memory | None],
+              get: Callable[[str], Memory | None]) -> dict[str, list[int]]:
+    """Groups candidate positions by their chain: the id of the chain's newest member (its tip) → positions."""
+    chains: dict[str, list[int]] = {}
+    for i, doc in enumerate(docs):
+        m = by_doc(doc)
+        if m is None:
+            continue
+        seen = {m.memory_id}
+        while m.updated_by and m.updated_by not in seen:
+            nxt = get(m.updated_by)
+            if nxt is None:
+                break
+            m = nxt
+            seen.add(m.memory_id)
+        chains.setdefault(m.memory_id, []).append(i)
+    return chains

@@ -1,0 +1,91 @@
+"""The write-time update linker (server/engine/updates.py): which pairs link and which must not."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from server.domain import Memory, MemoryStatus, MemoryType
+from server.engine import updates
+
+COS = 0.95   # an embedding cosine above every threshold: these tests are about the other evidence
+
+
+def mem(content: str, *, memory_id: str = "", created: int = 0, scope: str = "", type: MemoryType = MemoryType.SEMANTIC,
+        key: str = "", entities: tuple[str, ...] = ()) -> Memory:
+    return Memory(memory_id=memory_id or content[:12], doc_id=0, content=content, type=type, importance=0.5,
+                  created_at_ms=created, last_access_at_ms=created, access_count=0, entities=entities, source_ref="",
+                  scope=scope, confidence=1.0, key=key, status=MemoryStatus.ACTIVE, supersedes=(), superseded_by="",
+                  pinned=False, expires_at_ms=0, metadata={}, source_refs=(), updated_at_ms=created)
+
+
+def judge(old: str, new: str, cosine: float = COS, **kw) -> updates.Evidence | None:  # type: ignore[no-untyped-def]
+    return updates.judge(mem(new, **kw), mem(old, **kw), cosine, min_cosine=0.82)
+
+
+@pytest.mark.parametrize(("old", "new", "attribute"), [
+    ("My laptop is a ThinkPad", "I switched to a Framework laptop", "computer"),
+    ("I live in Austin.", "I moved to Melbourne.", "home"),
+    ("My manager is Priya", "After the reorg my manager is Tom", "manager"),   # the "my X is" frame, no cue
+    ("Kitchen renovation budget is now 3,000 dollars.", "Kitchen renovation budget is now 8,000 dollars.", "money"),
+    ("Caroline: My phone is a Pixel 6", "Caroline: Got a new phone, an iPhone 15", "phone"),
+    ("预算三万", "预算改成八万了", "money"),
+    ("我住在北京。", "我搬到厦门住了。", "home"),
+    ("我的手机是华为Mate60。", "我换了新手机，是iPhone 15。", "phone"),
+])
+def test_a_restated_attribute_with_a_new_value_links(old: str, new: str, attribute: str) -> None:
+    evidence = judge(old, new)
+    assert evidence is not None and attribute in evidence.shared
+
+
+@pytest.mark.parametrize(("old", "new", "why"), [
+    ("My sister lives in Madrid", "My brother moved to Toronto", "another subject"),
+    ("My laptop is a ThinkPad", "My sister switched to a Framework laptop", "another subject"),
+    ("Caroline: My phone is a Pixel 6", "Melanie: I switched to an iPhone 15 phone", "another speaker"),
+    ("My laptop is a Framework 13.", "My phone is now a Pixel 8.", "another attribute"),
+    ("我的笔记本电脑是小米笔记本。", "我的手机现在是小米12。", "another attribute sharing a brand"),
+    ("My laptop is a ThinkPad", "My laptop is a ThinkPad, I use it now", "nothing new"),
+    ("Cooked lasagna for dinner", "Cooked a green curry for dinner", "an event, no change cue"),
+    ("My laptop is a ThinkPad", "Which laptop should I switch to now?", "a question"),
+    ("Melanie: Wow, that's cool! What happened?", "Melanie: That's really cool. What now?", "chat, no attribute"),
+])
+def test_pairs_that_must_not_link(old: str, new: str, why: str) -> None:
+    assert judge(old, new) is None, why
+
+
+def test_scope_type_family_cosine_and_entities_gate_the_link() -> None:
+    old, new = "My laptop is a ThinkPad", "I switched to a Framework laptop"
+    assert updates.judge(mem(new, scope="work"), mem(old, scope="home"), COS, min_cosine=0.82) is None
+    assert updates.judge(mem(new, type=MemoryType.PROCEDURAL), mem(old), COS, min_cosine=0.82) is None
+    assert updates.judge(mem(new, type=MemoryType.EPISODIC), mem(old), COS, min_cosine=0.82) is not None
+    assert judge(old, new, cosine=0.80) is None
+    assert updates.judge(mem(new, entities=("bob",)), mem(old, entities=("alice",)), COS, min_cosine=0.82) is None
+    # Chinese text needs LINK_COSINE_CJK_SHIFT more: e5's Chinese cosines crowd higher
+    assert judge("预算三万", "预算改成八万了", cosine=0.84) is None
+
+
+def test_find_updated_links_the_newest_live_unlinked_older_memory_only() -> None:
+    a = mem("My laptop is a ThinkPad", memory_id="a", created=1)
+    b = mem("I switched to a Framework laptop", memory_id="b", created=2)
+    c = mem("My laptop is now a MacBook Air", memory_id="c", created=3)
+    a_linked = dataclasses.replace(a, updated_by="b")
+    found = updates.find_updated(c, [(0.97, a_linked), (0.93, b)], min_cosine=0.82)
+    assert found is not None and found[0].memory_id == "b"   # a chain links to its newest member
+    assert updates.find_updated(a, [(0.97, b)], min_cosine=0.82) is None   # never to a newer memory
+    assert updates.find_updated(dataclasses.replace(c, key="laptop"), [(0.93, b)], min_cosine=0.82) is None
+    archived = dataclasses.replace(b, status=MemoryStatus.ARCHIVED)
+    assert updates.find_updated(c, [(0.93, archived)], min_cosine=0.82) is None
+
+
+def test_chain_target_picks_current_previous_and_first() -> None:
+    a = mem("a", memory_id="a", created=1)
+    b = dataclasses.replace(mem("b", memory_id="b", created=2), updates=("a",), updated_by="c")
+    c = dataclasses.replace(mem("c", memory_id="c", created=3), updates=("b",))
+    a = dataclasses.replace(a, updated_by="b")
+    get = {m.memory_id: m for m in (a, b, c)}.get
+    assert updates.chain_target(c, want="current", get=get).memory_id == "c"
+    assert updates.chain_target(c, want="previous", get=get).memory_id == "b"
+    assert updates.chain_target(c, want="first", get=get).memory_id == "a"
+    by_doc = {0: a, 1: c, 2: b}.get
+    assert updates.chains_of([0, 1, 2], by_doc=by_doc, get=get) == {"c": [0, 1, 2]}
