@@ -127,6 +127,56 @@ export function memoryStatusToJSON(object: MemoryStatus): string {
   }
 }
 
+/** What a query asks about time (server/engine/time_intent.py). */
+export enum TimeIntent {
+  /** TIME_INTENT_UNSPECIFIED - no time intent: relevance first */
+  TIME_INTENT_UNSPECIFIED = 0,
+  /** TIME_INTENT_CURRENT - "now", "currently", "these days", "现在", "目前": recency raised */
+  TIME_INTENT_CURRENT = 1,
+  /** TIME_INTENT_PAST - "before", "used to", "previously", "以前", "原来": updated memories preferred */
+  TIME_INTENT_PAST = 2,
+  /** TIME_INTENT_FIRST - "first", "originally", "at first", "最初", "一开始": the oldest state preferred */
+  TIME_INTENT_FIRST = 3,
+  UNRECOGNIZED = -1,
+}
+
+export function timeIntentFromJSON(object: any): TimeIntent {
+  switch (object) {
+    case 0:
+    case "TIME_INTENT_UNSPECIFIED":
+      return TimeIntent.TIME_INTENT_UNSPECIFIED;
+    case 1:
+    case "TIME_INTENT_CURRENT":
+      return TimeIntent.TIME_INTENT_CURRENT;
+    case 2:
+    case "TIME_INTENT_PAST":
+      return TimeIntent.TIME_INTENT_PAST;
+    case 3:
+    case "TIME_INTENT_FIRST":
+      return TimeIntent.TIME_INTENT_FIRST;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return TimeIntent.UNRECOGNIZED;
+  }
+}
+
+export function timeIntentToJSON(object: TimeIntent): string {
+  switch (object) {
+    case TimeIntent.TIME_INTENT_UNSPECIFIED:
+      return "TIME_INTENT_UNSPECIFIED";
+    case TimeIntent.TIME_INTENT_CURRENT:
+      return "TIME_INTENT_CURRENT";
+    case TimeIntent.TIME_INTENT_PAST:
+      return "TIME_INTENT_PAST";
+    case TimeIntent.TIME_INTENT_FIRST:
+      return "TIME_INTENT_FIRST";
+    case TimeIntent.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** A stored memory, as the server returns it. Times are Unix milliseconds (UTC). */
 export interface Memory {
   memoryId: string;
@@ -164,6 +214,13 @@ export interface Memory {
   consolidatedInto: string;
   /** a consolidation's semantic memory: the episodic memories behind it */
   consolidates: string[];
+  /**
+   * Updates without keys (docs/concepts/updates.md): the older memories whose attribute this one restates with a
+   * new value, and the newer memory that updates this one (it stays ACTIVE; a search ranks it below the newer one
+   * unless the query asks about the past). LinkUpdate makes or removes a link.
+   */
+  updates: string[];
+  updatedBy: string;
 }
 
 export interface Memory_MetadataEntry {
@@ -340,6 +397,13 @@ export interface ScoreBreakdown {
    * memory.salience_importance_span * (salience - 0.5), which importance_weight reads; 0: not estimated
    */
   salience: number;
+  /**
+   * The update factor: below 1 for a memory the query's time intent does not prefer (one a newer memory updates,
+   * unless the query asks about the past; the newer one when it does); 1 otherwise. final includes it.
+   */
+  update: number;
+  /** the time intent read from the query (UNSPECIFIED: none, relevance first) */
+  timeIntent: TimeIntent;
 }
 
 export interface Hit {
@@ -445,6 +509,8 @@ function createBaseMemory(): Memory {
     normalized: "",
     consolidatedInto: "",
     consolidates: [],
+    updates: [],
+    updatedBy: "",
   };
 }
 
@@ -524,6 +590,12 @@ export const Memory: MessageFns<Memory> = {
     }
     for (const v of message.consolidates) {
       writer.uint32(202).string(v!);
+    }
+    for (const v of message.updates) {
+      writer.uint32(210).string(v!);
+    }
+    if (message.updatedBy !== "") {
+      writer.uint32(218).string(message.updatedBy);
     }
     return writer;
   },
@@ -744,6 +816,22 @@ export const Memory: MessageFns<Memory> = {
             message.consolidates.push(reader.string());
             continue;
           }
+          case 26: {
+            if (tag !== 210) {
+              break;
+            }
+
+            message.updates.push(reader.string());
+            continue;
+          }
+          case 27: {
+            if (tag !== 218) {
+              break;
+            }
+
+            message.updatedBy = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -842,6 +930,14 @@ export const Memory: MessageFns<Memory> = {
       consolidates: globalThis.Array.isArray(object?.consolidates)
         ? object.consolidates.map((e: any) => globalThis.String(e))
         : [],
+      updates: globalThis.Array.isArray(object?.updates)
+        ? object.updates.map((e: any) => globalThis.String(e))
+        : [],
+      updatedBy: isSet(object.updatedBy)
+        ? globalThis.String(object.updatedBy)
+        : isSet(object.updated_by)
+        ? globalThis.String(object.updated_by)
+        : "",
     };
   },
 
@@ -928,6 +1024,12 @@ export const Memory: MessageFns<Memory> = {
     if (message.consolidates?.length) {
       obj.consolidates = message.consolidates;
     }
+    if (message.updates?.length) {
+      obj.updates = message.updates;
+    }
+    if (message.updatedBy !== "") {
+      obj.updatedBy = message.updatedBy;
+    }
     return obj;
   },
 
@@ -969,6 +1071,8 @@ export const Memory: MessageFns<Memory> = {
     message.normalized = object.normalized ?? "";
     message.consolidatedInto = object.consolidatedInto ?? "";
     message.consolidates = object.consolidates?.map((e) => e) || [];
+    message.updates = object.updates?.map((e) => e) || [];
+    message.updatedBy = object.updatedBy ?? "";
     return message;
   },
 };
@@ -2691,6 +2795,8 @@ function createBaseScoreBreakdown(): ScoreBreakdown {
     recency: 0,
     temporal: 0,
     salience: 0,
+    update: 0,
+    timeIntent: 0,
   };
 }
 
@@ -2734,6 +2840,12 @@ export const ScoreBreakdown: MessageFns<ScoreBreakdown> = {
     }
     if (message.salience !== 0) {
       writer.uint32(109).float(message.salience);
+    }
+    if (message.update !== 0) {
+      writer.uint32(117).float(message.update);
+    }
+    if (message.timeIntent !== 0) {
+      writer.uint32(120).int32(message.timeIntent);
     }
     return writer;
   },
@@ -2855,6 +2967,22 @@ export const ScoreBreakdown: MessageFns<ScoreBreakdown> = {
             message.salience = reader.float();
             continue;
           }
+          case 14: {
+            if (tag !== 117) {
+              break;
+            }
+
+            message.update = reader.float();
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.timeIntent = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2902,6 +3030,12 @@ export const ScoreBreakdown: MessageFns<ScoreBreakdown> = {
       recency: isSet(object.recency) ? globalThis.Number(object.recency) : 0,
       temporal: isSet(object.temporal) ? globalThis.Number(object.temporal) : 0,
       salience: isSet(object.salience) ? globalThis.Number(object.salience) : 0,
+      update: isSet(object.update) ? globalThis.Number(object.update) : 0,
+      timeIntent: isSet(object.timeIntent)
+        ? timeIntentFromJSON(object.timeIntent)
+        : isSet(object.time_intent)
+        ? timeIntentFromJSON(object.time_intent)
+        : 0,
     };
   },
 
@@ -2946,6 +3080,12 @@ export const ScoreBreakdown: MessageFns<ScoreBreakdown> = {
     if (message.salience !== 0) {
       obj.salience = floatToJson(message.salience);
     }
+    if (message.update !== 0) {
+      obj.update = floatToJson(message.update);
+    }
+    if (message.timeIntent !== 0) {
+      obj.timeIntent = timeIntentToJSON(message.timeIntent);
+    }
     return obj;
   },
 
@@ -2967,6 +3107,8 @@ export const ScoreBreakdown: MessageFns<ScoreBreakdown> = {
     message.recency = object.recency ?? 0;
     message.temporal = object.temporal ?? 0;
     message.salience = object.salience ?? 0;
+    message.update = object.update ?? 0;
+    message.timeIntent = object.timeIntent ?? 0;
     return message;
   },
 };

@@ -153,6 +153,10 @@ export enum AuditOp {
   AUDIT_OP_USE = 9,
   /** AUDIT_OP_CONSOLIDATE - memory_id (CONSOLIDATED) now stands under related_id (the semantic memory) */
   AUDIT_OP_CONSOLIDATE = 10,
+  /** AUDIT_OP_UPDATE_LINK - memory_id is updated by related_id (note: "write" for the linker, else LinkUpdate) */
+  AUDIT_OP_UPDATE_LINK = 11,
+  /** AUDIT_OP_UNLINK - the update link from related_id to memory_id was removed (LinkUpdate) */
+  AUDIT_OP_UNLINK = 12,
   UNRECOGNIZED = -1,
 }
 
@@ -191,6 +195,12 @@ export function auditOpFromJSON(object: any): AuditOp {
     case 10:
     case "AUDIT_OP_CONSOLIDATE":
       return AuditOp.AUDIT_OP_CONSOLIDATE;
+    case 11:
+    case "AUDIT_OP_UPDATE_LINK":
+      return AuditOp.AUDIT_OP_UPDATE_LINK;
+    case 12:
+    case "AUDIT_OP_UNLINK":
+      return AuditOp.AUDIT_OP_UNLINK;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -222,6 +232,10 @@ export function auditOpToJSON(object: AuditOp): string {
       return "AUDIT_OP_USE";
     case AuditOp.AUDIT_OP_CONSOLIDATE:
       return "AUDIT_OP_CONSOLIDATE";
+    case AuditOp.AUDIT_OP_UPDATE_LINK:
+      return "AUDIT_OP_UPDATE_LINK";
+    case AuditOp.AUDIT_OP_UNLINK:
+      return "AUDIT_OP_UNLINK";
     case AuditOp.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -249,6 +263,8 @@ export interface WriteResult {
   status: MemoryStatus;
   /** the input's salience estimate */
   salience: number;
+  /** the older memory this one was linked to as its update (Memory.updates) */
+  updates: string[];
 }
 
 export interface WriteResponse {
@@ -420,6 +436,28 @@ export interface ConfirmResult {
 export interface ConfirmResponse {
   /** one per id, in order */
   results: ConfirmResult[];
+}
+
+/**
+ * memory_id updates updates_id (the older memory): make that link, or with unlink remove it. Unlinking a pair
+ * that is not linked is FAILED_PRECONDITION; linking an older memory another one already updates too.
+ */
+export interface LinkUpdateRequest {
+  tenantId: string;
+  /** the newer memory */
+  memoryId: string;
+  /** the older memory it updates */
+  updatesId: string;
+  unlink: boolean;
+}
+
+export interface LinkUpdateResponse {
+  /** the newer memory after the call */
+  memory:
+    | Memory
+    | undefined;
+  /** the older memory after the call */
+  updated: Memory | undefined;
 }
 
 /**
@@ -769,7 +807,7 @@ export const WriteRequest: MessageFns<WriteRequest> = {
 };
 
 function createBaseWriteResult(): WriteResult {
-  return { memoryId: "", outcome: 0, mergedInto: "", superseded: [], status: 0, salience: 0 };
+  return { memoryId: "", outcome: 0, mergedInto: "", superseded: [], status: 0, salience: 0, updates: [] };
 }
 
 export const WriteResult: MessageFns<WriteResult> = {
@@ -791,6 +829,9 @@ export const WriteResult: MessageFns<WriteResult> = {
     }
     if (message.salience !== 0) {
       writer.uint32(53).float(message.salience);
+    }
+    for (const v of message.updates) {
+      writer.uint32(58).string(v!);
     }
     return writer;
   },
@@ -856,6 +897,14 @@ export const WriteResult: MessageFns<WriteResult> = {
             message.salience = reader.float();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.updates.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -886,6 +935,7 @@ export const WriteResult: MessageFns<WriteResult> = {
         : [],
       status: isSet(object.status) ? memoryStatusFromJSON(object.status) : 0,
       salience: isSet(object.salience) ? globalThis.Number(object.salience) : 0,
+      updates: globalThis.Array.isArray(object?.updates) ? object.updates.map((e: any) => globalThis.String(e)) : [],
     };
   },
 
@@ -909,6 +959,9 @@ export const WriteResult: MessageFns<WriteResult> = {
     if (message.salience !== 0) {
       obj.salience = floatToJson(message.salience);
     }
+    if (message.updates?.length) {
+      obj.updates = message.updates;
+    }
     return obj;
   },
 
@@ -923,6 +976,7 @@ export const WriteResult: MessageFns<WriteResult> = {
     message.superseded = object.superseded?.map((e) => e) || [];
     message.status = object.status ?? 0;
     message.salience = object.salience ?? 0;
+    message.updates = object.updates?.map((e) => e) || [];
     return message;
   },
 };
@@ -3493,6 +3547,224 @@ export const ConfirmResponse: MessageFns<ConfirmResponse> = {
   fromPartial<I extends Exact<DeepPartial<ConfirmResponse>, I>>(object: I): ConfirmResponse {
     const message = createBaseConfirmResponse();
     message.results = object.results?.map((e) => ConfirmResult.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseLinkUpdateRequest(): LinkUpdateRequest {
+  return { tenantId: "", memoryId: "", updatesId: "", unlink: false };
+}
+
+export const LinkUpdateRequest: MessageFns<LinkUpdateRequest> = {
+  encode(message: LinkUpdateRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.tenantId !== "") {
+      writer.uint32(10).string(message.tenantId);
+    }
+    if (message.memoryId !== "") {
+      writer.uint32(18).string(message.memoryId);
+    }
+    if (message.updatesId !== "") {
+      writer.uint32(26).string(message.updatesId);
+    }
+    if (message.unlink !== false) {
+      writer.uint32(32).bool(message.unlink);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinkUpdateRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinkUpdateRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tenantId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.memoryId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.updatesId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.unlink = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LinkUpdateRequest {
+    return {
+      tenantId: isSet(object.tenantId)
+        ? globalThis.String(object.tenantId)
+        : isSet(object.tenant_id)
+        ? globalThis.String(object.tenant_id)
+        : "",
+      memoryId: isSet(object.memoryId)
+        ? globalThis.String(object.memoryId)
+        : isSet(object.memory_id)
+        ? globalThis.String(object.memory_id)
+        : "",
+      updatesId: isSet(object.updatesId)
+        ? globalThis.String(object.updatesId)
+        : isSet(object.updates_id)
+        ? globalThis.String(object.updates_id)
+        : "",
+      unlink: isSet(object.unlink) ? globalThis.Boolean(object.unlink) : false,
+    };
+  },
+
+  toJSON(message: LinkUpdateRequest): unknown {
+    const obj: any = {};
+    if (message.tenantId !== "") {
+      obj.tenantId = message.tenantId;
+    }
+    if (message.memoryId !== "") {
+      obj.memoryId = message.memoryId;
+    }
+    if (message.updatesId !== "") {
+      obj.updatesId = message.updatesId;
+    }
+    if (message.unlink !== false) {
+      obj.unlink = message.unlink;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LinkUpdateRequest>, I>>(base?: I): LinkUpdateRequest {
+    return LinkUpdateRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinkUpdateRequest>, I>>(object: I): LinkUpdateRequest {
+    const message = createBaseLinkUpdateRequest();
+    message.tenantId = object.tenantId ?? "";
+    message.memoryId = object.memoryId ?? "";
+    message.updatesId = object.updatesId ?? "";
+    message.unlink = object.unlink ?? false;
+    return message;
+  },
+};
+
+function createBaseLinkUpdateResponse(): LinkUpdateResponse {
+  return { memory: undefined, updated: undefined };
+}
+
+export const LinkUpdateResponse: MessageFns<LinkUpdateResponse> = {
+  encode(message: LinkUpdateResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.memory !== undefined) {
+      Memory.encode(message.memory, writer.uint32(10).fork()).join();
+    }
+    if (message.updated !== undefined) {
+      Memory.encode(message.updated, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinkUpdateResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinkUpdateResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.memory = Memory.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.updated = Memory.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LinkUpdateResponse {
+    return {
+      memory: isSet(object.memory) ? Memory.fromJSON(object.memory) : undefined,
+      updated: isSet(object.updated) ? Memory.fromJSON(object.updated) : undefined,
+    };
+  },
+
+  toJSON(message: LinkUpdateResponse): unknown {
+    const obj: any = {};
+    if (message.memory !== undefined) {
+      obj.memory = Memory.toJSON(message.memory);
+    }
+    if (message.updated !== undefined) {
+      obj.updated = Memory.toJSON(message.updated);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LinkUpdateResponse>, I>>(base?: I): LinkUpdateResponse {
+    return LinkUpdateResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinkUpdateResponse>, I>>(object: I): LinkUpdateResponse {
+    const message = createBaseLinkUpdateResponse();
+    message.memory = (object.memory !== undefined && object.memory !== null)
+      ? Memory.fromPartial(object.memory)
+      : undefined;
+    message.updated = (object.updated !== undefined && object.updated !== null)
+      ? Memory.fromPartial(object.updated)
+      : undefined;
     return message;
   },
 };
@@ -6654,6 +6926,16 @@ export const MemoryServiceService = {
     responseSerialize: (value: ConfirmResponse): Buffer => Buffer.from(ConfirmResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ConfirmResponse => ConfirmResponse.decode(value),
   },
+  /** make or remove an update link (undo a wrong one) */
+  linkUpdate: {
+    path: "/engram.v1.MemoryService/LinkUpdate" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: LinkUpdateRequest): Buffer => Buffer.from(LinkUpdateRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): LinkUpdateRequest => LinkUpdateRequest.decode(value),
+    responseSerialize: (value: LinkUpdateResponse): Buffer => Buffer.from(LinkUpdateResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): LinkUpdateResponse => LinkUpdateResponse.decode(value),
+  },
   /** archive or purge by filter */
   forget: {
     path: "/engram.v1.MemoryService/Forget" as const,
@@ -6738,6 +7020,8 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
   history: handleUnaryCall<HistoryRequest, HistoryResponse>;
   /** activate PENDING memories */
   confirm: handleUnaryCall<ConfirmRequest, ConfirmResponse>;
+  /** make or remove an update link (undo a wrong one) */
+  linkUpdate: handleUnaryCall<LinkUpdateRequest, LinkUpdateResponse>;
   /** archive or purge by filter */
   forget: handleUnaryCall<ForgetRequest, ForgetResponse>;
   /** the tenant's audit log, paginated */
@@ -6867,6 +7151,22 @@ export interface MemoryServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ConfirmResponse) => void,
+  ): ClientUnaryCall;
+  /** make or remove an update link (undo a wrong one) */
+  linkUpdate(
+    request: LinkUpdateRequest,
+    callback: (error: ServiceError | null, response: LinkUpdateResponse) => void,
+  ): ClientUnaryCall;
+  linkUpdate(
+    request: LinkUpdateRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: LinkUpdateResponse) => void,
+  ): ClientUnaryCall;
+  linkUpdate(
+    request: LinkUpdateRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: LinkUpdateResponse) => void,
   ): ClientUnaryCall;
   /** archive or purge by filter */
   forget(
