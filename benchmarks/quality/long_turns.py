@@ -75,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     conversations = [c for c in load_locomo() if c.id in LOCOMO_DEV]
     rng = random.Random(20260101)
     results: dict = {"conversations": [c.id for c in conversations], "variants": {}}
-    with tempfile.TemporaryDirectory(prefix="engram-long-") as tmp, EvalServer(Path(tmp) / "data") as server:
+    # Near-duplicate merging off: the filler makes long turns' vectors alike (at the default threshold 79 of conv-26's
+    # 419 turns merged into others), which would measure merging, not reading.
+    overrides = {"memory": {"audit_searches": False, "dedupe_cosine": 1.01}}
+    with tempfile.TemporaryDirectory(prefix="engram-long-") as tmp, EvalServer(Path(tmp) / "data",
+                                                                               overrides=overrides) as server:
         tenants, qrels, queries = {}, {}, {}
         long_chars = []
         for conv in conversations:
