@@ -38,7 +38,8 @@ GENERATED = {
 OPTIONAL_PAGES = {
     "Install": [("Packages", "install/packages.md")],
     "Concepts": [("Updates and contradictions", "concepts/updates.md")],
-    "Operations": [("Tracing", "operations/tracing.md"), ("Importing data", "operations/import.md")],
+    "Operations": [("Tracing", "operations/tracing.md"), ("Importing data", "operations/import.md"),
+                   ("Operating the cluster", "operations/cluster-operations.md")],
     "Integrations": [("TypeScript", "integrations/typescript.md")],
 }
 
