@@ -31,10 +31,11 @@ __all__ = ["TimeIntent", "detect", "recency_weight", "update_factor"]
 
 
 _EN_CURRENT = re.compile(
-    r"\b(?:now|right now|currently|current|these days|nowadays|at the moment|at present|presently|latest|"
+    r"\b(?:now|right now|currently|(?:my|your|his|her|their|our|the) current|these days|nowadays|at the moment|at present|presently|latest|"
     r"most recent|any ?more|still)\b", re.IGNORECASE)
 _EN_PAST = re.compile(
-    r"\b(?:used to|use to|previously|previous|formerly|former|earlier|before(?=\s*(?:\?|$|,|\.|that\b|then\b|this\b|"
+    r"\b(?:(?:did\s+\w+|i|we|you|he|she|they)\s+(?:used|use)\s+to\s+(?:do|be|have|live|work|play|go|eat|drive|own|like|"
+    r"love|use|study|support|call|date|teach)|previously|previous|formerly|former|earlier|before(?=\s*(?:\?|$|,|\.|that\b|then\b|this\b|"
     r"it\b|the (?:current|new|change|switch|move|one)\b|i\b|we\b|you\b|he\b|she\b|they\b))|in the past|"
     r"prior to (?:that|this|the (?:current|new)))\b", re.IGNORECASE)
 _EN_FIRST = re.compile(
