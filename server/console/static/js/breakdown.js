@@ -9,6 +9,7 @@ const LABELS = {
   dense_rank: "dense rank", dense_score: "dense score", bm25_rank: "BM25 rank", bm25_score: "BM25 score",
   rrf: "fusion (RRF)", rerank: "rerank logit", relevance: "relevance", decay: "recency decay",
   recency: "recency factor", importance_weight: "importance factor", temporal: "temporal factor", final: "final",
+  update: "update factor", time_intent: "time intent",
 };
 
 export const label = (name) => LABELS[name] || name.replace(/_/g, " ");
@@ -38,6 +39,7 @@ function fraction(value, scale) {
 
 function text(name, value, scale) {
   if (value === null || value === undefined) return "—";
+  if (typeof value === "string") return value.toLowerCase();   // time_intent: none, current, past, first
   if (scale.kind === "rank") return value > 0 ? `#${value}` : "not in list";
   return fmtNum(value, 4);
 }

@@ -1,4 +1,4 @@
-// One memory: every field, the supersede chain (History), where it came from (source refs), its audit
+// One memory: every field, the supersede and update chain (History), where it came from (source refs), its audit
 // entries, and the actions on it (confirm when pending; delete, after a confirmation step).
 
 import {get, post} from "../api.js";
@@ -23,7 +23,9 @@ function chain(tenant, history, current) {
       v.memory_id === history.latest_id ? h("span", {class: "chip"}, "latest") : null,
       h("div", {class: "content"}, v.content),
       h("div", {class: "muted"}, `created ${fmtTime(v.created_at_ms)}`,
-        v.superseded_by ? ` · superseded by ${v.superseded_by}` : ""))));
+        v.superseded_by ? ` · superseded by ${v.superseded_by}` : "",
+        v.updated_by ? ` · updated by ${v.updated_by}` : "",
+        (v.updates || []).length ? ` · updates ${v.updates.join(", ")}` : ""))));
 }
 
 export async function memoryPage(ctx, tenant, id) {
