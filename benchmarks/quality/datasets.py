@@ -452,3 +452,41 @@ def evaluate(
             out[f"{name}@{k}"] = sum(scores) / len(scores) if scores else 0.0
     out["queries"] = float(len(ids))
     return out
+
+
+@dataclass(frozen=True)
+class UpdateMemory:
+    id: str
+    user: str
+    content: str
+    type: str
+    age_days: float
+    scope: str
+
+
+@dataclass(frozen=True)
+class UpdatesSet:
+    """engram's knowledge-update set (benchmarks/quality/make_updates.py, written for this project): per user, the
+    same attribute changed 1–4 times over weeks, asked "now", "before" and "at first"; English and Chinese, with
+    distractors. Dev: odd user numbers; held out: even ones (``half``)."""
+
+    memories: tuple[UpdateMemory, ...]
+    queries: dict[str, tuple[Query, ...]]   # by user (one tenant each)
+    qrels: dict[str, dict[str, int]]
+    kind: dict[str, str]
+    lang: dict[str, str]
+    half: dict[str, str]
+
+
+def load_updates(root: Path | None = None) -> UpdatesSet:
+    base = (root or repo_root()) / "benchmarks" / "quality" / "data"
+    memories = tuple(UpdateMemory(id=m["id"], user=m["user"], content=m["content"], type=m["type"],
+                                  age_days=float(m["age_days"]), scope=m.get("scope", ""))
+                     for m in _read_jsonl(_require(base / "updates_memories.jsonl", "knowledge-update memory set")))
+    raw = _read_jsonl(_require(base / "updates_queries.jsonl", "knowledge-update query set"))
+    queries: dict[str, list[Query]] = {}
+    for q in raw:
+        queries.setdefault(q["user"], []).append(Query(id=q["id"], text=q["text"]))
+    return UpdatesSet(memories=memories, queries={u: tuple(qs) for u, qs in queries.items()},
+                      qrels={q["id"]: {r: 1 for r in q["relevant"]} for q in raw}, kind={q["id"]: q["kind"] for q in raw},
+                      lang={q["id"]: q["lang"] for q in raw}, half={q["id"]: q["half"] for q in raw})

@@ -82,6 +82,7 @@ class Ingested:
     docs_of: dict[str, list[str]] = field(default_factory=dict)  # memory id → eval doc ids
     merged: int = 0      # writes the near-duplicate rule merged into an earlier memory
     superseded: int = 0  # memories a later write of the same key and scope superseded
+    updates: int = 0     # update links the writes made (WriteResult.updates: docs/concepts/updates.md)
     seconds: float = 0.0
 
     @property
@@ -174,10 +175,11 @@ class EvalServer:
                 out.docs_of.setdefault(result.memory_id, []).append(eval_id)
                 out.merged += result.outcome == spb.WRITE_OUTCOME_MERGED
                 out.superseded += len(result.superseded)
+                out.updates += len(result.updates)
         out.seconds = time.perf_counter() - t0
         self.docs_of[tenant] = out.docs_of
-        log.info("%s: %d writes → %d memories (%d merged, %d superseded) in %.1fs", tenant, len(items),
-                 out.memories, out.merged, out.superseded, out.seconds)
+        log.info("%s: %d writes → %d memories (%d merged, %d superseded, %d update links) in %.1fs", tenant,
+                 len(items), out.memories, out.merged, out.superseded, out.updates, out.seconds)
         return out
 
     def search(self, tenant: Ingested, queries: Sequence[Query], stage: Stage, *, now_ms: int, top_k: int,

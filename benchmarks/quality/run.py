@@ -31,12 +31,12 @@ from server.engine.search import DENSE_WEIGHT, DENSE_WEIGHT_CJK, DENSE_WEIGHT_CO
 
 log = logging.getLogger("benchmarks.quality")
 
-SUITES = ("scifact", "locomo", "zh", "recency", "block", "multisession", "preference")
+SUITES = ("scifact", "locomo", "zh", "recency", "block", "multisession", "preference", "updates")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default=",".join(SUITES), help="comma-separated: scifact, locomo, zh")
+    parser.add_argument("--only", default=",".join(SUITES), help="comma-separated: scifact, locomo, zh, recency, updates")
     parser.add_argument("--reranker", default="", help="cross-encoder path (else ENGRAM_MODELS__RERANKER)")
     parser.add_argument("--locomo-text", default="speaker,conversation",
                         help="LoCoMo memory text: speaker (the headline), conversation, raw, contextualised")
@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                     results["block"] = run_block(server)
                 elif name in ("multisession", "preference"):
                     results[name] = run_set(server, name)
+                elif name == "updates":
+                    results["updates"] = suites.run_updates(server)
                 else:
                     results["recency"] = suites.run_recency(server)
             except DataMissing as exc:

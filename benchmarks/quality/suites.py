@@ -347,3 +347,47 @@ def weight_grid(server: EvalServer, tenant: Ingested, queries, qrels, *, now_ms:
                 row.update(extra(run))
             rows.append(row)
     return rows
+
+
+# ----------------------------------------------------------------------------------- Knowledge updates
+
+def updates_inputs(rs, user: str, now_ms: int) -> list[tuple[str, pb.MemoryInput]]:  # type: ignore[no-untyped-def]
+    """One user's memories (oldest first, as a user would have written them), ``created_at`` from their age."""
+    types = {"episodic": pb.MEMORY_TYPE_EPISODIC, "semantic": pb.MEMORY_TYPE_SEMANTIC,
+             "procedural": pb.MEMORY_TYPE_PROCEDURAL}
+    mine = sorted((m for m in rs.memories if m.user == user), key=lambda m: (-m.age_days, m.id))
+    return [(m.id, pb.MemoryInput(content=m.content, type=types[m.type], scope=m.scope, source_ref=m.id,
+                                  created_at_ms=int(now_ms - m.age_days * DAY_S * 1000))) for m in mine]
+
+
+def run_updates(server: EvalServer) -> dict:
+    """The knowledge-update set (benchmarks/quality/make_updates.py): one tenant per user, every memory written
+    through Write (the server links updates itself), each question "as of" the set's now; recall@1 by kind
+    (now / before / first), half (dev: odd users, held out: even) and language, and how many links the writes made."""
+    from benchmarks.quality.datasets import load_updates
+
+    rs = load_updates()
+    now_ms = RECENCY_NOW_MS
+    ks = (1, 10)
+    out: dict = {"memories": len(rs.memories), "queries": len(rs.qrels), "stages": {}, "links": 0}
+    tenants = {}
+    for user in sorted(rs.queries):
+        tenants[user] = server.ingest(f"updates-{user}", updates_inputs(rs, user, now_ms))
+        out["links"] += tenants[user].updates
+    out["chains_links_expected"] = sum(1 for m in rs.memories if not m.id.split("-")[-1].startswith(("0", "d")))
+    groups: dict[str, list[str] | None] = {"all": None}
+    for half in ("dev", "held_out"):
+        for kind in ("now", "before", "first"):
+            groups[f"{half} {kind}"] = [q for q in rs.qrels if rs.half[q] == half and rs.kind[q] == kind]
+    for kind in ("now", "before", "first"):
+        groups[kind] = [q for q in rs.qrels if rs.kind[q] == kind]
+        for lang in ("en", "zh"):
+            groups[f"{lang} {kind}"] = [q for q in rs.qrels if rs.kind[q] == kind and rs.lang[q] == lang]
+    for stage in [DEFAULTS, *_stages(server)]:
+        run: dict[str, list[str]] = {}
+        for user, queries in rs.queries.items():
+            run.update(server.search(tenants[user], queries, stage, now_ms=now_ms, top_k=10))
+        out["stages"][stage.name] = {g: _scores(run, rs.qrels, ks, ids) for g, ids in groups.items()}
+        log.info("updates %s: %s", stage.name, {g: v["recall@1"] for g, v in out["stages"][stage.name].items()
+                                                 if g in ("now", "before", "first")})
+    return out
