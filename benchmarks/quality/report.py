@@ -81,12 +81,28 @@ def locomo_category_table(results: dict[str, Any], variant: str = "speaker") -> 
     return "\n".join(lines) + "\n"
 
 
+def updates_table(results: dict[str, Any]) -> str:
+    """Recall@1 per stage on the knowledge-update set: "now", "before", "at first", each on the dev and held-out
+    halves, and the links the writes made."""
+    data = results.get("updates", {})
+    groups = [f"{half} {kind}" for kind in ("now", "before", "first") for half in ("dev", "held_out")]
+    lines = ["| stage | " + " | ".join(groups) + " | all |", "|---|" + "---|" * (len(groups) + 1)]
+    for stage, scores in data.get("stages", {}).items():
+        cells = [scores.get(g, {}).get("recall@1") for g in groups] + [scores.get("all", {}).get("recall@1")]
+        lines.append(f"| {stage} | " + " | ".join(_cell(c) for c in cells) + " |")
+    lines.append(f"\nUpdate links made by the writes: {data.get('links', 0)} "
+                 f"(adjacent states in the set: {data.get('chains_links_expected', 0)}).")
+    return "\n".join(lines) + "\n"
+
+
 def write_table(results: dict[str, Any], out: Path) -> str:
     """``out/table.md`` from the results and, when present, ``out/latency.json``
     (``python -m benchmarks.quality.latency``); returns the text."""
     latency_file = out / "latency.json"
     latency = json.loads(latency_file.read_text(encoding="utf-8")) if latency_file.is_file() else None
     table = markdown_table(results, latency) + "\nLoCoMo recall@10 per category:\n\n" + locomo_category_table(results)
+    if "updates" in results:   # the knowledge-update set (benchmarks/quality/make_updates.py)
+        table += "\nKnowledge-update set recall@1 (dev: odd users, held out: even):\n\n" + updates_table(results)
     if "block" in results:   # benchmarks/quality/block.py
         table += "\nLoCoMo context-block evidence recall (SDK recall at its defaults):\n\n" + block_table(results)
     if any(name in results for name in SETS):   # benchmarks/quality/sessions.py
@@ -111,6 +127,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
     if "zh" in results:
         panels.append(("zh/en memories nDCG@10", {s: v["all"]["ndcg@10"] for s, v in results["zh"]["stages"].items()},
                        {}))
+    if "updates" in results:
+        panels.append(("knowledge updates recall@1", {s: v["all"]["recall@1"] for s, v in
+                                                      results["updates"]["stages"].items()}, {}))
     if "recency" in results:
         panels.append(("recency set recall@1", {s: v["all"]["recall@1"] for s, v in results["recency"]["stages"].items()},
                        {}))
