@@ -42,6 +42,7 @@ STAGES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
 def stage_of(stack: str) -> str:
     for frame in reversed(stack.split(";")):
         function, _, where = frame.partition(" (")
+        function = function.rpartition(".")[2]   # "Staging.near_duplicates" -> "near_duplicates"
         for stage, markers in STAGES:
             if any(function.startswith(f) and p in where for f, p in markers):
                 return stage

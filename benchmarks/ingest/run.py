@@ -3,8 +3,9 @@
 Parts (``--parts``, default all):
 
 * ``embed``: the embedder alone, loaded as the server loads it, on the same texts in batches of 128 with every
-  core: one pass with all cores as torch threads (``wide``) and one pass per core side by side (``split``);
-  the better of the two is the hardware's rate (``embed_best``).
+  core: one pass with all cores as torch threads (``wide``), one pass per core side by side (``split``), and
+  length-sorted chunks on every core as the write stage runs them (``chunked``); the best of them is the
+  hardware's rate (``embed_best``).
 * ``a``: ~1 KB conversation turns (``--n-long``) and LoCoMo-sized ones (``--n-short``) written by one client in
   Writes of ``--batch`` to an idle server; the rate against ``embed_best`` measured in the same run (target:
   at least 0.85x).
@@ -27,13 +28,14 @@ import json
 import logging
 import os
 import platform
-import resource
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -99,9 +101,32 @@ def embed_alone(texts_by_kind: dict[str, list[str]], *, device: str, batch: int)
                 t0 = time.perf_counter()
                 list(pool.map(one, parts))
                 rates["split"] = len(texts) / (time.perf_counter() - t0)
+            rates["chunked"] = chunked_rate(model, texts, batch=batch, lanes=cores)
         out[kind] = {k: round(v, 2) for k, v in rates.items()} | {"best": round(max(rates.values()), 2)}
         log.info("embedder alone, %s: %s", kind, out[kind])
     return out
+
+
+def chunked_rate(model: Any, texts: list[str], *, batch: int, lanes: int) -> float:
+    """Texts/s of the embedder run as the server's write stage runs it with no search waiting: each batch tokenized
+    once, its length-sorted chunks (scheduler.embed_chunks) on ``lanes`` threads of one torch thread each."""
+    from models.base import TokenBatch
+    from models.threads import torch_threads
+    from server.batching.scheduler import embed_chunks
+    from server.engine.ingest import CHUNK_TOKENS
+
+    def forward(tokens: TokenBatch, rows: list[int]) -> None:
+        with torch_threads(1):
+            model.forward(TokenBatch(input_ids=tuple(tokens.input_ids[i] for i in rows),
+                                     token_type_ids=tuple(tokens.token_type_ids[i] for i in rows)))
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(lanes) as pool:
+        for i in range(0, len(texts), batch):
+            tokens = model.tokenize(texts[i:i + batch])
+            chunks = embed_chunks(tokens.lengths.tolist(), max_tokens=CHUNK_TOKENS, parts=lanes)
+            list(pool.map(lambda rows: forward(tokens, rows), chunks))
+    return len(texts) / (time.perf_counter() - t0)
 
 
 # -- a server -------------------------------------------------------------------------------------------------
@@ -179,6 +204,24 @@ def _memories(client: Any, tenant: str) -> int:
     return int(client.stats(tenant).tenants[0].memories)
 
 
+def _peak_rss_mb(pid: int) -> float:
+    """The process's peak resident set so far (VmHWM), 0 once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    return next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:")), 0.0)
+
+
+def _watch(proc: subprocess.Popen[bytes], until: Callable[[], bool]) -> float:
+    """Polls ``proc`` until it exits or ``until()``; its peak RSS (MB) as last read."""
+    peak = 0.0
+    while proc.poll() is None and not until():
+        peak = max(peak, _peak_rss_mb(proc.pid))
+        time.sleep(0.05)
+    return peak
+
+
 def part_c(server: ServerProcess, workdir: Path, *, n: int, batch: int, window: int,
            synthetic: bool = False) -> dict[str, Any]:
     path = workdir / "import.jsonl"
@@ -191,24 +234,30 @@ def part_c(server: ServerProcess, workdir: Path, *, n: int, batch: int, window: 
     with client_for(server) as client:
         client.create_tenant("imported")
         t0 = time.perf_counter()
-        first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        while _memories(client, "imported") < n // 2 and first.poll() is None:
-            time.sleep(0.05)
+        first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        peak = _watch(first, lambda: _memories(client, "imported") >= n // 2)
         first.send_signal(signal.SIGKILL)
         first.wait()
         killed_s, at_kill = time.perf_counter() - t0, _memories(client, "imported")
         t1 = time.perf_counter()
-        second = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+        second = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        peak = max(peak, _watch(second, lambda: False))
+        summary = second.communicate()[0].decode().strip().splitlines()[-2:]
         resumed_s = time.perf_counter() - t1
         final = _memories(client, "imported")
-        contents = {m.content for m in client.iter_memories("imported", page_size=1000)}
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss   # the largest child: an import (or lscpu)
+        contents = [m.content for m in client.iter_memories("imported", page_size=1000)]
+    # Every record once: the summary counts each record's outcome (a Write applied before the kill answered from
+    # the server's record); a near-duplicate of an earlier record is MERGED into it, not stored again.
+    outcomes = dict(re.findall(r"(\d+) (created|merged)", summary[0] if summary else ""))
+    created = int(outcomes.get("created", 0)) if outcomes else -1
     return {"n": n, "memories_at_kill": at_kill, "first_run_s": round(killed_s, 2),
             "first_run_rate": round(at_kill / killed_s, 2), "resumed_s": round(resumed_s, 2),
             "resumed_rate": round((final - at_kill) / resumed_s, 2), "final_memories": final,
-            "distinct_contents": len(contents), "exactly_n": final == n == len(contents),
-            "import_peak_rss_mb": round(peak_kb / 1024, 1), "file_mb": round(path.stat().st_size / 2**20, 2),
-            "resume_exit": second.returncode, "resume_summary": second.stdout.strip().splitlines()[-3:]}
+            "distinct_contents": len(set(contents)), "summary": summary,
+            "each_record_once": final == created == len(set(contents)) == len(contents)
+            and created + int(outcomes.get("merged", 0)) == n,
+            "import_peak_rss_mb": round(peak, 1), "file_mb": round(path.stat().st_size / 2**20, 2),
+            "resume_exit": second.returncode}
 
 
 # -- the run --------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from support import ADMIN_KEY
 from engram_client import EngramClient
 
 ROOT = Path(__file__).resolve().parents[2]
-N = 1200
+N = 480
 
 
 def _command(server, path: Path, *extra: str) -> list[str]:  # type: ignore[no-untyped-def]

@@ -22,6 +22,6 @@ def test_a_stack_counts_for_its_innermost_stage() -> None:
         == "dedupe lookups"
     assert stage_of(write + ";apply (/r/server/tenants/shard.py:230);commit (/r/server/store/memory_store.py:50)") \
         == "WAL group commit"
-    assert stage_of("run (threading.py:1);_forward (/r/server/engine/ingest.py:99);forward (/r/models/_hf.py:245)") \
-        == "embed: forward pass"
+    assert stage_of("run (threading.py:1);EmbedStage._forward (/r/server/engine/ingest.py:99);"
+                    "HFRunner.forward (/r/models/_hf.py:245)") == "embed: forward pass"
     assert stage_of("run (threading.py:1);select (selectors.py:3)") == "other"
