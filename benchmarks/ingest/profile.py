@@ -26,7 +26,7 @@ from benchmarks.ingest.texts import long_turns, short_turns
 STAGES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("embed: forward pass", (("forward", "models/"), ("_forward", "server/engine/ingest"), ("embed", "models/"))),
     ("embed: tokenize", (("tokenize", "models/"), ("_encode", "models/"))),
-    ("dedupe lookups", (("near_duplicates", ""), ("_duplicate_of", ""))),
+    ("dedupe lookups", (("near_duplicates", ""), ("_duplicate_of", ""), ("batch_neighbours", ""))),
     ("WAL group commit", (("", "server/store/wal"), ("commit", "server/store/"), ("fsync", ""))),
     ("FAISS add", (("add", "server/index/"),)),
     ("Lucene add / commit", (("", "server/lexical/"),)),
