@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from server.domain import LIVE_STATUSES, Memory, MemoryType
+from server.text import CJK_CHARS, has_cjk
 
 if TYPE_CHECKING:
     from server.engine.write import Staging
@@ -45,8 +46,7 @@ MAX_WORDS = 30   # a text longer than this (in space-separated words) is a narra
 
 _SPEAKER = re.compile(r"^\s*([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?)\s*:\s+")
 _WORD = re.compile(r"\d+(?:[.,:]\d+)*|[a-z][a-z0-9'-]*")
-_CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
-_CJK = re.compile(r"[\u3400-\u9fff]")
+_CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 
 _EN_CUES = re.compile(
     r"\b(?:switched|switching|switch(?:ed)? (?:to|over)|changed (?:\w+ ){0,4}to|changed \w+s|change to|moved|now|"
@@ -57,7 +57,7 @@ _ZH_CUES = re.compile(r"改成|换成|换了|改为|改到|改了|现在|如今|
                       r"变成|转到|升级|调整|换到|[的了个台辆份家部只]新|新的|辞职|离开了|加入了")
 # The "my X is …" frame: a restated attribute even without a change cue.
 _EN_FRAME = re.compile(r"\b(?:my|our)\s+((?:[a-z]+\s+){0,2}?[a-z]+?)(?:'s)?\s+(?:is|are|was)\b", re.IGNORECASE)
-_ZH_FRAME = re.compile(r"我的([\u3400-\u9fff]{1,4}?)(?:是|叫)")
+_ZH_FRAME = re.compile(f"我的([{CJK_CHARS}]{{1,4}}?)(?:是|叫)")
 
 _EN_STOP = frozenset("""
 a an the i me my mine we us our ours you your he him his she her it its they them their this that these those
@@ -182,7 +182,7 @@ def _frames(text: str) -> frozenset[str]:
 
 def judge(newer: Memory, older: Memory, cosine: float, *, min_cosine: float) -> Evidence | None:
     """The evidence that ``newer`` updates ``older`` (same subject, same attribute, a different value), or None."""
-    if _CJK.search(newer.content) or _CJK.search(older.content):
+    if has_cjk(newer.content) or has_cjk(older.content):
         min_cosine += LINK_COSINE_CJK_SHIFT
     if cosine < min_cosine or newer.scope != older.scope or family(newer.type) != family(older.type):
         return None
