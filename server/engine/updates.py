@@ -49,7 +49,8 @@ _WORD = re.compile(r"\d+(?:[.,:]\d+)*|[a-z][a-z0-9'-]*")
 _CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 
 _EN_CUES = re.compile(
-    r"\b(?:switched|switching|switch(?:ed)? (?:to|over)|changed (?:\w+ ){0,4}to|changed \w+s|change to|moved|now|"
+    r"\b(?:switched|switching|switch(?:ed)? (?:to|over)|changed (?:\w+ ){0,4}to|changed (?:jobs|careers|schools|dentists|doctors|gyms|teams|"
+    r"banks|cities|phones|laptops|cars|diets|companies)|change to|moved|now|"
     r"no longer|"
     r"not any ?more|any ?more|instead|(?:my|our) new|new \w+ (?:\w+ ){0,2}(?:is|are)|got a new|replaced|upgraded|became|"
     r"these days|nowadays|currently|from now on|gave up|ditched|sold|renamed|traded)\b", re.IGNORECASE)

@@ -1,0 +1,95 @@
+"""Side by side: the server's defaults with and without updates and time intent (docs/concepts/updates.md).
+
+    .venv/bin/python -m benchmarks.quality.updates_ab [--off] [--sets updates,recency,zh,locomo] [--links]
+
+One in-process server at its defaults (as benchmarks/quality/run.py starts it), the *defaults* stage only.
+``--off`` runs the same code with both features off in process: ``time_intent.detect`` answers no intent and
+the write-time linker makes no link, so the two runs differ in nothing else. ``--links`` prints every link the
+writes made (the spot check of the false-link rate on LoCoMo). Prints recall@1 per set and cell, LoCoMo recall@10.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import tempfile
+from pathlib import Path
+
+from benchmarks.quality import suites
+from benchmarks.quality.datasets import Query, load_chinese, load_locomo, load_recency, load_updates
+from benchmarks.quality.harness import DEFAULTS, EvalServer, Ingested
+from engram_proto.v1 import messages_pb2 as pb
+from engram_proto.v1 import service_pb2 as spb
+from server.config import DAY_S
+
+
+def _links(server: EvalServer, tenant: Ingested) -> None:
+    page = server._memory.List(spb.ListRequest(tenant_id=tenant.tenant, page_size=1000), metadata=server._metadata)
+    by_id = {m.memory_id: m for m in page.memories}
+    for m in page.memories:
+        for old in m.updates:
+            print(f"  link: {by_id[old].content!r}\n     -> {m.content!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--off", action="store_true", help="updates and time intent off (in process)")
+    parser.add_argument("--sets", default="updates,recency,zh,locomo")
+    parser.add_argument("--links", action="store_true", help="print the links the writes made")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    if args.off:
+        from server.domain import TimeIntent
+        from server.engine import time_intent, updates
+        time_intent.detect = lambda text: TimeIntent.NONE   # type: ignore[assignment]
+        updates.find_updated = lambda *a, **k: None          # type: ignore[assignment]
+    sets = args.sets.split(",")
+    now_ms = suites.RECENCY_NOW_MS
+    with tempfile.TemporaryDirectory(prefix="engram-updates-ab-") as tmp, EvalServer(Path(tmp) / "data") as server:
+        if "updates" in sets:
+            us = load_updates()
+            cells: dict[tuple[str, str], list[bool]] = {}
+            links = 0
+            for user in sorted(us.queries):
+                tenant = server.ingest(f"updates-{user}", suites.updates_inputs(us, user, now_ms))
+                links += tenant.updates
+                run = server.search(tenant, us.queries[user], DEFAULTS, now_ms=now_ms, top_k=1)
+                for q in us.queries[user]:
+                    cells.setdefault((us.kind[q.id], us.half[q.id]), []).append(bool(run[q.id]) and run[q.id][0] in us.qrels[q.id])
+            print(f"updates: {links} links;", "; ".join(f"{k} {h} {sum(v) / len(v):.3f}" for (k, h), v in sorted(cells.items())))
+        if "recency" in sets:
+            rs = load_recency()
+            types = {"episodic": pb.MEMORY_TYPE_EPISODIC, "semantic": pb.MEMORY_TYPE_SEMANTIC,
+                     "procedural": pb.MEMORY_TYPE_PROCEDURAL}
+            tenant = server.ingest("recency", [(m.id, pb.MemoryInput(
+                content=m.content, type=types[m.type], importance=m.importance, source_ref=m.id,
+                created_at_ms=int(now_ms - m.age_days * DAY_S * 1000))) for m in rs.memories])
+            if args.links:
+                _links(server, tenant)
+            run = server.search(tenant, rs.queries, DEFAULTS, now_ms=now_ms, top_k=10)
+            print(f"recency: {tenant.updates} links; recall@1 {suites._scores(run, rs.qrels, (1,))['recall@1']:.3f}")
+        if "zh" in sets:
+            zh = load_chinese()
+            tenant = server.ingest("zh-memory", [(m.id, suites._memory_input(m)) for m in zh.memories])
+            run = server.search(tenant, zh.queries, DEFAULTS, now_ms=(max(m.created_at_unix for m in zh.memories) + 86_400) * 1000,
+                                top_k=10)
+            print(f"zh: {tenant.updates} links; nDCG@10 {suites._scores(run, zh.qrels, (10,))['ndcg@10']:.3f}")
+        if "locomo" in sets:
+            runs: dict[str, list[str]] = {}
+            qrels: dict[str, dict[str, int]] = {}
+            links = 0
+            for conv in load_locomo():
+                tenant = server.ingest(f"locomo-{conv.id}", suites.locomo_inputs(conv, "speaker"))
+                links += tenant.updates
+                if args.links and tenant.updates:
+                    _links(server, tenant)
+                qrels.update({q.id: {d: 1 for d in q.evidence} for q in conv.questions})
+                runs.update(server.search(tenant, [Query(id=q.id, text=q.text) for q in conv.questions], DEFAULTS,
+                                          now_ms=conv.now * 1000, top_k=10))
+            print(f"locomo: {links} links in {sum(len(c.turns) for c in load_locomo())} turns; "
+                  f"recall@10 {suites._scores(runs, qrels, (10,))['recall@10']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
