@@ -238,7 +238,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         if self.expand_turns:
             t0 = time.monotonic_ns()
             cands = await loop.run_in_executor(self.cpu_pool, self._expand_stage, items, cands)
-            timings.fusion_ns += time.monotonic_ns() - t0   # the second hop joins the fusion's time
+            timings.fusion_ns += timings.lap("expand", t0)   # the second hop joins the fusion's time
         results = await loop.run_in_executor(self.cpu_pool, self.rank, items, cands, timings)
         if self.controller is not None:   # the cost model: ms per pair, and per query for the other stages
             self.controller.observe(queries=len(batch), other_ms=(time.monotonic_ns() - started_ns - timings.rerank_ns) / 1e6,
