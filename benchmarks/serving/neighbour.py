@@ -38,7 +38,7 @@ from benchmarks.serving.build import ADMIN_KEY, build, tenant_name
 from benchmarks.serving.corpus import query_texts
 from benchmarks.serving.load import LoadResult, run_load, touch_tenants
 from benchmarks.serving.run import RESULTS, ServerProcess, load_embedder_for_build
-from engram_client import Client
+from engram_client import EngramClient
 from engram_proto.v1 import service_pb2 as spb
 from engram_proto.v1 import service_pb2_grpc as sgrpc
 
@@ -58,7 +58,7 @@ def load_locomo_tenants(address: str) -> tuple[list[str], list[str]]:
     """Writes every LoCoMo turn, one tenant per conversation (chunks of 128 turns); returns the tenant ids (in
     the dataset's order) and the questions' texts."""
     conversations = load_locomo()
-    client = Client(address, key=ADMIN_KEY)
+    client = EngramClient(address, key=ADMIN_KEY)
     try:
         for conv in conversations:
             tenant = f"locomo-{conv.id}"
