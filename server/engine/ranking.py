@@ -151,7 +151,8 @@ class RankStage:
             parts["cap"].append(cap)
             decay = np.where((half_life > 0) & ~cols.pinned[rows],
                              0.5 ** (age_s / np.where(half_life > 0, half_life, 1.0)), 1.0)
-            factors.append(self._update_factor(it, intent, rows, cols.links[rows], decay, cand.relevance))
+            factors.append(np.ones(n) if it.query.scoring.disable_decay else   # the ablations: relevance alone
+                           self._update_factor(it, intent, rows, cols.links[rows], decay, cand.relevance))
             temporals.append(self._temporal(it, cols.created_ms[rows]))
             parts["factor"].append(temporals[-1] * factors[-1])
             offsets.append(offsets[-1] + n)
