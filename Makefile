@@ -49,8 +49,10 @@ $(VENV)/.cluster-installed: requirements-cluster.txt
 	$(PY) -m pip install --quiet -r requirements-cluster.txt
 	touch $@
 
-proto: $(STAMP)
+# The Python stubs, then the TypeScript client's (its regeneration check in make test fails on stale ones).
+proto: $(STAMP) $(TS_STAMP)
 	$(PY) proto/generate.py
+	@if command -v npm >/dev/null; then cd clients/typescript && npm run generate; fi
 
 bench-quality: $(STAMP)
 	$(PY) -m benchmarks.quality.run
