@@ -91,6 +91,30 @@ def pooled(latencies: list[float]) -> dict[str, float]:
     return {"p50_ms": round(float(np.percentile(lat, 50)), 2), "p95_ms": round(float(np.percentile(lat, 95)), 2)}
 
 
+def plot(runs: dict[str, dict[str, Any]], path: Path) -> None:
+    """The quiet tenant's p95 alone and beside the flood, one pair of bars per run (label → its JSON)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(runs)
+    x = np.arange(len(labels))
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(labels), 3.6))
+    alone = [runs[k]["quiet_alone"]["p95_ms"] for k in labels]
+    beside = [runs[k]["quiet_with_neighbour"]["p95_ms"] for k in labels]
+    ax.bar(x - 0.2, alone, 0.4, label="quiet alone")
+    ax.bar(x + 0.2, beside, 0.4, label="beside 31 noisy clients")
+    for i, k in enumerate(labels):
+        ax.annotate(f"{runs[k]['quiet_p95_ratio']}x", (x[i] + 0.2, beside[i]), ha="center", va="bottom")
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylabel("quiet tenant p95 (ms)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--noisy-clients", type=int, default=31)
@@ -163,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
            "runs": rounds, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(out, indent=2))
+    plot({args.dataset: out}, out_path.with_suffix(".png"))
     sys.stdout.write(json.dumps({k: v for k, v in out.items() if k != "runs"}) + "\n")
     return 0
 
