@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from server.batching.scheduler import admit, next_batch, tenant_caps
+from server.batching.scheduler import ACTIVE_WINDOW_MS, active_tenants, admit, next_batch, tenant_caps
 from server.errors import DeadlineExceeded, NotReady, Overloaded
 
 log = logging.getLogger(__name__)
@@ -145,6 +145,8 @@ class Batcher(Generic[T]):
         self._device_slots = asyncio.Semaphore(min(device_slots, max_in_flight))
         self._in_device = 0   # batches formed and not yet past their device stage
         self._last_done_ns = -(1 << 62)   # when a request was last answered (active_within)
+        self._answered_ns: dict[str, int] = {}   # per tenant: when its last request was answered (fair share)
+        self.active_window_ns = int(ACTIVE_WINDOW_MS * 1e6)
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -201,7 +203,7 @@ class Batcher(Generic[T]):
         try:
             return await entry.future
         finally:
-            self._last_done_ns = time.monotonic_ns()
+            self._last_done_ns = self._answered_ns[tenant_id] = time.monotonic_ns()
             self._in_flight[tenant_id] -= 1
             if self._in_flight[tenant_id] <= 0:
                 del self._in_flight[tenant_id]
@@ -215,7 +217,7 @@ class Batcher(Generic[T]):
                 await self._device_slots.acquire()
                 if self.max_wait_s > 0 and self._in_device > 0:
                     await self._gather_stragglers()
-                caps = tenant_caps(self._queued, active=len(self._in_flight), weights=self.tenant_weights,
+                caps = tenant_caps(self._queued, active=self._active_tenants(), weights=self.tenant_weights,
                                    quantum=self.tenant_quantum, max_requests=self.max_requests)
                 limit = split_at(sum(self._in_flight.values()), split_above=self.split_above,
                                  max_requests=self.max_requests)
@@ -235,6 +237,14 @@ class Batcher(Generic[T]):
                 task = asyncio.get_running_loop().create_task(self._run(plan.batch))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+
+    def _active_tenants(self) -> int:
+        """Tenants queued, in flight or answered within ``active_window_ns`` (forgetting older answers)."""
+        now = time.monotonic_ns()
+        active = active_tenants(self._in_flight, self._answered_ns, now_ns=now, window_ns=self.active_window_ns)
+        for t in [t for t in self._answered_ns if t not in active]:
+            del self._answered_ns[t]
+        return len(active)
 
     async def _gather_stragglers(self) -> None:
         """The device is busy anyway: let arrivals join this batch until it is full or ``max_wait``

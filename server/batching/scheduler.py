@@ -9,7 +9,8 @@ for the next batch.
 
 Fair share (weighted fair queuing; README "Serving benchmark"). Round-robin inclusion is not enough when
 the batch itself grows with a neighbour's queue: a quiet tenant's query then waits for, and rides in,
-batches as large as the flood makes them. So while more than one tenant is active (queued or in flight),
+batches as large as the flood makes them. So while more than one tenant is active (queued, in flight, or answered
+within ``ACTIVE_WINDOW_MS``: a closed-loop client between two queries still counts),
 each tenant puts at most ``quantum x weight`` entries in a batch (:func:`tenant_caps`); alone, a tenant
 fills the batch. And each tenant holds at most its weighted share of the queue's capacity among the
 tenants queued (:func:`admit`): beyond it, RESOURCE_EXHAUSTED at once; when the queue is full, a tenant
@@ -56,6 +57,18 @@ TENANT_QUANTUM = 2
 
 def padded_cost(tokens: Sequence[int]) -> int:
     return max(tokens, default=0) * len(tokens)
+
+
+# A tenant counts as active for this long after its last answer: a closed-loop client is between requests for a few
+# ms, and a batch formed in that gap would otherwise give a flood the whole batch (16 under split_at) just before the
+# quiet client's next query arrives to wait behind it.
+ACTIVE_WINDOW_MS = 50.0
+
+
+def active_tenants(in_flight: Collection[str], answered_ns: Mapping[str, int], *, now_ns: int,
+                   window_ns: int) -> set[str]:
+    """Tenants with a request submitted and not answered, or one answered within ``window_ns`` of ``now_ns``."""
+    return set(in_flight) | {t for t, at in answered_ns.items() if now_ns - at < window_ns}
 
 
 def tenant_caps(queued: Collection[str], *, active: int, weights: Mapping[str, float], quantum: int,

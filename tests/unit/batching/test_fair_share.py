@@ -10,7 +10,7 @@ import pytest
 from async_support import run_async
 
 from server.batching.batcher import Batcher, Entry, Stage
-from server.batching.scheduler import admit, next_batch, tenant_caps
+from server.batching.scheduler import active_tenants, admit, next_batch, tenant_caps
 from server.errors import Overloaded
 
 
@@ -129,3 +129,43 @@ async def test_batcher_caps_a_flood_per_batch_pushes_it_out_and_counts_rejection
 @pytest.mark.parametrize("weights", [{}, {"noisy": 1.0}])
 def test_weights_default_to_equal(weights: dict[str, float]) -> None:
     assert admit({"noisy": 4, "quiet": 1}, "noisy", capacity=8, weights=weights).accept is False
+
+
+def test_a_tenant_answered_within_the_window_still_counts_as_active() -> None:
+    ms = 1_000_000
+    answered = {"quiet": 100 * ms, "gone": 10 * ms}
+    assert active_tenants({"noisy"}, answered, now_ns=120 * ms, window_ns=50 * ms) == {"noisy", "quiet"}
+    assert active_tenants({"noisy"}, answered, now_ns=150 * ms, window_ns=50 * ms) == {"noisy"}   # window over
+    assert active_tenants(set(), {}, now_ns=0, window_ns=50 * ms) == set()
+
+
+@run_async
+async def test_a_closed_loop_client_between_queries_keeps_the_flood_at_its_quantum() -> None:
+    """The quiet client was just answered and has not sent its next query yet: the batch formed in that gap
+    still holds at most the quantum of the flood's queries, so the quiet query never waits behind a full one.
+    With the window at 0 the flood fills the batch (the behaviour before the window)."""
+    for window_ms, noisy_in_second in ((50.0, 2), (0.0, 6)):
+        run = Held()
+        b: Batcher[str] = Batcher(name="t", stage=run, max_tokens=10_000, max_requests=64, max_wait_ms=0.0,
+                                  capacity=64, device_slots=1, max_in_flight=1, tenant_quantum=2)
+        b.active_window_ns = int(window_ms * 1e6)
+
+        def submit(payload: str, tenant: str, b: Batcher[str] = b) -> asyncio.Task:
+            return asyncio.ensure_future(b.submit(tenant_id=tenant, tokens=1, payload=payload, deadline_ns=None))
+
+        b.start()
+        q = submit("q0", "quiet")
+        await run.started.wait()                  # the quiet query alone on the device
+        run.started.clear()
+        run.release.set()
+        assert await q == "q0"                    # answered; its client has not sent the next one yet
+        run.release.clear()
+        head = submit("n-head", "noisy")
+        await run.started.wait()                  # the flood's first batch is held on the device
+        noisy = [submit(f"n{i}", "noisy") for i in range(6)]
+        await settle()
+        run.release.set()
+        await head
+        await asyncio.gather(*noisy)
+        assert sum(p.startswith("n") for p in run.batches[2]) == noisy_in_second, (window_ms, run.batches)
+        await b.close()
