@@ -178,6 +178,12 @@ class AsyncEngramClient:
         request = spb.ConfirmRequest(tenant_id=tenant_id, memory_ids=list(memory_ids), idempotency_key=idempotency_key)
         return await self.call("Confirm", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
 
+    async def link_update(self, tenant_id: str, memory_id: str, updates_id: str, *, unlink: bool = False,
+                          timeout_s: float | None = None) -> spb.LinkUpdateResponse:
+        """Makes ``memory_id`` update ``updates_id``, or with ``unlink`` removes that link (EngramClient.link_update)."""
+        request = spb.LinkUpdateRequest(tenant_id=tenant_id, memory_id=memory_id, updates_id=updates_id, unlink=unlink)
+        return await self.call("LinkUpdate", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
+
     async def touch(self, tenant_id: str, memory_ids: Sequence[str], *,
                     timeout_s: float | None = None) -> spb.TouchResponse:
         """Marks memories as used (e.g. the ones put into a prompt): one access each, what recency reads."""

@@ -187,6 +187,13 @@ class EngramClient:
         request = spb.ConfirmRequest(tenant_id=tenant_id, memory_ids=list(memory_ids), idempotency_key=idempotency_key)
         return self.call("Confirm", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
 
+    def link_update(self, tenant_id: str, memory_id: str, updates_id: str, *, unlink: bool = False,
+                    timeout_s: float | None = None) -> spb.LinkUpdateResponse:
+        """Makes ``memory_id`` (the newer memory) update ``updates_id`` (the older one), or with ``unlink``
+        removes that link: the way to undo a link the server made at write time (docs/concepts/updates.md)."""
+        request = spb.LinkUpdateRequest(tenant_id=tenant_id, memory_id=memory_id, updates_id=updates_id, unlink=unlink)
+        return self.call("LinkUpdate", request, timeout_s=timeout_s)  # type: ignore[no-any-return]
+
     def touch(self, tenant_id: str, memory_ids: Sequence[str], *, timeout_s: float | None = None) -> spb.TouchResponse:
         """Marks memories as used (e.g. the ones put into a prompt): one access each, what recency reads."""
         return self.call("Touch", spb.TouchRequest(tenant_id=tenant_id, memory_ids=list(memory_ids)),  # type: ignore[no-any-return]

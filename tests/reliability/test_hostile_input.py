@@ -205,7 +205,7 @@ ROWS: list[Row] = [
     )],
 ]
 
-H, CF, FG, AU, TO = ("MemoryService/" + n for n in ("History", "Confirm", "Forget", "Audit", "Touch"))
+H, CF, FG, AU, TO, LU = ("MemoryService/" + n for n in ("History", "Confirm", "Forget", "Audit", "Touch", "LinkUpdate"))
 ST, DT = "AdminService/Stats", "AdminService/DeleteTenant"
 ROWS += [
     # -- History -----------------------------------------------------------------------------------------
@@ -216,6 +216,17 @@ ROWS += [
     Row(H, "unknown memory", spb.HistoryRequest(tenant_id="acme", memory_id="m_nope"), NOT_FOUND),
     Row(H, "look-alike tenant", spb.HistoryRequest(tenant_id="acme2", memory_id="m_x"), DENIED, auth="tenant"),
     Row(H, "invalid UTF-8 id", utf8_bad(1, b"acme") + utf8_bad(2), INVALID),
+    # -- LinkUpdate --------------------------------------------------------------------------------------
+    Row(LU, "empty request", spb.LinkUpdateRequest(), INVALID),
+    Row(LU, "no updates id", spb.LinkUpdateRequest(tenant_id="acme", memory_id="m_a"), INVALID),
+    Row(LU, "NUL in id", spb.LinkUpdateRequest(tenant_id="acme", memory_id="m_\x00", updates_id="m_b"), INVALID),
+    Row(LU, "oversize id", spb.LinkUpdateRequest(tenant_id="acme", memory_id="m" * 300, updates_id="m_b"), INVALID),
+    Row(LU, "a memory updates itself", spb.LinkUpdateRequest(tenant_id="acme", memory_id="m_a", updates_id="m_a"),
+        INVALID),
+    Row(LU, "unknown ids", spb.LinkUpdateRequest(tenant_id="acme", memory_id="m_nope", updates_id="m_nope2"),
+        NOT_FOUND),
+    Row(LU, "look-alike tenant", spb.LinkUpdateRequest(tenant_id="acme2", memory_id="m_a", updates_id="m_b"), DENIED,
+        auth="tenant"),
     # -- Confirm -----------------------------------------------------------------------------------------
     Row(CF, "empty request", spb.ConfirmRequest(), INVALID),
     Row(CF, "no ids", spb.ConfirmRequest(tenant_id="acme"), INVALID),
