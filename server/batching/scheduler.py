@@ -51,8 +51,10 @@ class Plan(Generic[E]):
 # tests/integration/test_fair_share.py: 32 flooding clients beside a quiet one). 2, not 4: one quiet client beside 31
 # noisy ones on another tenant (2 x 10k, no rerank, benchmarks/serving/neighbour.py, runs alternating) kept its p95
 # within 2.15-2.41x of its p95 alone at 2, against 3.06-3.14x at 4 (3.51x at 3 in a disturbed round); the flood
-# pays: 92-93 QPS instead of 127-132.
-TENANT_QUANTUM = 2
+# pays: 92-93 QPS instead of 127-132. 1 since 2026-12-03 (with ACTIVE_WINDOW_MS): LoCoMo, a tenant per conversation
+# (neighbour.py --dataset locomo, alternating) 2.51x (2.20, 2.89) at 1 against 3.53x (4.01, 3.39) at 2, the flood
+# 90.7 QPS against 133.4; the synthetic 2 x 10k at 1 is not measured yet (3.79x at 2).
+TENANT_QUANTUM = 1
 
 
 def padded_cost(tokens: Sequence[int]) -> int:
