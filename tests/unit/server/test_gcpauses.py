@@ -57,7 +57,9 @@ def test_tune_raises_only_the_young_threshold() -> None:
 def test_freeze_loaded_moves_the_live_objects_out_of_reach(thawed: None) -> None:
     held = [[i] for i in range(10_000)]   # 10k tracked objects
     frozen = freeze_loaded()
-    assert frozen == gc.get_freeze_count() >= len(held)
+    # Threads left running by earlier tests in the process may free frozen objects in between (the count only
+    # falls without another freeze), so the count read afterwards is at most what the freeze reported.
+    assert len(held) <= gc.get_freeze_count() <= frozen
     assert all(len(gc.get_objects(generation)) < len(held) for generation in range(3))
 
 
