@@ -5,24 +5,17 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from server.domain import Memory, MemoryInput, MemoryStatus, MemoryType
 from server.engine.conversation import thread_contexts
 from server.store.memory_store import TenantStore
+from tests import store_support
+from tests.store_support import stored
 
 DIM = 4
 MIN = 60_000
 EP = MemoryType.EPISODIC
-
-
-def stored(i: int, content: str, *, created: int, type: MemoryType = EP, scope: str = "", key: str = "",  # noqa: A002
-           status: MemoryStatus = MemoryStatus.ACTIVE) -> Memory:
-    return Memory(memory_id=f"m_{i:04d}", doc_id=i, content=content, type=type, importance=0.5, created_at_ms=created,
-                  last_access_at_ms=created, access_count=0, entities=(), source_ref="", scope=scope, confidence=1.0,
-                  key=key, status=status, supersedes=(), superseded_by="", pinned=False, expires_at_ms=0, metadata={},
-                  source_refs=(), updated_at_ms=created)
 
 
 @pytest.fixture
@@ -33,7 +26,7 @@ def store(tmp_path: Path) -> TenantStore:
 
 
 def put(store: TenantStore, *memories: Memory) -> None:
-    store.commit(puts=[(m, np.ones(DIM, dtype=np.float32)) for m in memories])
+    store_support.put(store, *memories, dim=DIM)
 
 
 def contexts(store: TenantStore, *inputs: MemoryInput, window_ms: int = 30 * MIN, now: int = 10**12) -> list[str]:

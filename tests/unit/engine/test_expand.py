@@ -12,6 +12,7 @@ from server.engine import expand
 from server.engine.candidates import Candidates
 from server.fusion.calibration import fused_features
 from server.store.memory_store import TenantStore
+from tests import store_support
 
 DIM = 4
 MIN = 60_000
@@ -21,10 +22,7 @@ EP = MemoryType.EPISODIC
 
 def stored(i: int, *, created: int = T, type: MemoryType = EP, scope: str = "", key: str = "",  # noqa: A002
            status: MemoryStatus = MemoryStatus.ACTIVE) -> Memory:
-    return Memory(memory_id=f"m_{i:04d}", doc_id=i, content=f"turn {i}", type=type, importance=0.5, created_at_ms=created,
-                  last_access_at_ms=created, access_count=0, entities=(), source_ref="", scope=scope, confidence=1.0,
-                  key=key, status=status, supersedes=(), superseded_by="", pinned=False, expires_at_ms=0, metadata={},
-                  source_refs=(), updated_at_ms=created)
+    return store_support.stored(i, f"turn {i}", created=created, type=type, scope=scope, key=key, status=status)
 
 
 @pytest.fixture
@@ -35,7 +33,7 @@ def store(tmp_path: Path) -> TenantStore:
 
 
 def put(store: TenantStore, *memories: Memory) -> None:
-    store.commit(puts=[(m, np.ones(DIM, dtype=np.float32)) for m in memories])
+    store_support.put(store, *memories, dim=DIM)
 
 
 class FlatCalibration:
