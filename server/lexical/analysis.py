@@ -38,7 +38,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from server.lexical.jvm import jclass
+from server.lexical.jvm import jcall, jclass
 from server.text import code_tokens, has_cjk
 
 FIELD_EN = "en"
@@ -73,13 +73,13 @@ def _cjk_analyzer() -> Any:
         ("cjkWidth", {}), ("lowercase", {}), ("cjkBigram", {"outputUnigrams": "true"}), ("stop", {}),
     ]
     params = JHashMap()
-    builder = builder.withTokenizer("standard", params)
+    builder = jcall(builder, "withTokenizer", "standard", params)
     for name, values in steps:
         params = JHashMap()  # the builder keeps each map: one per step
         for key, value in values.items():
-            params.put(key, value)
-        builder = builder.addTokenFilter(name, params)
-    return builder.build()
+            jcall(params, "put", key, value)
+        builder = jcall(builder, "addTokenFilter", name, params)
+    return jcall(builder, "build")
 
 
 @dataclass(frozen=True)
@@ -102,8 +102,8 @@ class Analysis:
         cjk = _cjk_analyzer()
         whitespace = JWhitespaceAnalyzer()
         by_field = JHashMap()
-        by_field.put(FIELD_CJK, cjk)
-        by_field.put(FIELD_CODE, whitespace)
+        jcall(by_field, "put", FIELD_CJK, cjk)
+        jcall(by_field, "put", FIELD_CODE, whitespace)
         return cls(english=english, cjk=cjk, per_field=JPerFieldAnalyzerWrapper(english, by_field))
 
     def field_for(self, query: str) -> str:
@@ -119,7 +119,7 @@ class Analysis:
         text = java_text(text)
         analyzer = self.analyzer_for(field)
         tokens = jclass("io.anserini.analysis.AnalyzerUtils").analyze(analyzer, text)
-        return [str(t) for t in tokens.toArray()]
+        return [str(t) for t in jcall(tokens, "toArray")]
 
 
 def weighted_terms(terms: list[str], *, max_terms: int) -> list[tuple[str, int]]:
@@ -157,7 +157,7 @@ class QueryBuilder:
         codes = weighted_terms(code_tokens(query), max_terms=self._max_terms // 2)
         if len(set(tokens)) + len(codes) <= self._max_terms:
             analyzer = self._analysis.analyzer_for(field)  # bind before the call (jvm.py)
-            text_query = self._bag_of_words.buildQuery(field, analyzer, query)
+            text_query = jcall(self._bag_of_words, "buildQuery", field, analyzer, query)
         else:
             limit = self._max_terms - len(codes)
             text_query = self._build_clauses(field, weighted_terms(tokens, max_terms=limit))
@@ -165,7 +165,7 @@ class QueryBuilder:
             return text_query
         builder = self._JBooleanQueryBuilder()
         should = self._SHOULD
-        builder.add(text_query, should)
+        jcall(builder, "add", text_query, should)
         return self._build_clauses(FIELD_CODE, codes, boost=CODE_BOOST, builder=builder)
 
     def _build_clauses(self, field: str, terms: list[tuple[str, int]], *, boost: float = 1.0,
@@ -177,5 +177,5 @@ class QueryBuilder:
             if count * boost != 1.0:
                 clause = self._JBoostQuery(clause, float(count * boost))
             should = self._SHOULD
-            builder.add(clause, should)
-        return builder.build()
+            jcall(builder, "add", clause, should)
+        return jcall(builder, "build")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from server.lexical.analysis import FIELD_CJK, FIELD_CODE, FIELD_EN, FIELD_ID, FIELD_ID_NUM
-from server.lexical.jvm import jclass
+from server.lexical.jvm import jcall, jclass
 from server.text import code_tokens
 
 # Field(String name, CharSequence value, IndexableFieldType type): pyjnius does not match
@@ -22,10 +22,11 @@ class DocumentFactory:
         JFieldType = jclass("org.apache.lucene.document.FieldType")
         JIndexOptions = jclass("org.apache.lucene.index.IndexOptions")
         text_type = JFieldType()
-        text_type.setIndexOptions(JIndexOptions.DOCS_AND_FREQS)  # BM25 needs no positions
-        text_type.setTokenized(True)
-        text_type.setStored(False)
-        text_type.freeze()
+        freqs = JIndexOptions.DOCS_AND_FREQS  # BM25 needs no positions
+        jcall(text_type, "setIndexOptions", freqs)
+        jcall(text_type, "setTokenized", True)
+        jcall(text_type, "setStored", False)
+        jcall(text_type, "freeze")
         self._text_type = text_type
         self._JDocument = jclass("org.apache.lucene.document.Document")
         self._JField = jclass("org.apache.lucene.document.Field")
@@ -49,14 +50,12 @@ class DocumentFactory:
         english = self._JField(FIELD_EN, text, self._text_type, signature=_FIELD_SIGNATURE)
         cjk = self._JField(FIELD_CJK, text, self._text_type, signature=_FIELD_SIGNATURE)
         doc = self._JDocument()
-        doc.add(key)
-        doc.add(key_num)
-        doc.add(english)
-        doc.add(cjk)
+        for field in (key, key_num, english, cjk):
+            jcall(doc, "add", field)
         codes = code_tokens(text)
         if codes:
             code = self._JField(FIELD_CODE, " ".join(codes), self._text_type, signature=_FIELD_SIGNATURE)
-            doc.add(code)
+            jcall(doc, "add", code)
         return doc
 
 

@@ -15,11 +15,18 @@ This is the only module that configures pyjnius. Rules (STYLE rule 7):
   vector incubator module; that only affects vector search, not BM25.
 * pyjnius keeps the target object of an instance-method call on the method object,
   which is shared by all instances of the class: ``obj.m`` stores ``obj`` there and the
-  call reads it back. If another thread runs ``other.m`` in between (possible whenever
-  Python code or a Java call runs between the two, e.g. while evaluating arguments),
-  the first call goes to ``other``. Hence the rule in this package: evaluate every
-  argument into a local first, then call ``obj.m(local, ...)`` with no calls inside
-  the argument list. (Upstream: kivy/pyjnius#563, #287.)
+  call reads it back. If another thread runs ``other.m`` in between, the first call goes
+  to ``other`` (tenant A's document field added to tenant B's document, A's search on B's
+  searcher), or to an object whose reference a third thread's rebinding already freed:
+  a NullPointerException, or a SIGSEGV when the freed handle slot holds an object of
+  another class (a new Ray replica loading several tenants at once died this way in
+  ``File.toPath``). Measured without a guard: 4 threads calling ``File.toPath`` for 5 s,
+  4-15 of ~170,000 calls went to another thread's object, plus NullPointerExceptions.
+  Hence the rule in this package: every instance-method call goes through :func:`jcall`,
+  which holds one lock per method object while it binds and calls (different methods
+  still run at once; static methods and constructors keep no receiver and are called
+  directly). Also evaluate every argument into a local first: no Java call inside a Java
+  call's argument list. (Upstream: kivy/pyjnius#563, #287.)
 * ``java/engram/BatchSearch.java`` (one JNI call per batch of searches) is compiled on first start
   with the JDK's ``javac`` when one (17 or newer) is found, into ``java/build``; without it,
   searches take the slower per-query path (:func:`batch_search_available` says which).
@@ -224,6 +231,34 @@ def jclass(name: str) -> Any:
         if cls is None:
             cls = _classes[name] = jnius.autoclass(name)
     return cls
+
+
+_method_locks: dict[tuple[type, str], threading.Lock] = {}   # (proxy class, method name) -> its method's lock
+_descriptor_locks: dict[int, tuple[Any, threading.Lock]] = {}   # id(method object) -> (the object, its lock)
+
+
+def _method_lock(cls: type, name: str) -> threading.Lock:
+    """The lock of the method object that ``cls().name`` binds (an inherited one is shared with the class that
+    defines it, so the lock is keyed by that object)."""
+    with _lock:
+        lock = _method_locks.get((cls, name))
+        if lock is None:
+            owner = next((k for k in cls.__mro__ if name in vars(k)), None)
+            if owner is None:
+                raise AttributeError(f"{cls.__name__} has no Java method {name!r}")
+            method = vars(owner)[name]
+            lock = _descriptor_locks.setdefault(id(method), (method, threading.Lock()))[1]
+            _method_locks[(cls, name)] = lock
+    return lock
+
+
+def jcall(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+    """``obj.name(*args, **kwargs)`` for a Java instance method, bound and called under the method object's lock,
+    so no other thread's call can swap or free the receiver in between (see the module's notes on pyjnius)."""
+    cls = type(obj)
+    lock = _method_locks.get((cls, name)) or _method_lock(cls, name)
+    with lock:
+        return getattr(obj, name)(*args, **kwargs)
 
 
 def detach_current_thread() -> None:
