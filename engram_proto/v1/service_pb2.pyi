@@ -445,7 +445,7 @@ class StatsRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ...) -> None: ...
 
 class TenantStats(_message.Message):
-    __slots__ = ("tenant_id", "state", "memories", "dense_tier", "dense_index", "ram_bytes", "idle_s", "load_ms", "log_bytes", "live_bytes", "compactions", "lexical_stale", "queued", "rejected")
+    __slots__ = ("tenant_id", "state", "memories", "dense_tier", "dense_index", "ram_bytes", "idle_s", "load_ms", "log_bytes", "live_bytes", "compactions", "lexical_stale", "queued", "rejected", "replica")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
@@ -460,6 +460,7 @@ class TenantStats(_message.Message):
     LEXICAL_STALE_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     state: str
     memories: int
@@ -474,7 +475,26 @@ class TenantStats(_message.Message):
     lexical_stale: bool
     queued: int
     rejected: int
-    def __init__(self, tenant_id: _Optional[str] = ..., state: _Optional[str] = ..., memories: _Optional[int] = ..., dense_tier: _Optional[str] = ..., dense_index: _Optional[str] = ..., ram_bytes: _Optional[int] = ..., idle_s: _Optional[float] = ..., load_ms: _Optional[float] = ..., log_bytes: _Optional[int] = ..., live_bytes: _Optional[int] = ..., compactions: _Optional[int] = ..., lexical_stale: _Optional[bool] = ..., queued: _Optional[int] = ..., rejected: _Optional[int] = ...) -> None: ...
+    replica: str
+    def __init__(self, tenant_id: _Optional[str] = ..., state: _Optional[str] = ..., memories: _Optional[int] = ..., dense_tier: _Optional[str] = ..., dense_index: _Optional[str] = ..., ram_bytes: _Optional[int] = ..., idle_s: _Optional[float] = ..., load_ms: _Optional[float] = ..., log_bytes: _Optional[int] = ..., live_bytes: _Optional[int] = ..., compactions: _Optional[int] = ..., lexical_stale: _Optional[bool] = ..., queued: _Optional[int] = ..., rejected: _Optional[int] = ..., replica: _Optional[str] = ...) -> None: ...
+
+class ReplicaStats(_message.Message):
+    __slots__ = ("replica", "node_id", "pid", "loaded_tenants", "used_bytes", "rss_bytes", "disk_bytes")
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    LOADED_TENANTS_FIELD_NUMBER: _ClassVar[int]
+    USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DISK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    replica: str
+    node_id: str
+    pid: int
+    loaded_tenants: int
+    used_bytes: int
+    rss_bytes: int
+    disk_bytes: int
+    def __init__(self, replica: _Optional[str] = ..., node_id: _Optional[str] = ..., pid: _Optional[int] = ..., loaded_tenants: _Optional[int] = ..., used_bytes: _Optional[int] = ..., rss_bytes: _Optional[int] = ..., disk_bytes: _Optional[int] = ...) -> None: ...
 
 class TenantDiskUsage(_message.Message):
     __slots__ = ("tenant_id", "log_bytes", "audit_bytes")
@@ -511,7 +531,7 @@ class StorageStats(_message.Message):
     def __init__(self, free_bytes: _Optional[int] = ..., total_bytes: _Optional[int] = ..., min_free_bytes: _Optional[int] = ..., low: _Optional[bool] = ..., writes_refused: _Optional[int] = ..., full_events: _Optional[int] = ..., log_bytes: _Optional[int] = ..., audit_bytes: _Optional[int] = ..., compactions: _Optional[int] = ..., top_tenants: _Optional[_Iterable[_Union[TenantDiskUsage, _Mapping]]] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("total_tenants", "loaded_tenants", "memory_budget_bytes", "used_bytes", "loads", "evictions", "load_ms_total", "evict_ms_total", "tenants", "storage")
+    __slots__ = ("total_tenants", "loaded_tenants", "memory_budget_bytes", "used_bytes", "loads", "evictions", "load_ms_total", "evict_ms_total", "tenants", "storage", "replicas")
     TOTAL_TENANTS_FIELD_NUMBER: _ClassVar[int]
     LOADED_TENANTS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -522,6 +542,7 @@ class StatsResponse(_message.Message):
     EVICT_MS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     TENANTS_FIELD_NUMBER: _ClassVar[int]
     STORAGE_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
     total_tenants: int
     loaded_tenants: int
     memory_budget_bytes: int
@@ -532,7 +553,8 @@ class StatsResponse(_message.Message):
     evict_ms_total: float
     tenants: _containers.RepeatedCompositeFieldContainer[TenantStats]
     storage: StorageStats
-    def __init__(self, total_tenants: _Optional[int] = ..., loaded_tenants: _Optional[int] = ..., memory_budget_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., loads: _Optional[int] = ..., evictions: _Optional[int] = ..., load_ms_total: _Optional[float] = ..., evict_ms_total: _Optional[float] = ..., tenants: _Optional[_Iterable[_Union[TenantStats, _Mapping]]] = ..., storage: _Optional[_Union[StorageStats, _Mapping]] = ...) -> None: ...
+    replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStats]
+    def __init__(self, total_tenants: _Optional[int] = ..., loaded_tenants: _Optional[int] = ..., memory_budget_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., loads: _Optional[int] = ..., evictions: _Optional[int] = ..., load_ms_total: _Optional[float] = ..., evict_ms_total: _Optional[float] = ..., tenants: _Optional[_Iterable[_Union[TenantStats, _Mapping]]] = ..., storage: _Optional[_Union[StorageStats, _Mapping]] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStats, _Mapping]]] = ...) -> None: ...
 
 class ConsolidateRequest(_message.Message):
     __slots__ = ("tenant_id", "dry_run")

@@ -167,12 +167,15 @@ def stats_to_pb(d: dict[str, Any]) -> spb.StatsResponse:
                                load_ms=t.get("load_ms", 0.0), log_bytes=t.get("log_bytes", 0),
                                live_bytes=t.get("live_bytes", 0), compactions=t.get("compactions", 0),
                                lexical_stale=t.get("lexical_stale", False), queued=t.get("queued", 0),
-                               rejected=t.get("rejected", 0)) for t in d["tenants"]]
+                               rejected=t.get("rejected", 0), replica=t.get("replica", "")) for t in d["tenants"]]
+    replicas = [spb.ReplicaStats(replica=r["replica"], node_id=r["node_id"], pid=r["pid"],
+                                 loaded_tenants=r["loaded_tenants"], used_bytes=r["used_bytes"],
+                                 rss_bytes=r["rss_bytes"], disk_bytes=r["disk_bytes"]) for r in d.get("replicas", ())]
     return spb.StatsResponse(total_tenants=d["total_tenants"], loaded_tenants=d["loaded_tenants"],
                              memory_budget_bytes=d["memory_budget_bytes"], used_bytes=d["used_bytes"],
                              loads=d["loads"], evictions=d["evictions"], load_ms_total=d["load_ms_total"],
                              evict_ms_total=d["evict_ms_total"], tenants=tenants,
-                             storage=storage_to_pb(d["storage"]) if "storage" in d else None)
+                             storage=storage_to_pb(d["storage"]) if "storage" in d else None, replicas=replicas)
 
 
 def storage_to_pb(d: dict[str, Any]) -> spb.StorageStats:

@@ -205,10 +205,16 @@ def test_the_edge_reports_every_replica_in_stats_and_metrics(edge: RunningServer
     while True:
         stats = admin.admin.Stats(spb.StatsRequest(), metadata=admin.metadata, timeout=30)
         held = [t for t in stats.tenants if t.tenant_id == TENANT]   # a killed replica's record ages out in 15 s
-        if (len(held) == 1 and held[0].state == "LOADED") or time.monotonic() > deadline:
+        if (len(held) == 1 and held[0].state == "LOADED" and len(stats.replicas) == 2) or time.monotonic() > deadline:
             break
         time.sleep(1.0)
     assert stats.total_tenants >= 1 and stats.loaded_tenants >= 1 and stats.used_bytes > 0
+    # Which replica holds the tenant, and each replica's memory and disk.
+    replicas = {r.replica: r for r in stats.replicas}
+    assert len(replicas) == 2 and held[0].replica in replicas, (held, list(replicas))
+    assert all(r.node_id and r.pid > 0 and r.rss_bytes > 0 and r.disk_bytes > 0 for r in replicas.values())
+    assert replicas[held[0].replica].loaded_tenants >= 1 and replicas[held[0].replica].used_bytes > 0
+    assert sum(r.loaded_tenants for r in replicas.values()) == stats.loaded_tenants
     assert [t.memories > 0 for t in stats.tenants if t.tenant_id == TENANT] == [True]
     one = admin.admin.Stats(spb.StatsRequest(tenant_id=TENANT), metadata=admin.metadata, timeout=30)
     assert [t.tenant_id for t in one.tenants] == [TENANT]

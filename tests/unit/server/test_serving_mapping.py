@@ -27,3 +27,19 @@ def test_stats_carry_each_tenants_queue_and_rejections() -> None:
          "tenants": [{"tenant_id": "noisy", "state": "LOADED", "queued": 5, "rejected": 9}, {"tenant_id": "q", "state": "LOADED"}]}
     tenants = mapping.stats_to_pb(d).tenants
     assert [(t.queued, t.rejected) for t in tenants] == [(5, 9), (0, 0)]
+
+
+def test_stats_carry_each_replica_and_the_replica_of_each_tenant() -> None:
+    d = {"total_tenants": 2, "loaded_tenants": 1, "memory_budget_bytes": 0, "used_bytes": 10, "loads": 1,
+         "evictions": 0, "load_ms_total": 1.0, "evict_ms_total": 0.0,
+         "tenants": [{"tenant_id": "a", "state": "LOADED", "replica": "r1"}],
+         "replicas": [{"replica": "r1", "node_id": "n1", "pid": 7, "loaded_tenants": 1, "used_bytes": 10,
+                       "rss_bytes": 300, "disk_bytes": 40},
+                      {"replica": "r2", "node_id": "n2", "pid": 8, "loaded_tenants": 0, "used_bytes": 0,
+                       "rss_bytes": 200, "disk_bytes": 0}]}
+    out = mapping.stats_to_pb(d)
+    assert [t.replica for t in out.tenants] == ["r1"]
+    assert [(r.replica, r.node_id, r.pid, r.loaded_tenants, r.used_bytes, r.rss_bytes, r.disk_bytes)
+            for r in out.replicas] == [("r1", "n1", 7, 1, 10, 300, 40), ("r2", "n2", 8, 0, 0, 200, 0)]
+    single = mapping.stats_to_pb({**d, "tenants": [{"tenant_id": "a", "state": "LOADED"}], "replicas": []})
+    assert [t.replica for t in single.tenants] == [""] and not single.replicas

@@ -580,6 +580,24 @@ export interface TenantStats {
   queued: number;
   /** requests answered RESOURCE_EXHAUSTED: over this tenant's share of the queue */
   rejected: number;
+  /** engram on Ray: the TenantShard replica holding it ("" on a single node) */
+  replica: string;
+}
+
+/** engram on Ray: one TenantShard replica, as it last reported (every 5 s; one silent for 15 s is left out). */
+export interface ReplicaStats {
+  /** Serve's replica id */
+  replica: string;
+  /** the Ray node it runs on */
+  nodeId: string;
+  pid: number;
+  loadedTenants: number;
+  /** estimate: its loaded tenants' RAM (as TenantStats.ram_bytes) */
+  usedBytes: number;
+  /** the replica process's resident memory */
+  rssBytes: number;
+  /** its data dir on the node (a cache: the bucket holds the truth) */
+  diskBytes: number;
 }
 
 /** One tenant's bytes on disk (loaded or not). */
@@ -622,7 +640,11 @@ export interface StatsResponse {
   loadMsTotal: number;
   evictMsTotal: number;
   tenants: TenantStats[];
-  storage: StorageStats | undefined;
+  storage:
+    | StorageStats
+    | undefined;
+  /** engram on Ray: every replica that reported (empty on a single node) */
+  replicas: ReplicaStats[];
 }
 
 export interface ConsolidateRequest {
@@ -5025,6 +5047,7 @@ function createBaseTenantStats(): TenantStats {
     lexicalStale: false,
     queued: 0,
     rejected: 0,
+    replica: "",
   };
 }
 
@@ -5071,6 +5094,9 @@ export const TenantStats: MessageFns<TenantStats> = {
     }
     if (message.rejected !== 0) {
       writer.uint32(112).int64(message.rejected);
+    }
+    if (message.replica !== "") {
+      writer.uint32(122).string(message.replica);
     }
     return writer;
   },
@@ -5200,6 +5226,14 @@ export const TenantStats: MessageFns<TenantStats> = {
             message.rejected = longToNumber(reader.int64());
             continue;
           }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.replica = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5264,6 +5298,7 @@ export const TenantStats: MessageFns<TenantStats> = {
         : false,
       queued: isSet(object.queued) ? globalThis.Number(object.queued) : 0,
       rejected: isSet(object.rejected) ? globalThis.Number(object.rejected) : 0,
+      replica: isSet(object.replica) ? globalThis.String(object.replica) : "",
     };
   },
 
@@ -5311,6 +5346,9 @@ export const TenantStats: MessageFns<TenantStats> = {
     if (message.rejected !== 0) {
       obj.rejected = Math.round(message.rejected);
     }
+    if (message.replica !== "") {
+      obj.replica = message.replica;
+    }
     return obj;
   },
 
@@ -5333,6 +5371,192 @@ export const TenantStats: MessageFns<TenantStats> = {
     message.lexicalStale = object.lexicalStale ?? false;
     message.queued = object.queued ?? 0;
     message.rejected = object.rejected ?? 0;
+    message.replica = object.replica ?? "";
+    return message;
+  },
+};
+
+function createBaseReplicaStats(): ReplicaStats {
+  return { replica: "", nodeId: "", pid: 0, loadedTenants: 0, usedBytes: 0, rssBytes: 0, diskBytes: 0 };
+}
+
+export const ReplicaStats: MessageFns<ReplicaStats> = {
+  encode(message: ReplicaStats, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.replica !== "") {
+      writer.uint32(10).string(message.replica);
+    }
+    if (message.nodeId !== "") {
+      writer.uint32(18).string(message.nodeId);
+    }
+    if (message.pid !== 0) {
+      writer.uint32(24).int32(message.pid);
+    }
+    if (message.loadedTenants !== 0) {
+      writer.uint32(32).int32(message.loadedTenants);
+    }
+    if (message.usedBytes !== 0) {
+      writer.uint32(40).int64(message.usedBytes);
+    }
+    if (message.rssBytes !== 0) {
+      writer.uint32(48).int64(message.rssBytes);
+    }
+    if (message.diskBytes !== 0) {
+      writer.uint32(56).int64(message.diskBytes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReplicaStats {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReplicaStats();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.replica = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nodeId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.pid = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.loadedTenants = reader.int32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.usedBytes = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.rssBytes = longToNumber(reader.int64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.diskBytes = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReplicaStats {
+    return {
+      replica: isSet(object.replica) ? globalThis.String(object.replica) : "",
+      nodeId: isSet(object.nodeId)
+        ? globalThis.String(object.nodeId)
+        : isSet(object.node_id)
+        ? globalThis.String(object.node_id)
+        : "",
+      pid: isSet(object.pid) ? globalThis.Number(object.pid) : 0,
+      loadedTenants: isSet(object.loadedTenants)
+        ? globalThis.Number(object.loadedTenants)
+        : isSet(object.loaded_tenants)
+        ? globalThis.Number(object.loaded_tenants)
+        : 0,
+      usedBytes: isSet(object.usedBytes)
+        ? globalThis.Number(object.usedBytes)
+        : isSet(object.used_bytes)
+        ? globalThis.Number(object.used_bytes)
+        : 0,
+      rssBytes: isSet(object.rssBytes)
+        ? globalThis.Number(object.rssBytes)
+        : isSet(object.rss_bytes)
+        ? globalThis.Number(object.rss_bytes)
+        : 0,
+      diskBytes: isSet(object.diskBytes)
+        ? globalThis.Number(object.diskBytes)
+        : isSet(object.disk_bytes)
+        ? globalThis.Number(object.disk_bytes)
+        : 0,
+    };
+  },
+
+  toJSON(message: ReplicaStats): unknown {
+    const obj: any = {};
+    if (message.replica !== "") {
+      obj.replica = message.replica;
+    }
+    if (message.nodeId !== "") {
+      obj.nodeId = message.nodeId;
+    }
+    if (message.pid !== 0) {
+      obj.pid = Math.round(message.pid);
+    }
+    if (message.loadedTenants !== 0) {
+      obj.loadedTenants = Math.round(message.loadedTenants);
+    }
+    if (message.usedBytes !== 0) {
+      obj.usedBytes = Math.round(message.usedBytes);
+    }
+    if (message.rssBytes !== 0) {
+      obj.rssBytes = Math.round(message.rssBytes);
+    }
+    if (message.diskBytes !== 0) {
+      obj.diskBytes = Math.round(message.diskBytes);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReplicaStats>, I>>(base?: I): ReplicaStats {
+    return ReplicaStats.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReplicaStats>, I>>(object: I): ReplicaStats {
+    const message = createBaseReplicaStats();
+    message.replica = object.replica ?? "";
+    message.nodeId = object.nodeId ?? "";
+    message.pid = object.pid ?? 0;
+    message.loadedTenants = object.loadedTenants ?? 0;
+    message.usedBytes = object.usedBytes ?? 0;
+    message.rssBytes = object.rssBytes ?? 0;
+    message.diskBytes = object.diskBytes ?? 0;
     return message;
   },
 };
@@ -5718,6 +5942,7 @@ function createBaseStatsResponse(): StatsResponse {
     evictMsTotal: 0,
     tenants: [],
     storage: undefined,
+    replicas: [],
   };
 }
 
@@ -5752,6 +5977,9 @@ export const StatsResponse: MessageFns<StatsResponse> = {
     }
     if (message.storage !== undefined) {
       StorageStats.encode(message.storage, writer.uint32(82).fork()).join();
+    }
+    for (const v of message.replicas) {
+      ReplicaStats.encode(v!, writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -5849,6 +6077,14 @@ export const StatsResponse: MessageFns<StatsResponse> = {
             message.storage = StorageStats.decode(reader, reader.uint32());
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.replicas.push(ReplicaStats.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5899,6 +6135,9 @@ export const StatsResponse: MessageFns<StatsResponse> = {
         ? object.tenants.map((e: any) => TenantStats.fromJSON(e))
         : [],
       storage: isSet(object.storage) ? StorageStats.fromJSON(object.storage) : undefined,
+      replicas: globalThis.Array.isArray(object?.replicas)
+        ? object.replicas.map((e: any) => ReplicaStats.fromJSON(e))
+        : [],
     };
   },
 
@@ -5934,6 +6173,9 @@ export const StatsResponse: MessageFns<StatsResponse> = {
     if (message.storage !== undefined) {
       obj.storage = StorageStats.toJSON(message.storage);
     }
+    if (message.replicas?.length) {
+      obj.replicas = message.replicas.map((e) => ReplicaStats.toJSON(e));
+    }
     return obj;
   },
 
@@ -5954,6 +6196,7 @@ export const StatsResponse: MessageFns<StatsResponse> = {
     message.storage = (object.storage !== undefined && object.storage !== null)
       ? StorageStats.fromPartial(object.storage)
       : undefined;
+    message.replicas = object.replicas?.map((e) => ReplicaStats.fromPartial(e)) || [];
     return message;
   },
 };
