@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ DEFAULT_SERVICE_NAME = "engram"
 SCOPE = "engram.server"
 # A stage as the pipeline records it: (name, start, end) on time.monotonic_ns().
 Mark = tuple[str, int, int]
+T = TypeVar("T")
 
 
 class Tracing:
@@ -108,9 +110,26 @@ class Tracing:
         offset_ns = time.time_ns() - time.monotonic_ns()   # monotonic stamps → epoch time
         for stage, start_ns, end_ns in marks:
             own = per_stage.get(stage) if per_stage else None
-            span = self.tracer.start_span(f"engram.{stage}", context=parent, start_time=start_ns + offset_ns,
-                                          attributes={**(attributes or {}), **own} if own else attributes)
-            span.end(end_time=max(start_ns, end_ns) + offset_ns)
+            self._finished(f"engram.{stage}", parent, start_ns + offset_ns, max(start_ns, end_ns) + offset_ns,
+                           attributes={**(attributes or {}), **own} if own else attributes)
+
+    def served(self, name: str, carriers: Sequence[Mapping[str, str]], *, start_ns: int, end_ns: int,
+               attributes: Mapping[str, Any]) -> None:
+        """The receiving side of a batched Ray hop (the Encoder / Reranker deployments): one finished SERVER span
+        ``name`` under each carrier's context (each traced request the pass served), with the pass's start and
+        end (``time.monotonic_ns()``) and ``attributes``."""
+        offset_ns = time.time_ns() - time.monotonic_ns()
+        service, _, method = name.partition("/")
+        attributes = {"rpc.system": "ray", "rpc.service": service, "rpc.method": method, **attributes}
+        for carrier in carriers:
+            self._finished(name, self.extract(carrier), start_ns + offset_ns, max(start_ns, end_ns) + offset_ns,
+                           attributes=attributes, kind=self._server_kind)
+
+    def _finished(self, name: str, parent: Any, start_ns: int, end_ns: int, *,
+                  attributes: Mapping[str, Any] | None, kind: Any = None) -> None:
+        span = self.tracer.start_span(name, context=parent, kind=kind or self._internal_kind, start_time=start_ns,
+                                      attributes=attributes)
+        span.end(end_time=end_ns)
 
     def error_status(self) -> Any:
         return self._status(self._status_code.ERROR)
@@ -137,6 +156,29 @@ def hop_span(tracing: Tracing | None, name: str, carrier: Mapping[str, str] | No
     service, _, method = name.partition("/")
     return tracing.server_span(name, carrier=carrier or {},
                                attributes={"rpc.system": "ray", "rpc.service": service, "rpc.method": method})
+
+
+# The trace contexts of the traced requests a forward pass serves, set around the pass on its executor thread
+# (:func:`carrying`) and read by the Ray stand-ins of the models (server/cluster/remote_models.py), which pass
+# them on to the Encoder / Reranker deployments. Empty when tracing is off or no request of the batch is traced.
+_HOP_TRACES: ContextVar[tuple[Mapping[str, str], ...]] = ContextVar("engram_hop_traces", default=())
+
+
+def carrying(traces: Sequence[Mapping[str, str]], fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` with ``traces`` as what a Ray hop made inside it passes on; for an executor thread (which
+    does not inherit the caller's context). With no traces it is ``fn(*args)``."""
+    if not traces:
+        return fn(*args)
+    token = _HOP_TRACES.set(tuple(traces))
+    try:
+        return fn(*args)
+    finally:
+        _HOP_TRACES.reset(token)
+
+
+def hop_traces() -> list[dict[str, str]]:
+    """The trace contexts set by :func:`carrying` on this thread (a list of W3C carriers; empty: none)."""
+    return [dict(c) for c in _HOP_TRACES.get()]
 
 
 def build_tracing(enabled: bool) -> Tracing | None:

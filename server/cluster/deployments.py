@@ -31,7 +31,7 @@ from server.config import ServerConfig
 from server.domain import KeyScope
 from server.errors import ConfigError, EngramError, NotOwner, NotReady, StoreUnavailable
 from server.tenants.settings import RANGES, TenantSettings
-from server.tracing import hop_span
+from server.tracing import build_tracing, hop_span
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,11 @@ class _BatchedModel:
         model.warmup()
         self.model = model
         self.batches = _BatchStats()
+        self.tracing = build_tracing(config.tracing)   # a span per traced request a pass serves
+
+    def __del__(self) -> None:
+        if getattr(self, "tracing", None) is not None:
+            self.tracing.close()   # exports what is buffered
 
     def info(self) -> dict[str, Any]:
         return model_info(self.model)
@@ -103,9 +108,18 @@ class _BatchedModel:
     def stats(self) -> dict[str, int]:
         return self.batches.as_dict()
 
-    async def _run(self, fn: Callable[[list[Any]], Any], requests: list[list[Any]]) -> list[np.ndarray]:
+    async def _run(self, fn: Callable[[list[Any]], Any], requests: list[list[Any]],
+                   traces: list[list[dict[str, str]]], name: str) -> list[np.ndarray]:
+        """One pass over every request's items; with tracing on, a SERVER span ``name`` per traced request it
+        served (``traces``: each call's W3C contexts), timed by the pass."""
         self.batches.note(len(requests))
-        out = await asyncio.to_thread(fn, [item for r in requests for item in r])
+        items = [item for r in requests for item in r]
+        started_ns = time.monotonic_ns()
+        out = await asyncio.to_thread(fn, items)
+        carriers = [c for t in traces for c in t]
+        if self.tracing is not None and carriers:
+            self.tracing.served(name, carriers, start_ns=started_ns, end_ns=time.monotonic_ns(),
+                                attributes={"engram.batch.size": len(items), "engram.batch.requests": len(requests)})
         return split(np.asarray(out, dtype=np.float32), [len(r) for r in requests])
 
 
@@ -119,8 +133,8 @@ class Encoder(_BatchedModel):
         super().__init__(config, load_embedder)
 
     @serve.batch(max_batch_size=MAX_BATCH, batch_wait_timeout_s=BATCH_WAIT_S)
-    async def embed(self, requests: list[list[str]]) -> list[np.ndarray]:
-        return await self._run(self.model.embed, requests)
+    async def embed(self, requests: list[list[str]], traces: list[list[dict[str, str]]]) -> list[np.ndarray]:
+        return await self._run(self.model.embed, requests, traces, "engram.cluster.Encoder/embed")
 
 
 @serve.deployment(max_ongoing_requests=MODEL_MAX_ONGOING)
@@ -133,8 +147,10 @@ class Reranker(_BatchedModel):
         super().__init__(config, load_reranker)
 
     @serve.batch(max_batch_size=MAX_BATCH, batch_wait_timeout_s=BATCH_WAIT_S)
-    async def score(self, requests: list[list[tuple[str, str]]]) -> list[np.ndarray]:
-        return await self._run(lambda pairs: self.model.score([tuple(p) for p in pairs]), requests)
+    async def score(self, requests: list[list[tuple[str, str]]], traces: list[list[dict[str, str]]],
+                    ) -> list[np.ndarray]:
+        return await self._run(lambda pairs: self.model.score([tuple(p) for p in pairs]), requests, traces,
+                               "engram.cluster.Reranker/score")
 
 
 class _Opened:

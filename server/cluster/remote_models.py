@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from models.base import TextPair, TokenBatch
+from server.tracing import hop_traces
 
 CALL_TIMEOUT_S = 120.0   # one forward pass queued behind others on a loaded 2-core box; the edge's deadline is shorter
 
@@ -63,7 +64,8 @@ class _Remote:
     def _send(self, items: list[Any]) -> np.ndarray:
         if not items:
             return np.zeros((0,), dtype=np.float32)
-        return np.asarray(self._call.remote(items).result(timeout_s=CALL_TIMEOUT_S), dtype=np.float32)
+        # The traced requests' W3C contexts ride along (empty when none is traced): each gets the deployment's span.
+        return np.asarray(self._call.remote(items, hop_traces()).result(timeout_s=CALL_TIMEOUT_S), dtype=np.float32)
 
     def count_tokens(self, items: Sequence[Any]) -> list[int]:   # only the deployment has the tokenizer
         return [min(self.max_length, len(str(i)) // 3 + 2) for i in items]

@@ -68,7 +68,7 @@ class Recall:
                 tenant_id=tenant_id, tokens=1 if vector is not None else self.tokens([q.text]),
                 deadline_ns=deadline_ns, origin_ns=arrived_ns,
                 payload=SearchItem(shard=shard, query=q, now_ms=q.scoring.now_ms or now, vector=vector,
-                                   traced=traced)))
+                                   traced=traced, trace=self.tracing.inject() if traced else None)))  # type: ignore[union-attr]
         shard.enter()   # a tenant purge waits for the searches holding it
         try:
             results = list(await asyncio.gather(*jobs))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -18,6 +18,7 @@ import numpy as np
 from models.base import Reranker
 from models.threads import torch_threads
 from server.batching.pair_cache import PairScoreCache, pair_key
+from server.tracing import carrying
 
 # A typical (query, memory) pair: what the cost model is seeded with before the first batch measures its own.
 SAMPLE_QUERY = "what did the team decide about the launch date"
@@ -111,9 +112,11 @@ class PairScorer:
         lengths = getattr(tokens, "lengths", None)
         return int(np.sum(lengths)) if lengths is not None else sum(self.pair_tokens(pairs))
 
-    async def score(self, pairs: Sequence[tuple[str, str]], tenants: Sequence[str], *, threads: int = 0) -> Scored:
+    async def score(self, pairs: Sequence[tuple[str, str]], tenants: Sequence[str], *, threads: int = 0,
+                    traces: Sequence[Mapping[str, str]] = ()) -> Scored:
         """Logits of ``pairs`` (``tenants[i]`` owns pair i); ``threads``: torch threads of the forward pass
-        (0: the device thread's setting; the pass runs on a device thread)."""
+        (0: the device thread's setting; the pass runs on a device thread); ``traces``: the W3C contexts of the
+        traced requests the pass serves, for a Ray hop to pass on (server/tracing.py ``carrying``)."""
         loop = asyncio.get_running_loop()
         keys, cached, tokens, tokenize_ns = await loop.run_in_executor(self.cpu_pool, self._lookup_and_tokenize,
                                                                        pairs, tenants)
@@ -121,7 +124,8 @@ class PairScorer:
         logits = np.array([np.nan if v is None else v for v in cached], dtype=np.float64)
         if not missing:
             return Scored(logits=logits, computed=0, compute_ns=0)
-        fresh, forward_ns = await loop.run_in_executor(self.device_pool, self._forward, tokens, threads)
+        fresh, forward_ns = await loop.run_in_executor(self.device_pool, carrying, traces, self._forward, tokens,
+                                                       threads)
         logits[missing] = fresh
         if keys:
             self.cache.put_many([keys[i] for i in missing], fresh.tolist())

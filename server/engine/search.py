@@ -37,6 +37,7 @@ from server.fusion.rrf import rrf_filtered, rrf_max
 from server.store.columns import columnar, keep_mask
 from server.tenants.shard import TenantShard
 from server.text import has_code
+from server.tracing import carrying
 
 __all__ = ["SearchItem", "SearchPipeline", "auto_rerank_depth"]
 
@@ -194,7 +195,9 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
                 t0 = time.monotonic_ns()
                 # Short queries tokenize in well under a millisecond: on the device thread itself, so the
                 # forward pass never queues behind this or the next batch's BM25 in the CPU pool.
-                vectors = await loop.run_in_executor(self.device_pool, self._embed, [it.query.text for it in need])
+                traces = [it.trace for it in need if it.trace]   # what a Ray hop passes on (server/tracing.py)
+                vectors = await loop.run_in_executor(self.device_pool, carrying, traces, self._embed,
+                                                     [it.query.text for it in need])
                 run.timings.embed_ns = run.timings.lap("embed", t0)
                 for it, vec in zip(need, vectors, strict=True):
                     it.vector = vec
@@ -231,7 +234,9 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             assert self.scorer is not None
             t0 = time.monotonic_ns()
             threads = max(it.rerank_threads for it in items)
-            scored = await self.scorer.score(pairs, [items[qi].shard.tenant_id for qi, _ in owners], threads=threads)
+            traces = [items[qi].trace for qi in sorted({qi for qi, _ in owners}) if items[qi].trace]
+            scored = await self.scorer.score(pairs, [items[qi].shard.tenant_id for qi, _ in owners], threads=threads,
+                                             traces=traces)
             timings.rerank_ns = timings.lap("rerank", t0)
             computed, compute_ns, tokens = scored.computed, scored.compute_ns, scored.tokens
             self._apply_rerank(items, cands, owners, scored.logits)

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from engram_client import _core
 from server.domain import Timings
 from server.grpc.trace_interceptor import SERVER_ERRORS, rpc_attributes, status_number, trace_carrier
-from server.tracing import Tracing, build_tracing, hop_carrier, hop_span
+from server.tracing import Tracing, build_tracing, carrying, hop_carrier, hop_span, hop_traces
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -164,6 +164,38 @@ def test_the_ray_hop_carries_the_trace_from_the_edge_to_the_replica(
     assert hop.context.trace_id == rpc.get_span_context().trace_id
     assert hop.attributes == {"rpc.system": "ray", "rpc.service": "engram.cluster.TenantShard", "rpc.method": "search"}
     assert spans["engram.embed"].parent.span_id == hop.context.span_id
+
+
+def test_a_batched_model_hop_gives_each_traced_request_its_span(
+        tracing: tuple[Tracing, InMemorySpanExporter]) -> None:
+    """The Encoder / Reranker deployments (server/cluster/deployments.py): one pass served two traced requests,
+    whose contexts the replica set around the pass (``carrying``) and the remote stand-in sent (``hop_traces``);
+    each request's trace gets a SERVER span under its own context, timed by the pass."""
+    import pickle
+
+    replica, exporter = tracing
+    encoder = Tracing(exporter=exporter)
+    try:
+        carriers = []
+        for name in ("engram.cluster.TenantShard/search", "engram.cluster.TenantShard/search "):
+            with replica.server_span(name, carrier={}, attributes={}) as span:
+                carriers.append((span, replica.inject()))
+        sent = carrying([c for _, c in carriers], hop_traces)
+        assert hop_traces() == [] and sent == [c for _, c in carriers]
+        t0 = time.monotonic_ns()
+        encoder.served("engram.cluster.Encoder/embed", pickle.loads(pickle.dumps(sent)), start_ns=t0,
+                       end_ns=t0 + 7_000_000, attributes={"engram.batch.size": 2, "engram.batch.requests": 1})
+        assert encoder.flush()
+        served = [s for s in exporter.get_finished_spans() if s.name == "engram.cluster.Encoder/embed"]
+    finally:
+        encoder.close()
+    assert len(served) == 2
+    for (parent, _), span in zip(carriers, served, strict=True):
+        assert span.kind.name == "SERVER" and span.parent.span_id == parent.get_span_context().span_id
+        assert span.context.trace_id == parent.get_span_context().trace_id
+        assert span.end_time - span.start_time == 7_000_000
+        assert span.attributes == {"rpc.system": "ray", "rpc.service": "engram.cluster.Encoder", "rpc.method": "embed",
+                                   "engram.batch.size": 2, "engram.batch.requests": 1}
 
 
 def test_build_tracing_on_needs_the_sdk_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
