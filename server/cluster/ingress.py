@@ -40,6 +40,7 @@ from server.app import open_bucket, serve_until_signal
 from server.cluster.board import BOARD_INTERVAL_S, Board, ReplicaCollector, merge_stats
 from server.cluster.deployments import Failure, build_application
 from server.config import ServerConfig
+from server.console.frontend import ConsoleFrontend
 from server.domain import AuditOp, Filter, ForgetSpec, KeyScope, MemoryInput, SearchQuery
 from server.engine.engine import Engine
 from server.errors import ConfigError, DeadlineExceeded, NotFound, NotReady
@@ -276,6 +277,8 @@ class ClusterApp:
     board: Board
     metrics: Metrics | None = None
     metrics_port: int = 0
+    console: ConsoleFrontend | None = None   # the console over ClusterEngine (console_listen)
+    console_port: int = 0
     _stopped: bool = field(default=False)
     _refresher: asyncio.Task[None] | None = None
 
@@ -288,6 +291,8 @@ class ClusterApp:
         self._refresher = asyncio.get_running_loop().create_task(self._refresh_every(BOARD_INTERVAL_S))
         if self.metrics is not None and self.config.metrics_listen:
             self.metrics_port = self.metrics.serve(self.config.metrics_listen)
+        if self.console is not None:
+            self.console_port = await self.console.start()
         await self.frontend.start()
         await self.frontend.set_serving(True)
         log.info("engram (Ray Serve application %r) serving on port %d", self.config.cluster.app_name, self.port)
@@ -299,6 +304,8 @@ class ClusterApp:
         if self._refresher is not None:
             self._refresher.cancel()
         await self.frontend.stop(self.config.grace_s)
+        if self.console is not None:
+            await self.console.stop()
         if self.metrics is not None:
             self.metrics.close()
         self.engine.catalog.close()
@@ -339,11 +346,15 @@ async def build_cluster_app(config: ServerConfig, *, deploy: bool = True) -> Clu
     engine = ClusterEngine(config=config, shards=shards, catalog=catalog, info=info)
     board = Board(backend.store)
     metrics = None
-    if config.metrics_listen:   # the edge's RPC and query figures, and the replicas' (ReplicaCollector)
+    if config.metrics_listen or config.console_listen:   # the edge's RPC and query figures, the replicas'
         metrics = Metrics()
         metrics.registry.register(ReplicaCollector(lambda: engine.board_records))
     frontend = GrpcFrontend(engine, listen=config.listen, tls_cert=config.tls_cert,  # type: ignore[arg-type]
                             tls_key=config.tls_key, tls_client_ca=config.tls_client_ca, metrics=metrics)
+    # The console calls the engine methods the servicers call: ClusterEngine's, so every page reads the replicas.
+    console = (ConsoleFrontend(engine, listen=config.console_listen, metrics=metrics,  # type: ignore[arg-type]
+                               tls_cert=config.tls_cert, tls_key=config.tls_key, tls_client_ca=config.tls_client_ca)
+               if config.console_listen else None)
     return ClusterApp(config=config, engine=engine, frontend=frontend, new_admin_key=new_admin_key, board=board,
-                      metrics=metrics)
+                      metrics=metrics, console=console)
 

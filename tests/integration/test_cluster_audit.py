@@ -212,8 +212,9 @@ def test_the_edge_reports_every_replica_in_stats_and_metrics(edge: RunningServer
     # Which replica holds the tenant, and each replica's memory and disk.
     replicas = {r.replica: r for r in stats.replicas}
     assert len(replicas) == 2 and held[0].replica in replicas, (held, list(replicas))
-    assert all(r.node_id and r.pid > 0 and r.rss_bytes > 0 and r.disk_bytes > 0 for r in replicas.values())
-    assert replicas[held[0].replica].loaded_tenants >= 1 and replicas[held[0].replica].used_bytes > 0
+    assert all(r.node_id and r.pid > 0 and r.rss_bytes > 0 for r in replicas.values()), list(replicas.values())
+    holder = replicas[held[0].replica]
+    assert holder.loaded_tenants >= 1 and holder.used_bytes > 0 and holder.disk_bytes > 0, holder
     assert sum(r.loaded_tenants for r in replicas.values()) == stats.loaded_tenants
     assert [t.memories > 0 for t in stats.tenants if t.tenant_id == TENANT] == [True]
     one = admin.admin.Stats(spb.StatsRequest(tenant_id=TENANT), metadata=admin.metadata, timeout=30)

@@ -251,8 +251,8 @@ def test_a_rolling_upgrade_under_load_loses_nothing_and_fails_only_with_unavaila
         deployed_s = time.monotonic() - started
         while not clients.served_again(time.monotonic() - 0.5) and time.monotonic() < started + 300:
             time.sleep(0.2)
-        # A replica that crashes during the rollout (once a new replica's JVM died opening a Lucene index) makes
-        # the deployment UNHEALTHY until Serve has replaced it: wait for RUNNING under load, up to 3 minutes.
+        # Serve reports the application RUNNING once the last new replica is up: wait for it under load (a replica
+        # that crashed during the rollout would keep it UNHEALTHY until replaced), up to 3 minutes.
         while serve.status().applications["engram"].status != "RUNNING" and time.monotonic() < started + 180:
             time.sleep(0.5)
         running_s = time.monotonic() - started

@@ -29,7 +29,8 @@ export async function tenantPage(ctx, tenant) {
       h("dt", {}, "index tier"), h("dd", {"data-field": "dense_tier"}, stats.dense_tier || "—"),
       h("dt", {}, "index"), h("dd", {}, stats.dense_index || "—"),
       h("dt", {}, "memory use"), h("dd", {}, fmtBytes(stats.ram_bytes)),
-      h("dt", {}, "load time"), h("dd", {}, `${fmtNum(stats.load_ms, 1)} ms`)] :
+      h("dt", {}, "load time"), h("dd", {}, `${fmtNum(stats.load_ms, 1)} ms`),
+      stats.replica ? [h("dt", {}, "replica"), h("dd", {"data-field": "replica"}, stats.replica)] : []] :
       [h("dt", {}, "index, memory use"), h("dd", {class: "muted"}, s.stats_note)]);
   const tl = s.timeline;
   const chart = tl.starts_ms.length ? stackedBars({labels: tl.starts_ms.map((ms) => bucketLabel(ms, tl.bucket_ms)),
