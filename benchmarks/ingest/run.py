@@ -167,7 +167,7 @@ def part_a(server: ServerProcess, texts_by_kind: dict[str, list[str]], *, batch:
     out: dict[str, Any] = {}
     with client_for(server) as client:
         client.create_tenant("warm")
-        write_all(client, "warm", texts_by_kind["long"][:batch] + texts_by_kind["short"][:batch], batch=batch)
+        write_all(client, "warm", [t for texts in texts_by_kind.values() for t in texts[:batch]], batch=batch)
         for kind, texts in texts_by_kind.items():
             client.create_tenant(f"ingest-{kind}")
             out[kind] = write_all(client, f"ingest-{kind}", texts, batch=batch)
@@ -222,12 +222,21 @@ def _watch(proc: subprocess.Popen[bytes], until: Callable[[], bool]) -> float:
     return peak
 
 
-def part_c(server: ServerProcess, workdir: Path, *, n: int, batch: int, window: int,
-           synthetic: bool = False) -> dict[str, Any]:
+def part_c(server: Any, workdir: Path, *, n: int, batch: int, window: int, synthetic: bool = False,
+           numbered: bool = False) -> dict[str, Any]:
+    """``numbered``: generated turns with a number each (benchmarks.ingest.big.short_memory; no two merge, so the
+    tenant ends with exactly ``n``), else LoCoMo-sized turns (a few merge as near-duplicates). A ``server`` with
+    ``stage_totals`` (big.Server(timed=...)): the write path's ms per Write in each step, for the first run (the
+    empty tenant to the kill) and the resumed one (the kill to ``n``)."""
+    from benchmarks.ingest.big import short_memory
+
     path = workdir / "import.jsonl"
+    texts = (short_memory(i) for i in range(n)) if numbered else short_turns(n, seed=11, synthetic=synthetic)
     with path.open("w", encoding="utf-8") as f:
-        for text in short_turns(n, seed=11, synthetic=synthetic):
+        for text in texts:
             f.write(json.dumps({"content": text, "type": "semantic"}) + "\n")
+    timed = getattr(server, "timed", None) is not None
+    totals = [server.stage_totals()] if timed else []
     command = [sys.executable, "-m", "engram_cli", "import", "imported", str(path), "--address", server.address,
                "--key", ADMIN_KEY, "--batch-size", str(batch), "--window", str(window), "--no-progress"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -239,12 +248,14 @@ def part_c(server: ServerProcess, workdir: Path, *, n: int, batch: int, window: 
         first.send_signal(signal.SIGKILL)
         first.wait()
         killed_s, at_kill = time.perf_counter() - t0, _memories(client, "imported")
+        totals += [server.stage_totals()] if timed else []
         t1 = time.perf_counter()
         second = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         peak = max(peak, _watch(second, lambda: False))
         summary = second.communicate()[0].decode().strip().splitlines()[-2:]
         resumed_s = time.perf_counter() - t1
         final = _memories(client, "imported")
+        totals += [server.stage_totals()] if timed else []
         contents = [m.content for m in client.iter_memories("imported", page_size=1000)]
     # Every record once: the summary counts each record's outcome (a Write applied before the kill answered from
     # the server's record); a near-duplicate of an earlier record is MERGED into it, not stored again.
@@ -257,7 +268,17 @@ def part_c(server: ServerProcess, workdir: Path, *, n: int, batch: int, window: 
             "each_record_once": final == created == len(set(contents)) == len(contents)
             and created + int(outcomes.get("merged", 0)) == n,
             "import_peak_rss_mb": round(peak, 1), "file_mb": round(path.stat().st_size / 2**20, 2),
-            "resume_exit": second.returncode}
+            "resume_exit": second.returncode, **({"stages_ms_per_write": stage_split(totals, at_kill, final, batch)}
+                                                 if timed else {})}
+
+
+def stage_split(totals: list[dict[str, Any]], at_kill: int, final: int, batch: int) -> dict[str, Any]:
+    """Ms per Write in each step of the write path: the first run (0 to ``at_kill`` memories) and the resumed one."""
+    from benchmarks.ingest.stages import per_write
+
+    first = max(1, -(-at_kill // batch))
+    return {f"0-{at_kill}": per_write(totals[0], totals[1], first),
+            f"{at_kill}-{final}": per_write(totals[1], totals[2], max(1, -(-(final - at_kill) // batch)))}
 
 
 # -- the run --------------------------------------------------------------------------------------------------
@@ -294,9 +315,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parts", default="embed,a,b,c", help="comma-separated: embed, a, b, c")
     p.add_argument("--n-long", type=int, default=2000, help="~1 KB turns for part a (and b's import)")
     p.add_argument("--n-short", type=int, default=5000, help="LoCoMo-sized turns for part a")
+    p.add_argument("--kinds", default="long,short", help="part a and the embedder: long, short or both")
     p.add_argument("--n", type=int, default=20000, help="memories in part c's JSONL import")
     p.add_argument("--batch", type=int, default=128, help="memories per Write")
     p.add_argument("--window", type=int, default=4, help="part c: Writes in flight (engram import --window)")
+    p.add_argument("--c-texts", choices=("numbered", "turns"), default="numbered",
+                   help="part c: generated turns with a number each (exactly N memories) or LoCoMo-sized turns")
+    p.add_argument("--stages", action="store_true",
+                   help="part c on a server of its own that times the write path's steps (benchmarks.ingest.stages)")
     p.add_argument("--search-seconds", type=float, default=20.0)
     p.add_argument("--device", default="cpu", help="cpu | cuda")
     p.add_argument("--texts", choices=("locomo", "synthetic"), default="locomo",
@@ -309,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     parts = set(args.parts.split(","))
     env = {"ENGRAM_MODELS__DEVICE": args.device, **dict(e.split("=", 1) for e in args.env)}
     synthetic = args.texts == "synthetic"
-    texts = {"long": long_turns(args.n_long, synthetic=synthetic), "short": short_turns(args.n_short, synthetic=synthetic)}
+    kinds = args.kinds.split(",")
+    texts = {k: long_turns(args.n_long, synthetic=synthetic) if k == "long" else short_turns(args.n_short, synthetic=synthetic)
+             for k in ("long", "short") if k in kinds}
     results: dict[str, Any] = {"name": args.name, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                "machine": cpu_model(), "device": args.device, "command": " ".join(sys.argv),
                                "env": env, "batch": args.batch,
@@ -322,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     target_ms = load_config(env={**os.environ, **env}).search.latency_target_ms
     with tempfile.TemporaryDirectory(prefix="engram-ingest-") as tmp:
         work = Path(tmp)
-        if parts & {"a", "b", "c"}:
+        if parts & {"a", "b"} or "c" in parts and not args.stages:
             server = start_server(work, "server", env)
             try:
                 results["server"] = server.wait_ready()
@@ -334,11 +362,21 @@ def main(argv: list[str] | None = None) -> int:
                     results["b"] = part_b(server, long_turns(args.n_long, seed=5, synthetic=synthetic), query_texts(5000),
                                           batch=args.batch,
                                           seconds=args.search_seconds, target_ms=target_ms, synthetic=synthetic)
-                if "c" in parts:
+                if "c" in parts and not args.stages:
                     results["c"] = part_c(server, work, n=args.n, batch=args.batch, window=args.window,
-                                          synthetic=synthetic)
+                                          synthetic=synthetic, numbered=args.c_texts == "numbered")
             finally:
                 server.stop()
+        if "c" in parts and args.stages:
+            from benchmarks.ingest.big import Server
+
+            timed = Server(work / "timed-data", work / "server-timed.log", env=env, timed=work / "stages.json")
+            try:
+                timed.wait_ready()
+                results["c"] = part_c(timed, work, n=args.n, batch=args.batch, window=args.window,
+                                      synthetic=synthetic, numbered=args.c_texts == "numbered")
+            finally:
+                timed.stop()
     if args.device.startswith("cuda"):   # the GPU target: 20k short memories/s
         rates = {k: results[k]["short"].get("best", results[k]["short"].get("rate")) for k in ("embed", "a") if k in results}
         results["gpu_target_short_per_s"] = {"target": GPU_TARGET_SHORT, **rates}
