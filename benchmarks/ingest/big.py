@@ -151,8 +151,8 @@ class Server:
             self.proc.kill()
 
 
-def _tenant_stats(client: Any) -> Any:
-    return client.stats(TENANT).tenants[0]
+def _tenant_stats(client: Any, tenant: str = TENANT) -> Any:
+    return client.stats(tenant).tenants[0]
 
 
 def build(args: argparse.Namespace) -> int:
@@ -218,12 +218,13 @@ def build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _search(address: str, *, concurrency: int, seconds: float, seed: int, rerank_depth: int) -> dict[str, Any]:
+def _search(address: str, *, tenant: str, concurrency: int, seconds: float, seed: int,
+            rerank_depth: int) -> dict[str, Any]:
     """``rerank_depth`` 0: the server's default (the cross-encoder at its adaptive depth); -1: no rerank."""
     from benchmarks.serving.corpus import query_texts
     from benchmarks.serving.load import run_load
 
-    out = asyncio.run(run_load(address, ADMIN_KEY, tenants=[TENANT], queries=query_texts(5000, seed=seed),
+    out = asyncio.run(run_load(address, ADMIN_KEY, tenants=[tenant], queries=query_texts(5000, seed=seed),
                                concurrency=concurrency, seconds=seconds, seed=seed,
                                rerank_depth=rerank_depth)).summary()
     return {"rerank": "default" if rerank_depth == 0 else "none", **{
@@ -239,15 +240,15 @@ def measure(args: argparse.Namespace) -> int:
         ready_s = server.wait_ready()
         with server.client() as client:
             t0 = time.perf_counter()
-            client.search(TENANT, "what did Ana book", top_k=10)
+            client.search(args.tenant, "what did Ana book", top_k=10)
             first_search_s = time.perf_counter() - t0
-            stats = _tenant_stats(client)
+            stats = _tenant_stats(client, args.tenant)
         restart = {"ready_s": round(ready_s, 2), "first_search_s": round(first_search_s, 2),
                    "restart_s": round(ready_s + first_search_s, 2), "load_ms": round(stats.load_ms, 1)}
         log.info("restart: %s", restart)
         rss_loaded = server.rss_mb()
-        searches = [_search(server.address, concurrency=c, seconds=args.seconds, seed=7 + c + d, rerank_depth=d)
-                    for d in (-1, 0) for c in (1, 32)]
+        searches = [_search(server.address, tenant=args.tenant, concurrency=c, seconds=args.seconds, seed=7 + c + d,
+                            rerank_depth=d) for d in (-1, 0) for c in (1, 32)]
         result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": _cpu_model(),
                   "command": " ".join(sys.argv), "memories": stats.memories, "dense_index": stats.dense_index,
                   "restart": restart, "rss_after_load": rss_loaded, "rss_after_search": server.rss_mb(),
@@ -276,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nice", type=int, default=19, help="the server's niceness during a build")
     p.add_argument("--seconds", type=float, default=20.0, help="measure: seconds of each search load")
     p.add_argument("--name", default="", help="report: the results' name")
+    p.add_argument("--tenant", default=TENANT, help="measure: the tenant searched (run.py --keep: imported)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.action == "build":

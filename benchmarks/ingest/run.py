@@ -237,11 +237,15 @@ def part_c(server: Any, workdir: Path, *, n: int, batch: int, window: int, synth
             f.write(json.dumps({"content": text, "type": "semantic"}) + "\n")
     timed = getattr(server, "timed", None) is not None
     totals = [server.stage_totals()] if timed else []
+    tenant_stats: list[dict[str, Any]] = []
+    polling = threading.Event()
     command = [sys.executable, "-m", "engram_cli", "import", "imported", str(path), "--address", server.address,
                "--key", ADMIN_KEY, "--batch-size", str(batch), "--window", str(window), "--no-progress"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with client_for(server) as client:
         client.create_tenant("imported")
+        poller = threading.Thread(target=_poll_stats, args=(client, "imported", tenant_stats, polling), daemon=True)
+        poller.start()
         t0 = time.perf_counter()
         first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         peak = _watch(first, lambda: _memories(client, "imported") >= n // 2)
@@ -256,20 +260,31 @@ def part_c(server: Any, workdir: Path, *, n: int, batch: int, window: int, synth
         resumed_s = time.perf_counter() - t1
         final = _memories(client, "imported")
         totals += [server.stage_totals()] if timed else []
+        polling.set()
+        poller.join()
         contents = [m.content for m in client.iter_memories("imported", page_size=1000)]
     # Every record once: the summary counts each record's outcome (a Write applied before the kill answered from
     # the server's record); a near-duplicate of an earlier record is MERGED into it, not stored again.
-    outcomes = dict(re.findall(r"(\d+) (created|merged)", summary[0] if summary else ""))
-    created = int(outcomes.get("created", 0)) if outcomes else -1
+    outcomes = {word: int(count) for count, word in re.findall(r"(\d+) (created|merged)", summary[0] if summary else "")}
+    created = outcomes.get("created", 0) if outcomes else -1
     return {"n": n, "memories_at_kill": at_kill, "first_run_s": round(killed_s, 2),
             "first_run_rate": round(at_kill / killed_s, 2), "resumed_s": round(resumed_s, 2),
             "resumed_rate": round((final - at_kill) / resumed_s, 2), "final_memories": final,
             "distinct_contents": len(set(contents)), "summary": summary,
             "each_record_once": final == created == len(set(contents)) == len(contents)
-            and created + int(outcomes.get("merged", 0)) == n,
+            and created + outcomes.get("merged", 0) == n,
             "import_peak_rss_mb": round(peak, 1), "file_mb": round(path.stat().st_size / 2**20, 2),
-            "resume_exit": second.returncode, **({"stages_ms_per_write": stage_split(totals, at_kill, final, batch)}
-                                                 if timed else {})}
+            "resume_exit": second.returncode, "tenant_stats": tenant_stats,
+            **({"stages_ms_per_write": stage_split(totals, at_kill, final, batch),
+                "writes": totals[-1].get("writes", [])} if timed else {})}
+
+
+def _poll_stats(client: Any, tenant: str, rows: list[dict[str, Any]], stop: threading.Event) -> None:
+    """The tenant every 2 s (memories, state: BUILDING while a dense index build runs, the dense index)."""
+    while not stop.wait(2.0):
+        t = client.stats(tenant).tenants[0]
+        rows.append({"wall": round(time.time(), 2), "memories": t.memories, "state": t.state,
+                     "dense_index": t.dense_index})
 
 
 def stage_split(totals: list[dict[str, Any]], at_kill: int, final: int, batch: int) -> dict[str, Any]:
@@ -324,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stages", action="store_true",
                    help="part c on a server of its own that times the write path's steps (benchmarks.ingest.stages)")
     p.add_argument("--search-seconds", type=float, default=20.0)
+    p.add_argument("--keep", type=Path, default=None,
+                   help="with --stages: part c's server data in KEEP/data, kept (benchmarks.ingest.big measure)")
     p.add_argument("--device", default="cpu", help="cpu | cuda")
     p.add_argument("--texts", choices=("locomo", "synthetic"), default="locomo",
                    help="turns built from LoCoMo (../shared/data) or from templates (a box without the data)")
@@ -370,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         if "c" in parts and args.stages:
             from benchmarks.ingest.big import Server
 
-            timed = Server(work / "timed-data", work / "server-timed.log", env=env, timed=work / "stages.json")
+            data = args.keep / "data" if args.keep else work / "timed-data"
+            timed = Server(data, work / "server-timed.log", env=env, timed=work / "stages.json")
             try:
                 timed.wait_ready()
                 results["c"] = part_c(timed, work, n=args.n, batch=args.batch, window=args.window,

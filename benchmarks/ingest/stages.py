@@ -23,9 +23,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+WRITE_RPC = "rpc: Write handler"
 # (module, attribute path, label): the steps timed, outermost first. Nested steps are inside their parents.
 STEPS: tuple[tuple[str, str, str], ...] = (
-    ("server.grpc.servicer", "MemoryServicer.Write", "rpc: Write handler"),
+    ("server.grpc.servicer", "MemoryServicer.Write", WRITE_RPC),
     ("server.engine.engine", "Engine.write", "engine.write"),
     ("server.engine.idempotent", "write_call", "idempotency: fingerprint"),
     ("server.engine.ingest", "normalise_input", "normalise"),
@@ -46,13 +47,16 @@ STEPS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _install(totals: dict[str, float], counts: dict[str, int]) -> None:
+def _install(totals: dict[str, float], counts: dict[str, int], writes: list[tuple[float, float]]) -> None:
+    """Wraps each step of STEPS in a timer; ``writes`` gets each Write RPC's (end, seconds), end in epoch s."""
     lock = threading.Lock()
 
     def record(label: str, seconds: float) -> None:
         with lock:
             totals[label] += seconds
             counts[label] += 1
+            if label == WRITE_RPC:
+                writes.append((round(time.time(), 3), round(seconds, 4)))
 
     for module_name, path, label in STEPS:
         if not path:
@@ -79,6 +83,8 @@ def _install(totals: dict[str, float], counts: dict[str, int]) -> None:
                 finally:
                     record(_label, time.perf_counter() - t0)
             wrapped = functools.wraps(fn)(timed)
+        if isinstance(vars(owner).get(name) if isinstance(owner, type) else None, staticmethod):
+            wrapped = staticmethod(wrapped)
         setattr(owner, name, wrapped)
 
 
@@ -88,10 +94,11 @@ def serve(out: Path) -> int:
 
     totals: dict[str, float] = defaultdict(float)
     counts: Counter[str] = Counter()
-    _install(totals, counts)
+    writes: list[tuple[float, float]] = []
+    _install(totals, counts, writes)
 
     def dump(*_: Any) -> None:
-        out.write_text(json.dumps({"seconds": totals, "calls": counts}, indent=1))
+        out.write_text(json.dumps({"seconds": totals, "calls": counts, "writes": writes}))
 
     signal.signal(signal.SIGUSR1, dump)
     from engram_cli import main as cli_main
