@@ -261,7 +261,9 @@ class ClusterConfig:
         "Ray cluster to join (e.g. \"auto\", \"ray://head:10001\"); \"\" = start a local one in this process"))
     replicas: int = option(2, (
         "TenantShard replicas: each holds FAISS + Lucene + store of the tenants the consistent-hash ring gives it"))
-    encoder_replicas: int = option(1, "Encoder (and Reranker) replicas: stateless, each batches across all tenants")
+    encoder_replicas: int = option(1, (
+        "Encoder (and Reranker) replicas: stateless, each batches across all tenants; 0 = no model deployments, "
+        "each TenantShard replica runs the models itself (one Ray hop less per search and write)"))
     app_name: str = option("engram", "the Ray Serve application's name (serve.get_app_handle)")
     deploy: bool = option(True, (
         "the edge deploys (or updates) the application at start; false: it attaches to one deployed already (a "
@@ -349,7 +351,8 @@ class ServerConfig:
             (self.storage.compact_min_mb >= 0, "advanced.compact_min_mb must be >= 0"),
             (self.object_store.grace_s >= 0 and self.object_store.timeout_s > 0 and self.object_store.attempts >= 1,
              "advanced.object_store_grace_s >= 0, advanced.object_store_timeout_s > 0, advanced.object_store_attempts >= 1"),
-            (self.cluster.replicas >= 1 and self.cluster.encoder_replicas >= 1, "cluster.replicas, encoder_replicas >= 1"),
+            (self.cluster.replicas >= 1 and self.cluster.encoder_replicas >= 0,
+             "cluster.replicas >= 1, cluster.encoder_replicas >= 0"),
             (self.cluster.shard_cpus >= 0 and self.cluster.encoder_cpus >= 0 and self.cluster.verify_owner_s >= 0,
              "cluster.shard_cpus, cluster.encoder_cpus and advanced.verify_owner_s must be >= 0"),
         ]

@@ -58,22 +58,26 @@ WRITE_BATCH = 64
 class EngramProcess(ServerProcess):
     """``engram serve`` (or ``engram serve --ray --address ...``) in a child process on its own data dir."""
 
-    def __init__(self, name: str, *, workdir: Path, env: dict[str, str], ray_address: str = "") -> None:
+    def __init__(self, name: str, *, workdir: Path, env: dict[str, str], ray_address: str = "", ray_local: bool = False,
+                 root: Path = ROOT) -> None:
+        """``ray_address``: the edge joins that Ray; ``ray_local``: it starts its own. ``root``: the checkout it
+        runs from (on its ``PYTHONPATH``, which every worker of a Ray it starts inherits)."""
         self.port = free_port()
+        self.root = root
         self.dir = workdir / name
         self.log_path = workdir / f"{name}.log"
         self.args = [sys.executable, "-m", "engram_cli", "serve", "--listen", self.address, "--data-dir", str(self.dir),
-                     *(["--ray", "--address", ray_address] if ray_address else [])]
+                     *(["--ray", "--address", ray_address] if ray_address else ["--ray"] if ray_local else [])]
         self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}, "HF_HUB_OFFLINE": "1",
                     "TRANSFORMERS_OFFLINE": "1", "ENGRAM_ADMIN_KEY": ADMIN_KEY, "ENGRAM_LOG_LEVEL": "WARNING",
                     "ENGRAM_BATCHING__QUERY_CACHE_TTL_MS": "0",   # every query is embedded
-                    "ENGRAM_MODELS__RERANKER": "", **env}
+                    "ENGRAM_MODELS__RERANKER": "", **({"PYTHONPATH": str(root)} if root != ROOT else {}), **env}
         self.start()
 
     def start(self) -> None:
         import subprocess
 
-        self.proc = subprocess.Popen(self.args, cwd=ROOT, env=self.env, stdout=self.log_path.open("a"),
+        self.proc = subprocess.Popen(self.args, cwd=self.root, env=self.env, stdout=self.log_path.open("a"),
                                      stderr=subprocess.STDOUT)
 
 

@@ -45,7 +45,14 @@ HEALTH_CHECK_PERIOD_S = 2.0    # Serve's default 10 s: how soon the controller r
 SHARD_MAX_ONGOING = 512      # requests one shard replica takes at once (the engine's own batchers queue them)
 MODEL_MAX_ONGOING = 512      # per Encoder / Reranker replica: every shard's concurrent forwards join one batch
 MAX_BATCH = 64               # requests per @serve.batch call (each is one engine batch's texts or pairs)
-BATCH_WAIT_S = 0.002         # how long a batch waits for stragglers (the engines batch already)
+# How long a batch waits for stragglers: none. A pass takes what queued while the last one ran (under load, every
+# shard's forwards since), so batches still form across tenants; a wait only delayed a lone forward (2 ms each).
+BATCH_WAIT_S = 0.0
+# Serve's per-request work engram has no use for, in every replica process: user code runs on the replica's own
+# event loop (Serve's default hops each request to a second loop thread and back, two thread wake-ups per call on
+# each side of a hop), and no access-log line per request (the engine logs what matters).
+REPLICA_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0"}
+NO_ACCESS_LOG = {"enable_access_log": False}
 
 # The engine calls a TenantShard replica forwards; the rest (keys, tenants list, info) stay at the edge.
 TENANT_CALLS = frozenset({"write", "search", "get", "delete", "list_memories", "history", "confirm", "touch",
@@ -123,7 +130,7 @@ class _BatchedModel:
         return split(np.asarray(out, dtype=np.float32), [len(r) for r in requests])
 
 
-@serve.deployment(max_ongoing_requests=MODEL_MAX_ONGOING)
+@serve.deployment(max_ongoing_requests=MODEL_MAX_ONGOING, logging_config=NO_ACCESS_LOG)
 class Encoder(_BatchedModel):
     """The embedder, batched across every tenant's and replica's requests (called with no model id)."""
 
@@ -137,7 +144,7 @@ class Encoder(_BatchedModel):
         return await self._run(self.model.embed, requests, traces, "engram.cluster.Encoder/embed")
 
 
-@serve.deployment(max_ongoing_requests=MODEL_MAX_ONGOING)
+@serve.deployment(max_ongoing_requests=MODEL_MAX_ONGOING, logging_config=NO_ACCESS_LOG)
 class Reranker(_BatchedModel):
     """The cross-encoder, batched across every tenant's and replica's pairs (called with no model id)."""
 
@@ -174,6 +181,14 @@ class _Opened:
 
         return open_log
 
+    def due(self, tenant_id: str, *, every_s: float) -> bool:
+        """Whether :meth:`deposed` has anything to look at now (the log fenced, or its owner record due for a
+        read); never blocks, so the calls in between skip the executor."""
+        opened = self.logs.get(tenant_id)
+        if opened is None:
+            return False
+        return bool(opened.objects.fenced) or time.monotonic() - self.checked_s.get(tenant_id, 0.0) >= every_s
+
     def deposed(self, tenant_id: str, *, every_s: float) -> bool:
         """Whether another owner took the tenant's log since this replica loaded it: fenced on a write, or
         (at most every ``every_s``) an owner record of another epoch. Blocking (one GET)."""
@@ -192,13 +207,14 @@ class _Opened:
 
 
 @serve.deployment(max_ongoing_requests=SHARD_MAX_ONGOING, health_check_period_s=HEALTH_CHECK_PERIOD_S,
+                  logging_config=NO_ACCESS_LOG,
                   request_router_config=RequestRouterConfig(request_router_class=ROUTER,
                                                             request_router_kwargs=ROUTER_KWARGS))
 class TenantShard:
     """The engine of the tenants routed here. Its data dir is a per-replica cache under
     ``data_dir/replicas/<replica id>``; the truth is the bucket."""
 
-    async def __init__(self, config: ServerConfig, encoder: DeploymentHandle,
+    async def __init__(self, config: ServerConfig, encoder: DeploymentHandle | None = None,
                        reranker: DeploymentHandle | None = None) -> None:
         from server import lexical
         from server.app import build_engine, engine_metrics, flush_every, resolve_device, set_process_threads
@@ -216,8 +232,7 @@ class TenantShard:
         self.opened = _Opened(backend)
         set_process_threads(config.models.cpu_threads)
         lexical.start(heap_mb=config.jvm_heap_mb)
-        embedder = RemoteEmbedder(encoder, await encoder.info.remote())
-        remote_reranker = RemoteReranker(reranker, await reranker.info.remote()) if reranker is not None else None
+        embedder, remote_reranker = await _models(config, encoder, reranker)
         data_dir = config.data_dir / "replicas" / self.replica
         data_dir.mkdir(parents=True, exist_ok=True)
         own = dataclasses.replace(config, data_dir=data_dir)
@@ -242,6 +257,12 @@ class TenantShard:
                 self.engine.registry.create(tenant_id)
             if self.catalog.settings(tenant_id) != TenantSettings.from_stored(settings):
                 self.catalog.update_settings(tenant_id, settings, sorted(set(RANGES) - set(settings)))
+
+    def _known(self, tenant_id: str, settings: dict[str, float]) -> bool:
+        """Whether :meth:`_ensure_tenant` would change nothing (two dict reads, no lock: a stale answer only sends
+        the call through it)."""
+        return self.catalog.has_tenant(tenant_id) and self.catalog.settings(tenant_id) == TenantSettings.from_stored(
+            settings)
 
     def _check_owner(self, tenant_id: str) -> None:
         if self.opened.deposed(tenant_id, every_s=self.config.cluster.verify_owner_s):
@@ -275,9 +296,11 @@ class TenantShard:
         loop = asyncio.get_running_loop()
         moves = self._moves.get(tenant_id, 0)
         try:
-            if method != "create_tenant":
-                await loop.run_in_executor(self.engine.write_pool, self._ensure_tenant, tenant_id, settings)
-                await loop.run_in_executor(self.engine.cpu_pool, self._check_owner, tenant_id)
+            if method != "create_tenant":   # each executor hop only when there is work for it (a thread wake-up each)
+                if not self._known(tenant_id, settings):
+                    await loop.run_in_executor(self.engine.write_pool, self._ensure_tenant, tenant_id, settings)
+                if self.opened.due(tenant_id, every_s=self.config.cluster.verify_owner_s):
+                    await loop.run_in_executor(self.engine.cpu_pool, self._check_owner, tenant_id)
             if method in DEADLINE_CALLS and remaining_s is not None:
                 kwargs = {**kwargs, "deadline_ns": time.monotonic_ns() + int(remaining_s * 1e9)}
             call = self._template_copies if method == "template_copies" else getattr(self.engine, method)
@@ -353,15 +376,38 @@ class TenantShard:
             pool.shutdown(wait=True)
 
 
+async def _models(config: ServerConfig, encoder: DeploymentHandle | None,
+                  reranker: DeploymentHandle | None) -> tuple[Any, Any]:
+    """The replica's embedder and reranker: the deployments' stand-ins, or (``cluster.encoder_replicas`` 0, no
+    Encoder deployment) the models themselves, loaded in this process as a single node loads them."""
+    if encoder is not None:
+        embedder = RemoteEmbedder(encoder, await encoder.info.remote())
+        return embedder, RemoteReranker(reranker, await reranker.info.remote()) if reranker is not None else None
+    from server.app import load_embedder, load_reranker, resolve_device
+
+    device = resolve_device(config.models.device)
+    local = await asyncio.to_thread(lambda: (load_embedder(config, device), load_reranker(config, device)))
+    for model in local:
+        if model is not None:
+            await asyncio.to_thread(model.warmup)
+    return local
+
+
 def build_application(config: ServerConfig) -> Any:
     """The bound Serve application: TenantShard (ingress, consistent-hash routed) over Encoder and, when a
-    reranker is configured, Reranker."""
+    reranker is configured, Reranker; with ``cluster.encoder_replicas`` 0, TenantShard alone, its models inside."""
     c = config.cluster
-    models = {"num_replicas": c.encoder_replicas, "ray_actor_options": {"num_cpus": c.encoder_cpus}}
-    encoder = Encoder.options(**models).bind(config)
-    reranker = Reranker.options(**models).bind(config) if config.models.reranker else None
-    return TenantShard.options(num_replicas=c.replicas, ray_actor_options={"num_cpus": c.shard_cpus}).bind(
+    models = {"num_replicas": c.encoder_replicas, "ray_actor_options": actor_options(c.encoder_cpus)}
+    encoder = Encoder.options(**models).bind(config) if c.encoder_replicas else None   # 0: in each shard replica
+    reranker = Reranker.options(**models).bind(config) if config.models.reranker and encoder is not None else None
+    return TenantShard.options(num_replicas=c.replicas, ray_actor_options=actor_options(c.shard_cpus)).bind(
         config, encoder, reranker)
+
+
+def actor_options(cpus: float) -> dict[str, Any]:
+    """A replica's Ray actor options: its CPUs, and :data:`REPLICA_ENV` (Serve reads it when it is imported, so
+    it is set in the replica process's environment; an application's own runtime_env merges with it)."""
+    return {"num_cpus": cpus, "runtime_env": {"env_vars": dict(REPLICA_ENV)}}
 
 
 def app_builder(args: dict[str, str]) -> Any:

@@ -38,7 +38,7 @@ from ray.serve.handle import DeploymentHandle
 
 from server.app import open_bucket, serve_until_signal
 from server.cluster.board import BOARD_INTERVAL_S, Board, ReplicaCollector, merge_stats
-from server.cluster.deployments import Failure, build_application
+from server.cluster.deployments import Failure, TenantShard, build_application
 from server.config import ServerConfig
 from server.console.frontend import ConsoleFrontend
 from server.domain import AuditOp, Filter, ForgetSpec, KeyScope, MemoryInput, SearchQuery
@@ -239,6 +239,16 @@ async def _awaited(response: Any) -> Any:
     return await response
 
 
+def edge_handle(app_name: str) -> DeploymentHandle:
+    """The edge's own handle on the TenantShard deployment, its router on the edge's event loop: a call is then
+    routed and sent from the loop that awaits it (Serve's default runs a handle's router on a loop thread of its
+    own: two thread hand-offs per call). Its own object, not ``serve.get_app_handle``'s cached one, which callers
+    on other threads may share. Only the edge's event loop may call it."""
+    handle: DeploymentHandle = DeploymentHandle(TenantShard.name, app_name)
+    handle._init(_run_router_in_separate_loop=False)
+    return handle
+
+
 def connect(config: ServerConfig) -> None:
     """Joins ``cluster.address`` (or starts a local Ray) and (re)deploys the application."""
     if not config.object_store.bucket:
@@ -336,7 +346,7 @@ async def build_cluster_app(config: ServerConfig, *, deploy: bool = True) -> Clu
         await loop.run_in_executor(None, connect, config)
     elif not ray.is_initialized():
         _init_ray(config)
-    shards = serve.get_app_handle(config.cluster.app_name)
+    shards = edge_handle(config.cluster.app_name)
     info = await shards.info.remote()
     config.data_dir.mkdir(parents=True, exist_ok=True)
     backend = await loop.run_in_executor(None, open_bucket, config, None)   # the catalog lives in the bucket too
