@@ -110,6 +110,17 @@ def ask(client: EngramClient, tenant: str, questions: list[str]) -> list[dict[st
     return rows
 
 
+def controller_state(client: EngramClient) -> dict[str, Any]:
+    """The rerank controller's cost model as Info reports it (read after a phase, outside the timed queries)."""
+    try:
+        control = client.info().rerank_control
+    except Exception:   # noqa: BLE001 - an older tree's server: the figures are optional
+        return {}
+    return {k: getattr(control, k) for k in ("depth", "ms_per_pair", "ms_per_pair_wide", "ms_per_query",
+                                             "batches_full", "batches_reduced", "batches_skipped", "batches_wide",
+                                             "load_scale", "tail_p95_ms") if hasattr(control, k)}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tree", action="append", required=True, help="NAME=PATH of a checkout to serve from")
@@ -139,10 +150,13 @@ def main(argv: list[str] | None = None) -> int:
                 ask(server.client, LONG, warm)
                 ask(server.client, SHORT, warm)
                 rows_long = ask(server.client, LONG, measured_long)
+                control_long = controller_state(server.client)
                 rows_short = ask(server.client, SHORT, measured_short)
+                control_short = controller_state(server.client)
             finally:
                 server.stop()
             runs.append({"variant": name, "round": rnd, "long": summary(rows_long), "short": summary(rows_short),
+                         "control_after_long": control_long, "control_after_short": control_short,
                          "rows_long": rows_long, "rows_short": rows_short})
             print(name, rnd, json.dumps(runs[-1]["long"]), json.dumps(runs[-1]["short"]), flush=True)
     pooled = {name: {kind: summary([r for run in runs if run["variant"] == name for r in run[f"rows_{kind}"]])

@@ -73,7 +73,8 @@ def load_locomo_tenants(address: str) -> tuple[list[str], list[str]]:
 
 def quiet_row(result: LoadResult) -> dict[str, Any]:
     s = result.summary()
-    return {k: s[k] for k in ("requests", "qps", "p50_ms", "p95_ms", "p99_ms", "mean_batch_size", "errors")}
+    return {k: s[k] for k in ("requests", "qps", "p50_ms", "p95_ms", "p99_ms", "mean_batch_size", "errors",
+                              "server_stage_mean_ms")}
 
 
 async def side_by_side(address: str, queries: list[str], *, noisy_clients: int, seconds: float,

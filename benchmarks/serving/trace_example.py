@@ -102,8 +102,8 @@ def lines(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         attrs = ", ".join(f"{k.removeprefix('engram.')}={v}" for k, v in r["attributes"].items()
                           if k in ("engram.batch.size", "engram.batch.requests", "engram.rerank.depth"))
-        out.append(f"{'  ' * r['depth']}- {r['name']} ({r['kind']}) {r['duration_ms']:.2f} ms, at +{r['start_ms']:.2f} ms"
-                   + (f"  [{attrs}]" if attrs else ""))
+        head = f"{'  ' * r['depth']}- {r['name']} ({r['kind']})"
+        out.append(f"{head} {r['duration_ms']:.2f} ms, at +{r['start_ms']:.2f} ms" + (f"  [{attrs}]" if attrs else ""))
     return out
 
 

@@ -76,19 +76,26 @@ def variant_env(variant: str, endpoint: str) -> dict[str, str]:
 
 
 def off_path_ns() -> float:
-    """What the off path adds to a single-query search: ``traced_now(None)`` in the Recall, the batch's
-    ``any(payload.traced ...)`` in the pipeline, and six stage laps through ``Timings.lap`` (a call and a
-    ``marks is None`` check) where the pipeline read ``time.monotonic_ns() - t0`` before."""
+    """What the off path adds to a single-query search: ``traced_now(None)`` in the Recall (and the item's
+    ``trace`` left None), the batch's ``any(payload.traced ...)`` in the pipeline, six stage laps through
+    ``Timings.lap`` (a call and a ``marks is None`` check) where the pipeline read ``time.monotonic_ns() - t0``
+    before, and the two forward passes' Ray-hop contexts (an empty list each, and ``carrying`` around the pass)."""
     from server.domain import Timings
-    from server.tracing import traced_now
+    from server.tracing import carrying, traced_now
 
     class Item:
         traced = False
+        trace = None
+
+    def forward() -> None:
+        return None
 
     batch, timings, n, clock = [Item()], Timings(), 200_000, time.monotonic_ns
-    now = timeit.timeit(lambda: (traced_now(None), any(e.traced for e in batch),
-                                 [timings.lap("x", 0) for _ in range(6)]), number=n)
-    before = timeit.timeit(lambda: [clock() - 0 for _ in range(6)], number=n)
+    now = timeit.timeit(lambda: (traced_now(None), Item.trace if Item.traced else None, any(e.traced for e in batch),
+                                 [timings.lap("x", 0) for _ in range(6)],
+                                 [carrying([it.trace for it in batch if it.trace], forward) for _ in range(2)]),
+                        number=n)
+    before = timeit.timeit(lambda: ([clock() - 0 for _ in range(6)], [forward() for _ in range(2)]), number=n)
     return round((now - before) / n * 1e9, 1)
 
 
@@ -172,7 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--window", type=float, default=4.0, help="seconds of load per window")
     p.add_argument("--warmup", type=float, default=8.0)
     p.add_argument("--out", default=str(OUT))
+    p.add_argument("--off-path-only", action="store_true", help="only the off path's ns a search (no servers)")
     args = p.parse_args(argv)
+    if args.off_path_only:
+        print(json.dumps({"off_path_ns_per_search": [off_path_ns() for _ in range(5)], "cpu": cpu_model()}))
+        return 0
     from server.app import load_embedder
     from server.config import load_config
 

@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from server.batching.scheduler import ACTIVE_WINDOW_MS, active_tenants, admit, next_batch, tenant_caps
+from server.batching.scheduler import (ACTIVE_WINDOW_MS, active_tenants, admit, hold_last_slot_ns, next_batch,
+                                      tenant_caps)
 from server.errors import DeadlineExceeded, NotReady, Overloaded
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,9 @@ class Batcher(Generic[T]):
         self._in_flight: Counter[str] = Counter()   # per tenant: submitted and not yet answered
         self.tenant_rejected: Counter[str] = Counter()
         self._arrived = asyncio.Event()
+        self._changed = asyncio.Event()   # an arrival or a batch leaving the pipeline (a held slot decides again)
+        self._max_in_flight = max_in_flight
+        self._batches = 0   # batches in the pipeline
         self._slots = asyncio.Semaphore(max_in_flight)
         self._device_slots = asyncio.Semaphore(min(device_slots, max_in_flight))
         self._in_device = 0   # batches formed and not yet past their device stage
@@ -200,6 +204,7 @@ class Batcher(Generic[T]):
         self._queued[tenant_id] += 1
         self._in_flight[tenant_id] += 1
         self._arrived.set()
+        self._changed.set()
         try:
             return await entry.future
         finally:
@@ -214,6 +219,15 @@ class Batcher(Generic[T]):
             self._arrived.clear()
             while self._queue:
                 await self._slots.acquire()
+                hold_ns = self._hold_ns()
+                if hold_ns > 0:   # the last slot is kept for a quiet client between its queries
+                    self._slots.release()
+                    self._changed.clear()
+                    try:
+                        await asyncio.wait_for(self._changed.wait(), timeout=hold_ns / 1e9)
+                    except TimeoutError:
+                        pass
+                    continue
                 await self._device_slots.acquire()
                 if self.max_wait_s > 0 and self._in_device > 0:
                     await self._gather_stragglers()
@@ -234,9 +248,20 @@ class Batcher(Generic[T]):
                     continue
                 self._stage.shape(plan.batch, self._queue, time.monotonic_ns(), others=len(self._tasks))
                 self._in_device += 1
+                self._batches += 1
                 task = asyncio.get_running_loop().create_task(self._run(plan.batch))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+
+    def _hold_ns(self) -> int:
+        """How long the slot just taken stays empty (0: a batch forms): only when it is the pipeline's last one
+        (scheduler.hold_last_slot_ns)."""
+        if self._batches == 0 or self._batches < self._max_in_flight - 1 or self.tenant_quantum <= 0:
+            return 0
+        running = {t: n - self._queued[t] for t, n in self._in_flight.items()}
+        return hold_last_slot_ns(+self._queued, running=running, in_flight=self._in_flight,
+                                 answered_ns=self._answered_ns, now_ns=time.monotonic_ns(),
+                                 window_ns=self.active_window_ns)
 
     def _active_tenants(self) -> int:
         """Tenants queued, in flight or answered within ``active_window_ns`` (forgetting older answers)."""
@@ -281,7 +306,9 @@ class Batcher(Generic[T]):
         finally:
             if on_device:
                 self._leave_device()
+            self._batches -= 1
             self._slots.release()
+            self._changed.set()
 
     def _leave_device(self) -> None:
         self._in_device -= 1

@@ -76,6 +76,15 @@ TAIL_WINDOW = 64        # answers the observed tail is read over (a quarter of t
 TAIL_DECREASE = 0.7     # the load scale's cut when the window's p95 is over the target
 TAIL_INCREASE = 0.05    # its step back up when the window's p95 is under TAIL_LOW x the target
 TAIL_LOW = 0.8
+# The pass is priced at its tail, not its mean: the cost model's estimate x the SPREAD_QUANTILE of how the last
+# SPREAD_WINDOW passes measured against the estimate they were priced at (at least 1, at most SPREAD_CAP; 1 until
+# SPREAD_MIN passes were compared). One client, ~1 KB memories, an idle server on a busy 2-core box: the estimate
+# matched the mean pass (10.0 ms a pair against 10.4 measured) while one pass in five took 1.45x its estimate, and
+# those made the p95 (283 ms at the full budget's depth 16, 250 ms target; benchmarks/serving/long_memories.py).
+SPREAD_WINDOW = 32
+SPREAD_QUANTILE = 0.9
+SPREAD_MIN = 8
+SPREAD_CAP = 2.0
 
 
 class Timed(Protocol):
@@ -94,7 +103,8 @@ def bucket(units: int) -> int:
 
 class CostModel:
     """Smoothed milliseconds per unit (token or query), by shape bucket. A bucket never measured reads its
-    nearest measured neighbour (then the prior). Written from executor threads: a lock guards the dicts."""
+    nearest measured neighbour (then the prior). Written from executor threads: a lock guards the dicts.
+    :meth:`spread` says how far above their estimate recent measurements went (the pass priced at its tail)."""
 
     def __init__(self, *, prior_ms: float, smoothing: float = SMOOTHING) -> None:
         self.prior_ms = prior_ms
@@ -102,12 +112,17 @@ class CostModel:
         self._ms: dict[int, float] = {}
         self._seen: dict[int, int] = {}   # bucket -> the count of observations when it was last observed
         self._count = 0
+        self._ratios: collections.deque[float] = collections.deque(maxlen=SPREAD_WINDOW)   # measured / estimate
         self._lock = threading.Lock()
 
     def observe(self, units: int, ms: float) -> None:
         if units <= 0 or not math.isfinite(ms) or ms < 0:
             return
         per_unit, b = ms / units, bucket(units)
+        if self._ms:
+            estimate = self.per_unit_ms(units)   # what this shape was priced at: the ratio is the model's own error
+            if estimate > 0:
+                self._ratios.append(per_unit / estimate)
         with self._lock:
             old = self._ms.get(b)
             # One slow pass (a shared box: a descheduled OpenMP thread) moves the estimate by at most
@@ -136,6 +151,19 @@ class CostModel:
 
     def measured(self) -> bool:
         return bool(self._ms)
+
+    def spread(self) -> float:
+        """The ``SPREAD_QUANTILE`` of the last measurements over the estimates they were priced at, in
+        [1, ``SPREAD_CAP``] (1 before ``SPREAD_MIN`` of them)."""
+        with self._lock:
+            ratios = sorted(self._ratios)
+        if len(ratios) < SPREAD_MIN:
+            return 1.0
+        return min(SPREAD_CAP, max(1.0, ratios[min(len(ratios) - 1, math.ceil(SPREAD_QUANTILE * len(ratios)) - 1)]))
+
+    def tail_ms(self, units: int) -> float:
+        """:meth:`per_unit_ms` x :meth:`spread`: the price of a unit in a pass that must fit a tail target."""
+        return self.per_unit_ms(units) * self.spread()
 
 
 def rerank_budget_ms(*, batch_left_ms: float, batch_other_ms: float, queue_left_ms: float | None,
@@ -311,7 +339,7 @@ class RerankController:
         if not self.enabled or not lengths:
             return self.full_depth
         depth = fit_depth(budget_ms=budget_ms, lengths=lengths, full_depth=self.full_depth, fixed_tokens=fixed_tokens,
-                          token_ms=(self.wide_tokens if threads > 0 else self.tokens).per_unit_ms)
+                          token_ms=(self.wide_tokens if threads > 0 else self.tokens).tail_ms)
         self.depth = depth
         self.counts["full" if depth >= self.full_depth else "reduced" if depth > 0 else "skipped"] += 1
         return depth

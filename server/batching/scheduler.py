@@ -12,9 +12,10 @@ the batch itself grows with a neighbour's queue: a quiet tenant's query then wai
 batches as large as the flood makes them. So while more than one tenant is active (queued, in flight, or answered
 within ``ACTIVE_WINDOW_MS``: a closed-loop client between two queries still counts),
 each tenant puts at most ``quantum x weight`` entries in a batch (:func:`tenant_caps`); alone, a tenant
-fills the batch. And each tenant holds at most its weighted share of the queue's capacity among the
-tenants queued (:func:`admit`): beyond it, RESOURCE_EXHAUSTED at once; when the queue is full, a tenant
-within its share pushes out the newest entry of the tenant furthest over its own.
+fills the batch. The pipeline's last free slot is kept for such a client between its queries while the queued
+tenants all have a batch running (:func:`hold_last_slot_ns`). And each tenant holds at most its weighted share of
+the queue's capacity among the tenants queued (:func:`admit`): beyond it, RESOURCE_EXHAUSTED at once; when the
+queue is full, a tenant within its share pushes out the newest entry of the tenant furthest over its own.
 """
 
 from __future__ import annotations
@@ -71,6 +72,19 @@ def active_tenants(in_flight: Collection[str], answered_ns: Mapping[str, int], *
                    window_ns: int) -> set[str]:
     """Tenants with a request submitted and not answered, or one answered within ``window_ns`` of ``now_ns``."""
     return set(in_flight) | {t for t, at in answered_ns.items() if now_ns - at < window_ns}
+
+
+def hold_last_slot_ns(queued: Collection[str], *, running: Mapping[str, int], in_flight: Collection[str],
+                      answered_ns: Mapping[str, int], now_ns: int, window_ns: int) -> int:
+    """How long to keep the pipeline's last free slot empty (0: form the batch now). It is kept for a tenant that
+    is active (answered within ``window_ns``) with nothing in flight, a closed-loop client between two queries,
+    while every ``queued`` tenant already has a batch ``running``: a flood then holds one slot, never both, and the
+    quiet query that arrives next starts at once instead of waiting for a flood batch to leave the pipeline. Until
+    the soonest such window ends (an arrival or a freed slot decides again)."""
+    if not queued or any(running.get(t, 0) <= 0 for t in queued):
+        return 0
+    ends = [at + window_ns - now_ns for t, at in answered_ns.items() if t not in in_flight and now_ns - at < window_ns]
+    return max(0, min(ends)) if ends else 0
 
 
 def tenant_caps(queued: Collection[str], *, active: int, weights: Mapping[str, float], quantum: int,

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import pytest
 
 from server.batching.batcher import Entry
-from server.batching.controller import (PRIOR_PAIR_TOKENS, TAIL_WINDOW, WIDE_MARGIN, WIDE_PROBE_EVERY, CostModel,
+from server.batching.controller import (PRIOR_PAIR_TOKENS, SPREAD_CAP, SPREAD_MIN, SPREAD_WINDOW, TAIL_WINDOW,
+                                       WIDE_MARGIN, WIDE_PROBE_EVERY, CostModel,
                                        RerankController, TailGuard, bucket, fit_depth, pass_tokens, rerank_budget_ms)
 
 MS = 1_000_000
@@ -304,3 +305,38 @@ def test_a_wide_pass_a_little_dearer_than_the_narrow_estimate_still_goes_wide() 
     observe(c, queries=1, other_ms=20.0, pairs=20, pair_ms=13.5, threads=2)
     assert c.wide_tokens.per_unit_ms(20 * T) * T >= WIDE_MARGIN * 8.0 and c.threads(alone=True) == 0
 
+
+
+def test_the_spread_is_how_far_recent_passes_went_above_their_estimate() -> None:
+    model = CostModel(prior_ms=1.0, smoothing=0.2)
+    model.observe(100, 100.0)
+    for _ in range(SPREAD_MIN - 2):
+        model.observe(100, 100.0)
+    assert model.spread() == 1.0                       # too few compared yet
+    for _ in range(SPREAD_WINDOW):                      # steady passes: priced at the mean
+        model.observe(100, 100.0)
+    assert model.spread() == 1.0 and model.tail_ms(100) == pytest.approx(1.0)
+    for i in range(SPREAD_WINDOW):                      # one pass in four takes 1.6x what it was priced at
+        model.observe(100, 100.0 * (1.6 if i % 4 == 0 else 0.95) * model.per_unit_ms(100))
+    assert 1.5 < model.spread() <= 1.6
+    assert model.tail_ms(100) == pytest.approx(model.per_unit_ms(100) * model.spread())
+    for _ in range(SPREAD_WINDOW):                      # stalls of 10x: capped
+        model.observe(100, 1000.0 * model.per_unit_ms(100))
+    assert model.spread() == SPREAD_CAP
+
+
+def test_a_pass_whose_cost_varies_is_priced_at_its_tail_not_its_mean() -> None:
+    """Two controllers with the same mean pass cost (1 ms a pair): passes that vary get a smaller idle depth, so that
+    the slow ones still fit the target; steady ones keep the full depth."""
+    steady, varying = controller(), controller()
+    for i in range(2 * SPREAD_WINDOW):
+        observe(steady, queries=1, other_ms=10.0, pairs=20, pair_ms=1.0)
+        observe(varying, queries=1, other_ms=10.0, pairs=20, pair_ms=1.6 if i % 4 == 0 else 0.8)
+    now = 1000 * MS
+    long_pairs = 7 * T   # long memories: a pair of 7x the typical tokens (20 of them: 140 ms at the mean)
+    full = choose(steady, [Job(now)], [], reranked=1, now_ns=now, alone=True, tokens_per_pair=long_pairs)
+    tail = choose(varying, [Job(now)], [], reranked=1, now_ns=now, alone=True, tokens_per_pair=long_pairs)
+    assert steady.tokens.spread() == 1.0 and varying.tokens.spread() > 1.4
+    assert full == 20 and tail < full
+    # the deepest pass it allows fits the budget at the spread's price: (250 - 10) x 0.8 = 192 ms
+    assert tail * long_pairs * varying.tokens.tail_ms(tail * long_pairs) <= 192.0

@@ -4,13 +4,14 @@ that applies them, driven by events (held batches, released on cue), never by sl
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 from async_support import run_async
 
 from server.batching.batcher import Batcher, Entry, Stage
-from server.batching.scheduler import active_tenants, admit, next_batch, tenant_caps
+from server.batching.scheduler import active_tenants, admit, hold_last_slot_ns, next_batch, tenant_caps
 from server.errors import Overloaded
 
 
@@ -139,6 +140,20 @@ def test_a_tenant_answered_within_the_window_still_counts_as_active() -> None:
     assert active_tenants(set(), {}, now_ns=0, window_ns=50 * ms) == set()
 
 
+def windowed(stage: Stage[str, None], *, window_ms: float, max_in_flight: int, quantum: int,
+             ) -> tuple[Batcher[str], Callable[[str, str], asyncio.Task]]:
+    """A started batcher over ``stage`` (one device slot) with the active window at ``window_ms``, and its submit."""
+    b: Batcher[str] = Batcher(name="t", stage=stage, max_tokens=10_000, max_requests=64, max_wait_ms=0.0,
+                              capacity=64, device_slots=1, max_in_flight=max_in_flight, tenant_quantum=quantum)
+    b.active_window_ns = int(window_ms * 1e6)
+
+    def submit(payload: str, tenant: str) -> asyncio.Task:
+        return asyncio.ensure_future(b.submit(tenant_id=tenant, tokens=1, payload=payload, deadline_ns=None))
+
+    b.start()
+    return b, submit
+
+
 @run_async
 async def test_a_closed_loop_client_between_queries_keeps_the_flood_at_its_quantum() -> None:
     """The quiet client was just answered and has not sent its next query yet: the batch formed in that gap
@@ -146,14 +161,7 @@ async def test_a_closed_loop_client_between_queries_keeps_the_flood_at_its_quant
     With the window at 0 the flood fills the batch (the behaviour before the window)."""
     for window_ms, noisy_in_second in ((50.0, 2), (0.0, 6)):
         run = Held()
-        b: Batcher[str] = Batcher(name="t", stage=run, max_tokens=10_000, max_requests=64, max_wait_ms=0.0,
-                                  capacity=64, device_slots=1, max_in_flight=1, tenant_quantum=2)
-        b.active_window_ns = int(window_ms * 1e6)
-
-        def submit(payload: str, tenant: str, b: Batcher[str] = b) -> asyncio.Task:
-            return asyncio.ensure_future(b.submit(tenant_id=tenant, tokens=1, payload=payload, deadline_ns=None))
-
-        b.start()
+        b, submit = windowed(run, window_ms=window_ms, max_in_flight=1, quantum=2)
         q = submit("q0", "quiet")
         await run.started.wait()                  # the quiet query alone on the device
         run.started.clear()
@@ -168,4 +176,63 @@ async def test_a_closed_loop_client_between_queries_keeps_the_flood_at_its_quant
         await head
         await asyncio.gather(*noisy)
         assert sum(p.startswith("n") for p in run.batches[2]) == noisy_in_second, (window_ms, run.batches)
+        await b.close()
+
+
+def test_the_last_slot_is_kept_for_an_active_tenant_between_queries_only_while_the_queued_ones_run() -> None:
+    ms = 1_000_000
+    answered = {"quiet": 100 * ms}
+    # The flood has a batch running and the quiet client was answered 10 ms ago: kept until its window ends.
+    assert hold_last_slot_ns({"noisy"}, running={"noisy": 1}, in_flight={"noisy"}, answered_ns=answered,
+                             now_ns=110 * ms, window_ns=50 * ms) == 40 * ms
+    assert hold_last_slot_ns({"noisy"}, running={"noisy": 1}, in_flight={"noisy"}, answered_ns=answered,
+                             now_ns=150 * ms, window_ns=50 * ms) == 0            # its window is over
+    assert hold_last_slot_ns({"noisy"}, running={"noisy": 0}, in_flight={"noisy"}, answered_ns=answered,
+                             now_ns=110 * ms, window_ns=50 * ms) == 0            # a queued tenant has nothing running
+    assert hold_last_slot_ns({"noisy", "quiet"}, running={"noisy": 1}, in_flight={"noisy", "quiet"},
+                             answered_ns=answered, now_ns=110 * ms, window_ns=50 * ms) == 0   # the quiet one is here
+    assert hold_last_slot_ns({"noisy"}, running={"noisy": 1}, in_flight={"noisy", "quiet"}, answered_ns=answered,
+                             now_ns=110 * ms, window_ns=50 * ms) == 0            # in flight: not between queries
+    assert hold_last_slot_ns(set(), running={}, in_flight=set(), answered_ns=answered, now_ns=110 * ms,
+                             window_ns=50 * ms) == 0
+
+
+class FinishHeld(Stage[str, None]):
+    """A stage whose batches leave the device at once and stay in their CPU step until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.release = asyncio.Event()
+
+    async def device(self, batch: list[Entry[str]]) -> None:
+        self.batches.append([e.payload for e in batch])
+
+    async def finish(self, batch: list[Entry[str]], state: None) -> None:
+        await self.release.wait()
+        for entry in batch:
+            entry.resolve(entry.payload)
+
+
+@run_async
+async def test_a_flood_holds_one_pipeline_slot_while_a_quiet_client_is_between_queries() -> None:
+    """Two pipeline slots. The quiet client was just answered; the flood has a batch in the pipeline: its next batch
+    does not take the last slot, so the quiet query that arrives next forms a batch at once (with the flood's
+    quantum) instead of waiting for a flood batch to leave. With the window at 0 the flood takes both slots (and, alone,
+    the whole batch)."""
+    for window_ms, second in ((50.0, ["n0", "q1"]), (0.0, ["n0", "n1", "n2"])):
+        run = FinishHeld()
+        b, submit = windowed(run, window_ms=window_ms, max_in_flight=2, quantum=1)
+        run.release.set()
+        assert await submit("q0", "quiet") == "q0"   # answered; the client has not sent its next query yet
+        run.release.clear()
+        head = submit("n-head", "noisy")
+        await settle()
+        noisy = [submit(f"n{i}", "noisy") for i in range(3)]
+        await settle()
+        quiet = submit("q1", "quiet")
+        await settle()
+        assert run.batches[1:3] == [["n-head"], second], (window_ms, run.batches)
+        run.release.set()
+        assert await quiet == "q1" and await head == "n-head"
+        await asyncio.gather(*noisy)
         await b.close()
