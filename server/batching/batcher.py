@@ -144,6 +144,7 @@ class Batcher(Generic[T]):
         self._arrived = asyncio.Event()
         self._changed = asyncio.Event()   # an arrival or a batch leaving the pipeline (a held slot decides again)
         self._max_in_flight = max_in_flight
+        self._device_count = min(device_slots, max_in_flight)
         self._batches = 0   # batches in the pipeline
         self._slots = asyncio.Semaphore(max_in_flight)
         self._device_slots = asyncio.Semaphore(min(device_slots, max_in_flight))
@@ -254,9 +255,12 @@ class Batcher(Generic[T]):
                 task.add_done_callback(self._tasks.discard)
 
     def _hold_ns(self) -> int:
-        """How long the slot just taken stays empty (0: a batch forms): only when it is the pipeline's last one
-        (scheduler.hold_last_slot_ns)."""
-        if self._batches == 0 or self._batches < self._max_in_flight - 1 or self.tenant_quantum <= 0:
+        """How long the slot just taken stays empty (0: a batch forms): only when the batch would take the pipeline's
+        last free slot or, with several device slots, the last free one of those (scheduler.hold_last_slot_ns). With
+        one device slot a batch forms only once the device is free, so a query that arrived by then is in it."""
+        last_device = self._device_count > 1 and self._in_device >= self._device_count - 1
+        if self._batches == 0 or self.tenant_quantum <= 0 or not (
+                last_device or self._batches >= self._max_in_flight - 1):
             return 0
         running = {t: n - self._queued[t] for t, n in self._in_flight.items()}
         return hold_last_slot_ns(+self._queued, running=running, in_flight=self._in_flight,

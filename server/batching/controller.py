@@ -79,8 +79,8 @@ TAIL_LOW = 0.8
 # The pass is priced at its tail, not its mean: the cost model's estimate x the SPREAD_QUANTILE of how the last
 # SPREAD_WINDOW passes measured against the estimate they were priced at (at least 1, at most SPREAD_CAP; 1 until
 # SPREAD_MIN passes were compared). One client, ~1 KB memories, an idle server on a busy 2-core box: the estimate
-# matched the mean pass (10.0 ms a pair against 10.4 measured) while one pass in five took 1.45x its estimate, and
-# those made the p95 (283 ms at the full budget's depth 16, 250 ms target; benchmarks/serving/long_memories.py).
+# matched the mean pass (10.0 ms a pair against 10.4 measured) while one pass in ten took 1.25-1.55x it, and those
+# made the p95 (283 ms at depths of 13-19, 250 ms target; docs/benchmarks/serving.md, long memories).
 SPREAD_WINDOW = 32
 SPREAD_QUANTILE = 0.9
 SPREAD_MIN = 8

@@ -140,11 +140,12 @@ def test_a_tenant_answered_within_the_window_still_counts_as_active() -> None:
     assert active_tenants(set(), {}, now_ns=0, window_ns=50 * ms) == set()
 
 
-def windowed(stage: Stage[str, None], *, window_ms: float, max_in_flight: int, quantum: int,
+def windowed(stage: Stage[str, None], *, window_ms: float, max_in_flight: int, quantum: int, device_slots: int = 1,
              ) -> tuple[Batcher[str], Callable[[str, str], asyncio.Task]]:
-    """A started batcher over ``stage`` (one device slot) with the active window at ``window_ms``, and its submit."""
+    """A started batcher over ``stage`` with the active window at ``window_ms``, and its submit."""
     b: Batcher[str] = Batcher(name="t", stage=stage, max_tokens=10_000, max_requests=64, max_wait_ms=0.0,
-                              capacity=64, device_slots=1, max_in_flight=max_in_flight, tenant_quantum=quantum)
+                              capacity=64, device_slots=device_slots, max_in_flight=max_in_flight,
+                              tenant_quantum=quantum)
     b.active_window_ns = int(window_ms * 1e6)
 
     def submit(payload: str, tenant: str) -> asyncio.Task:
@@ -213,26 +214,33 @@ class FinishHeld(Stage[str, None]):
             entry.resolve(entry.payload)
 
 
-@run_async
-async def test_a_flood_holds_one_pipeline_slot_while_a_quiet_client_is_between_queries() -> None:
-    """Two pipeline slots. The quiet client was just answered; the flood has a batch in the pipeline: its next batch
-    does not take the last slot, so the quiet query that arrives next forms a batch at once (with the flood's
-    quantum) instead of waiting for a flood batch to leave. With the window at 0 the flood takes both slots (and, alone,
-    the whole batch)."""
-    for window_ms, second in ((50.0, ["n0", "q1"]), (0.0, ["n0", "n1", "n2"])):
-        run = FinishHeld()
-        b, submit = windowed(run, window_ms=window_ms, max_in_flight=2, quantum=1)
-        run.release.set()
-        assert await submit("q0", "quiet") == "q0"   # answered; the client has not sent its next query yet
-        run.release.clear()
-        head = submit("n-head", "noisy")
-        await settle()
-        noisy = [submit(f"n{i}", "noisy") for i in range(3)]
-        await settle()
-        quiet = submit("q1", "quiet")
-        await settle()
-        assert run.batches[1:3] == [["n-head"], second], (window_ms, run.batches)
-        run.release.set()
-        assert await quiet == "q1" and await head == "n-head"
-        await asyncio.gather(*noisy)
-        await b.close()
+@pytest.mark.parametrize("stage, max_in_flight, device_slots", [(FinishHeld, 2, 1), (Held, 3, 2)])
+def test_a_flood_leaves_the_last_slot_free_while_a_quiet_client_is_between_queries(
+        stage: type[Stage[str, None]], max_in_flight: int, device_slots: int) -> None:
+    """The quiet client was just answered; the flood has a batch in the pipeline (held in its CPU step, or on one of
+    two device slots: a 2-core CPU's default). Its next batch does not take the last free pipeline slot (or device
+    slot), so the quiet query that arrives next forms a batch at once, with the flood's quantum, instead of waiting
+    for a flood batch to leave. With the window at 0 the flood takes the slot (and, alone, the whole batch)."""
+
+    @run_async
+    async def check() -> None:
+        for window_ms, second in ((50.0, ["n0", "q1"]), (0.0, ["n0", "n1", "n2"])):
+            run = stage()
+            b, submit = windowed(run, window_ms=window_ms, max_in_flight=max_in_flight, quantum=1,
+                                 device_slots=device_slots)
+            run.release.set()
+            assert await submit("q0", "quiet") == "q0"   # answered; the client has not sent its next query yet
+            run.release.clear()
+            head = submit("n-head", "noisy")
+            await settle()
+            noisy = [submit(f"n{i}", "noisy") for i in range(3)]
+            await settle()
+            quiet = submit("q1", "quiet")
+            await settle()
+            assert run.batches[1:3] == [["n-head"], second], (window_ms, run.batches)
+            run.release.set()
+            assert await quiet == "q1" and await head == "n-head"
+            await asyncio.gather(*noisy)
+            await b.close()
+
+    check()
