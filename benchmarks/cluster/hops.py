@@ -135,6 +135,10 @@ def markdown(r: dict[str, Any]) -> str:
             f"{s[x][f'{op}_p50_ms']:.1f} / {s[x][f'{op}_p95_ms']:.1f}" for x in sides) + " |")
         lines.append(f"| {label}: added to the single node, p50 / p95 ms | — | " + " | ".join(
             f"{s[x][f'{op}_added_p50_ms']:+.1f} / {s[x][f'{op}_added_p95_ms']:+.1f}" for x in sides[1:]) + " |")
+        one = s["single"]
+        lines.append(f"| {label}: / single node, p50 / p95 | — | " + " | ".join(
+            f"{s[x][f'{op}_p50_ms'] / one[f'{op}_p50_ms']:.2f}× / {s[x][f'{op}_p95_ms'] / one[f'{op}_p95_ms']:.2f}×"
+            for x in sides[1:]) + " |")
     lines.append("| search: engine's own total / embed, mean ms | " + " | ".join(
         f"{s[x]['search_engine_total_mean_ms']:.1f} / {s[x]['search_engine_embed_mean_ms']:.1f}" for x in sides) + " |")
     return "\n".join(lines) + "\n"
