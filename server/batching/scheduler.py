@@ -54,7 +54,7 @@ class Plan(Generic[E]):
 # within 2.15-2.41x of its p95 alone at 2, against 3.06-3.14x at 4 (3.51x at 3 in a disturbed round); the flood
 # pays: 92-93 QPS instead of 127-132. 1 since 2026-12-03 (with ACTIVE_WINDOW_MS): LoCoMo, a tenant per conversation
 # (neighbour.py --dataset locomo, alternating) 2.51x (2.20, 2.89) at 1 against 3.53x (4.01, 3.39) at 2, the flood
-# 90.7 QPS against 133.4; the synthetic 2 x 10k at 1 is not measured yet (3.79x at 2).
+# 90.7 QPS against 133.4; both probes at 1 in one run: 3.12x synthetic 2 x 10k (3.79x at 2 before), 3.16x LoCoMo.
 TENANT_QUANTUM = 1
 
 
