@@ -385,12 +385,19 @@ class RecencySet:
     kind: dict[str, str]
 
 
-def load_recency(root: Path | None = None) -> RecencySet:
+RECENCY_SETS = ("recency", "recency_held")   # the dev set (it chose the weights) and the held-out one
+
+
+def load_recency(root: Path | None = None, name: str = "recency") -> RecencySet:
+    """A recency set: ``recency`` (dev: it chose the recency weight and the time-intent constants) or
+    ``recency_held`` (held out: written later, with other attributes and wording, never tuned on)."""
+    if name not in RECENCY_SETS:
+        raise ValueError(f"unknown recency set {name!r}; expected one of {RECENCY_SETS}")
     base = (root or repo_root()) / "benchmarks" / "quality" / "data"
     memories = tuple(RecencyMemory(id=m["id"], content=m["content"], type=m["type"], age_days=float(m["age_days"]),
                                    importance=float(m["importance"]))
-                     for m in _read_jsonl(_require(base / "recency_memories.jsonl", "recency memory set")))
-    raw = _read_jsonl(_require(base / "recency_queries.jsonl", "recency query set"))
+                     for m in _read_jsonl(_require(base / f"{name}_memories.jsonl", f"{name} memory set")))
+    raw = _read_jsonl(_require(base / f"{name}_queries.jsonl", f"{name} query set"))
     return RecencySet(memories=memories, queries=tuple(Query(id=q["id"], text=q["text"]) for q in raw),
                       qrels={q["id"]: {r: 1 for r in q["relevant"]} for q in raw},
                       stale={q["id"]: tuple(q["stale"]) for q in raw}, lang={q["id"]: q["lang"] for q in raw},

@@ -18,10 +18,12 @@ from datetime import datetime, timezone
 from benchmarks.quality.datasets import (
     LOCOMO_CATEGORIES,
     Query,
+    RecencySet,
     contextualise,
     evaluate,
     load_chinese,
     load_locomo,
+    load_recency,
     load_scifact,
 )
 from benchmarks.quality.fusion import Setting, fuse, grid, settings_grid
@@ -296,31 +298,39 @@ def _beats_stale(run: Mapping[str, Sequence[str]], rs) -> float:  # type: ignore
     return round(wins / len(rs.stale), 4)
 
 
-def run_recency(server: EvalServer) -> dict:
-    from benchmarks.quality.datasets import load_recency
-
-    rs = load_recency()
+def recency_inputs(rs) -> list[tuple[str, pb.MemoryInput]]:  # type: ignore[no-untyped-def]
+    """A recency set's memories, each created ``age_days`` before RECENCY_NOW_MS, no key."""
     types = {"episodic": pb.MEMORY_TYPE_EPISODIC, "semantic": pb.MEMORY_TYPE_SEMANTIC,
              "procedural": pb.MEMORY_TYPE_PROCEDURAL}
-    items = []
-    for m in rs.memories:
-        created = int(RECENCY_NOW_MS - m.age_days * DAY_S * 1000)
-        items.append((m.id, pb.MemoryInput(content=m.content, type=types[m.type], importance=m.importance,
-                                           created_at_ms=created, source_ref=m.id)))
-    tenant = server.ingest("recency", items)
-    ks = (1, 10)
+    return [(m.id, pb.MemoryInput(content=m.content, type=types[m.type], importance=m.importance,
+                                  created_at_ms=int(RECENCY_NOW_MS - m.age_days * DAY_S * 1000), source_ref=m.id))
+            for m in rs.memories]
+
+
+def _recency_stages(server: EvalServer, name: str, stages: Sequence[Stage]) -> tuple[dict, Ingested, RecencySet]:
+    rs = load_recency(name=name)
+    tenant = server.ingest(name, recency_inputs(rs))
     groups = {"all": None, **{f"lang={v}": [q for q, lang in rs.lang.items() if lang == v] for v in ("en", "zh")},
               **{f"kind={v}": [q for q, kind in rs.kind.items() if kind == v] for v in ("newer", "recent", "importance")}}
-    out: dict = {"memories": tenant.memories, "queries": len(rs.queries), "merged": tenant.merged, "stages": {}}
-    stages = [DEFAULTS, *_stages(server, OLD_DESIGN)]
+    out: dict = {"memories": tenant.memories, "queries": len(rs.queries), "merged": tenant.merged,
+                 "update_links": tenant.updates, "stages": {}}
     for stage in stages:
         run = server.search(tenant, rs.queries, stage, now_ms=RECENCY_NOW_MS, top_k=10)
         out["stages"][stage.name] = {"beats_stale": _beats_stale(run, rs),
-                                     **{g: _scores(run, rs.qrels, ks, ids) for g, ids in groups.items()}}
-        log.info("recency %s: %s", stage.name, out["stages"][stage.name]["all"])
+                                     **{g: _scores(run, rs.qrels, (1, 10), ids) for g, ids in groups.items()}}
+        log.info("%s %s: %s", name, stage.name, out["stages"][stage.name]["all"])
+    return out, tenant, rs
+
+
+def run_recency(server: EvalServer) -> dict:
+    """The dev recency set (every stage, the weight grid) and, under ``held_out``, the held-out one (written later,
+    never tuned on: benchmarks/quality/data/recency_held_*), every stage."""
+    stages = [DEFAULTS, *_stages(server, OLD_DESIGN)]
+    out, tenant, rs = _recency_stages(server, "recency", stages)
     out["weight_grid"] = weight_grid(server, tenant, rs.queries, rs.qrels, now_ms=RECENCY_NOW_MS,
                                      extra=lambda run: {"beats_stale": _beats_stale(run, rs)})
     out["relevance_floor"] = relevance_floor_table([server.last_grid_hits], rs.qrels)
+    out["held_out"] = _recency_stages(server, "recency_held", stages)[0]
     return out
 
 
