@@ -1,5 +1,8 @@
 """SciFact test at the server defaults with the cross-encoder reading a long memory's best passage (the default,
-server/engine/passages.py) against its first tokens, side by side on one ingested tenant.
+server/engine/passages.py) against its first tokens, side by side on one ingested tenant; ``--margins`` adds the
+passage rule at other margins (a later window read only when it holds that many more query terms than the first),
+``--splits train,test`` runs the train claims too (the corpus is shared, so one ingest serves both): choose on train,
+report test.
 
 SciFact abstracts are long memories (most exceed ``PASSAGE_CHARS``), so the passage rule changes what the
 cross-encoder reads for nearly every SciFact pair. This run checks that the rule, chosen on long chat turns, does
@@ -8,7 +11,7 @@ function swapped for :func:`server.text.memory_text` (what every memory read bef
 variants so neither has the warmer caches; the pair-score cache is keyed by the pair's text, so each variant's
 pairs are scored by the model.
 
-    .venv/bin/python -m benchmarks.quality.scifact_passages [--rounds 1]
+    .venv/bin/python -m benchmarks.quality.scifact_passages [--rounds 1] [--margins 2,3] [--splits train,test]
 
 Writes ``benchmarks/results/quality/scifact_passages.json``.
 """
@@ -28,6 +31,7 @@ from benchmarks.quality.datasets import load_scifact, repo_root
 from benchmarks.quality.harness import DEFAULTS, EvalServer
 from benchmarks.quality.suites import FIXED_NOW_MS, _scores
 from engram_proto.v1 import messages_pb2 as pb
+from server.engine import passages
 from server.engine import search as search_module
 from server.engine.passages import PASSAGE_CHARS
 from server.text import memory_text
@@ -44,35 +48,46 @@ def _cpu() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--margins", default="", help="comma-separated PASSAGE_MARGIN values to run beside the default")
+    parser.add_argument("--splits", default="test", help="comma-separated: test, train")
     parser.add_argument("--out", type=Path, default=repo_root() / "benchmarks" / "results" / "quality"
                         / "scifact_passages.json")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    test = load_scifact(split="test")
+    splits = [s.strip() for s in args.splits.split(",") if s.strip()]
+    sets = {split: load_scifact(split=split) for split in splits}   # type: ignore[arg-type]
+    test = sets[splits[0]]
     long_docs = sum(len(d.text) > PASSAGE_CHARS for d in test.docs)
     items = [(d.id, pb.MemoryInput(content=d.text, type=pb.MEMORY_TYPE_SEMANTIC, source_ref=d.id)) for d in test.docs]
-    variants = {"best passage (default)": search_module.rerank_text,
-                "first tokens": lambda _query, memory: memory_text(memory)}
-    results: dict[str, list[dict]] = {name: [] for name in variants}
+    default = search_module.rerank_text
+    margin = passages.PASSAGE_MARGIN
+    variants = {f"best passage (default, margin {margin})": (default, margin),
+                "first tokens": (lambda _query, memory: memory_text(memory), margin),
+                **{f"best passage, margin {m}": (default, int(m)) for m in args.margins.split(",")
+                   if m.strip() and int(m) != margin}}
+    results: dict[str, dict[str, list[dict]]] = {split: {name: [] for name in variants} for split in splits}
     with tempfile.TemporaryDirectory() as tmp, EvalServer(Path(tmp)) as server:
         tenant = server.ingest("scifact", items)
-        for r in range(args.rounds):
-            order = list(variants) if r % 2 == 0 else list(reversed(variants))
-            for name in order:
-                search_module.rerank_text = variants[name]
-                try:
-                    t0 = time.perf_counter()
-                    run = server.search(tenant, test.queries, DEFAULTS, now_ms=FIXED_NOW_MS, top_k=100)
-                    seconds = time.perf_counter() - t0
-                finally:
-                    search_module.rerank_text = variants["best passage (default)"]
-                scores = _scores(run, test.qrels, (10, 100))
-                results[name].append({**scores, "seconds": round(seconds, 1)})
-                log.info("%s round %d: %s", name, r, scores)
+        for split, data in sets.items():
+            for r in range(args.rounds):
+                order = list(variants) if r % 2 == 0 else list(reversed(variants))
+                for name in order:
+                    search_module.rerank_text, passages.PASSAGE_MARGIN = variants[name]
+                    try:
+                        t0 = time.perf_counter()
+                        run = server.search(tenant, data.queries, DEFAULTS, now_ms=FIXED_NOW_MS, top_k=100)
+                        seconds = time.perf_counter() - t0
+                    finally:
+                        search_module.rerank_text, passages.PASSAGE_MARGIN = default, margin
+                    scores = _scores(run, data.qrels, (10, 100))
+                    results[split][name].append({**scores, "seconds": round(seconds, 1)})
+                    log.info("%s %s round %d: %s", split, name, r, scores)
     out = {"date": time.strftime("%Y-%m-%d"), "machine": _cpu(), "cores": __import__("os").cpu_count(),
-           "command": "python -m benchmarks.quality.scifact_passages --rounds %d" % args.rounds,
+           "command": "python -m benchmarks.quality.scifact_passages --rounds %d --margins %s --splits %s"
+                      % (args.rounds, args.margins, args.splits),
            "docs": len(test.docs), "docs_over_passage_chars": long_docs, "passage_chars": PASSAGE_CHARS,
-           "queries": len(test.queries), "variants": results}
+           "queries": {split: len(data.queries) for split, data in sets.items()},
+           "variants": results["test"] if splits == ["test"] else results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))

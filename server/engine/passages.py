@@ -5,9 +5,9 @@ its window (256 tokens: about the first 800 characters of English beside a short
 turn was never read. :func:`rerank_text` gives the cross-encoder, for a memory whose content is longer than
 ``PASSAGE_CHARS``, the memory's header (date, unnamed entities) and the window of its content that shares the most
 of the query's words (overlapping windows every ``PASSAGE_STRIDE`` characters, cut at word boundaries; ties: the
-earliest), so the pair the model scores holds the part that may answer. A short memory reads exactly as before
-(:func:`~server.text.memory_text`). One function for every place that builds a rerank pair: the rerank stage and
-the rerank cost model count the same text. Pure; no model runs here.
+earliest) when that window holds at least ``PASSAGE_MARGIN`` more of them than the first window, else the first
+window. A short memory reads exactly as before (:func:`~server.text.memory_text`). One function for every place that
+builds a rerank pair: the rerank stage and the rerank cost model count the same text. Pure; no model runs here.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from server.text import indexed_text, is_cjk_char, memory_text
 
 PASSAGE_CHARS = 800     # about what the cross-encoder's 256-token window holds beside a short question
 PASSAGE_STRIDE = 400    # windows overlap by half, so a sentence cut by one lies whole in the next
+PASSAGE_MARGIN = 1      # a later window is read only when it holds this many more query terms than the first
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -55,18 +56,22 @@ def passages(text: str, *, size: int = PASSAGE_CHARS, stride: int = PASSAGE_STRI
     return [p for p in out if p]
 
 
-def best_passage(query: str, text: str, *, size: int = PASSAGE_CHARS) -> str:
-    """The window of ``text`` (:func:`passages`) that holds the most distinct query terms; ties: the earliest."""
-    windows = passages(text, size=size)
-    if len(windows) == 1:
-        return windows[0]
+def best_window(query: str, windows: list[str], *, margin: int | None = None) -> int:
+    """Index of the window that holds the most distinct query terms (ties: the earliest) when it holds at least
+    ``margin`` (``PASSAGE_MARGIN``, at least 1) more than the first window; else 0."""
+    if len(windows) <= 1:
+        return 0
+    margin = max(1, PASSAGE_MARGIN if margin is None else margin)
     wanted = terms(query)
-    best, best_hits = windows[0], -1
-    for window in windows:
-        hits = len(wanted & terms(window))
-        if hits > best_hits:
-            best, best_hits = window, hits
-    return best
+    hits = [len(wanted & terms(window)) for window in windows]
+    best = max(range(len(windows)), key=lambda i: (hits[i], -i))
+    return best if hits[best] >= hits[0] + margin else 0
+
+
+def best_passage(query: str, text: str, *, size: int = PASSAGE_CHARS, margin: int | None = None) -> str:
+    """The window of ``text`` (:func:`passages`) that :func:`best_window` picks."""
+    windows = passages(text, size=size)
+    return windows[best_window(query, windows, margin=margin)]
 
 
 def rerank_text(query: str, memory: Memory) -> str:

@@ -46,3 +46,18 @@ def test_windows_overlap_cover_the_text_and_cut_at_spaces() -> None:
 def test_chinese_queries_match_character_pairs() -> None:
     content = "助手：" + "今天的天气预报说明天会下雨，请记得带伞。" * 30 + "你的妹妹小雨的钢琴考级定在下个月十五号。" + "天气很好。" * 40
     assert "钢琴考级" in passages.best_passage("小雨的钢琴考级是哪天？", content)
+
+
+def test_a_later_window_is_read_only_when_it_clearly_holds_more_query_terms() -> None:
+    first = "Vitamin D and bone density in older adults: a cohort study. "
+    later = "In this cohort, vitamin D deficiency raises the fracture risk of older adults. "
+    content = first + FILLER * 6 + later + FILLER * 4
+    query = "vitamin D deficiency raises fracture risk in older adults"
+    windows = passages.passages(content)
+    hits = [len(passages.terms(query) & passages.terms(w)) for w in windows]
+    assert hits[0] >= 1 and max(hits) > hits[0]
+    margin = max(hits) - hits[0]
+    assert passages.best_passage(query, content, margin=margin) != windows[0]     # clearly more: the later window
+    assert passages.best_passage(query, content, margin=margin + 1) == windows[0]   # not clearly: the first
+    assert passages.best_passage(query, content, margin=0) == passages.best_passage(query, content, margin=1)
+
