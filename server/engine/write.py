@@ -65,24 +65,29 @@ class Staging:
         return [m for m in (self.current(i) for i in found) if m is not None]
 
     def near_duplicates(self, vector: np.ndarray, k: int = NEAR_K, *, hits: tuple[np.ndarray, np.ndarray] | None = None,
-                        batch_sims: np.ndarray | None = None) -> list[tuple[float, Memory]]:
+                        batch_sims: np.ndarray | None = None, floor: float = -np.inf) -> list[tuple[float, Memory]]:
         """Stored and staged memories by cosine to ``vector``, best first. ``hits``: the dense index's (scores, ids)
         row for ``vector`` when the Write searched all its vectors at once; ``batch_sims``: its cosines to every row
-        of the Write's batch (staged puts read theirs there instead of a dot product each)."""
+        of the Write's batch (staged puts read theirs there instead of a dot product each); ``floor``: only those
+        at or above it (the rules that read the list stop below their thresholds, so a Write's commit need not
+        build and sort every staged put for each new memory)."""
         out: list[tuple[float, Memory]] = []
         scores, ids = hits if hits is not None else [row[0] for row in self.shard.dense.search(vector[None, :], k)]
         for score, doc in zip(scores.tolist(), ids.tolist(), strict=True):
+            if score < floor:
+                continue
             memory = self.shard.store.by_doc(doc) if doc >= 0 else None
             current = self.current(memory.memory_id) if memory is not None else None
             if current is not None:
                 out.append((float(score), current))
         rows = self._rows
         if batch_sims is not None and all(r >= 0 for r in rows):
-            cosines = batch_sims[rows].tolist()
+            cosines = batch_sims[rows]
         else:
-            cosines = [float(np.dot(vec, vector)) for _, vec in self.puts]
-        for (memory, _), cosine in zip(self.puts, cosines, strict=True):
-            out.append((cosine, self.current(memory.memory_id) or memory))
+            cosines = np.array([float(np.dot(vec, vector)) for _, vec in self.puts], dtype=np.float64)
+        for i in np.flatnonzero(cosines >= floor).tolist():
+            memory = self.puts[i][0]
+            out.append((float(cosines[i]), self.current(memory.memory_id) or memory))
         return sorted(out, key=lambda p: (-p[0], p[1].memory_id))
 
 
@@ -120,10 +125,12 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
     results: list[WriteResult] = []
     doc_ids = shard.store.allocate_doc_ids(len(inputs))
     hits, sims = batch_neighbours(shard, vectors)
+    floor = min(cfg.dedupe_cosine, cfg.update_link_cosine)   # what _duplicate_of and _link_update read at most
     for row, (inp, vector, doc_id) in enumerate(zip(inputs, vectors, doc_ids, strict=True)):
         confidence = 1.0 if inp.confidence is None else inp.confidence
         confident = confidence >= PENDING_BELOW_CONFIDENCE
-        neighbours = staging.near_duplicates(vector, hits=(hits[0][row], hits[1][row]), batch_sims=sims[row])
+        neighbours = staging.near_duplicates(vector, hits=(hits[0][row], hits[1][row]), batch_sims=sims[row],
+                                             floor=floor)
         if not inp.supersedes:
             target = _duplicate_of(neighbours, inp, cfg=cfg, confident=confident, now_ms=now_ms)
             if target is not None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.lexical.analysis import FIELD_CJK, FIELD_CODE, FIELD_EN, FIELD_ID, FIELD_ID_NUM
-from server.lexical.jvm import jcall, jclass
+from collections.abc import Sequence
+
+from server.lexical.analysis import FIELD_CJK, FIELD_CODE, FIELD_EN, FIELD_ID, FIELD_ID_NUM, java_text
+from server.lexical.jvm import batch_index_available, jcall, jclass
 from server.text import code_tokens
 
 # Field(String name, CharSequence value, IndexableFieldType type): pyjnius does not match
@@ -35,6 +37,24 @@ class DocumentFactory:
         self._YES = jclass("org.apache.lucene.document.Field$Store").YES
         self._JTerm = jclass("org.apache.lucene.index.Term")
         self._JTermQuery = jclass("org.apache.lucene.search.TermQuery")
+        self._JBatchIndex = jclass("engram.BatchIndex") if batch_index_available() else None
+
+    def update_all(self, writer: Any, docs: Sequence[tuple[int, str]]) -> None:
+        """``writer.updateDocument`` of each (doc id, text)'s document: in one JNI call with the BatchIndex helper
+        (java/engram/BatchIndex.java, the fields of :meth:`document`), else a document at a time."""
+        if not docs:
+            return
+        ids = [check_id(doc_id) for doc_id, _ in docs]
+        texts = [java_text(str(text)) for _, text in docs]
+        if self._JBatchIndex is None:
+            for value, text in zip(ids, texts, strict=True):
+                term = self.id_term(value)
+                doc = self.document(value, text)
+                jcall(writer, "updateDocument", term, doc)
+            return
+        codes = [" ".join(code_tokens(text)) for text in texts]
+        self._JBatchIndex.update(writer, self._text_type, FIELD_ID, FIELD_ID_NUM, [FIELD_EN, FIELD_CJK], FIELD_CODE,
+                                 ids, texts, codes)
 
     def id_term(self, doc_id: int) -> Any:
         return self._JTerm(FIELD_ID, str(doc_id))

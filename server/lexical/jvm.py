@@ -27,9 +27,10 @@ This is the only module that configures pyjnius. Rules (STYLE rule 7):
   still run at once; static methods and constructors keep no receiver and are called
   directly). Also evaluate every argument into a local first: no Java call inside a Java
   call's argument list. (Upstream: kivy/pyjnius#563, #287.)
-* ``java/engram/BatchSearch.java`` (one JNI call per batch of searches) is compiled on first start
-  with the JDK's ``javac`` when one (17 or newer) is found, into ``java/build``; without it,
-  searches take the slower per-query path (:func:`batch_search_available` says which).
+* ``java/engram/BatchSearch.java`` (one JNI call per batch of searches) and ``BatchIndex.java`` (one
+  per Write's documents) are compiled on first start with the JDK's ``javac`` when one (17 or newer)
+  is found, into ``java/build``; without it, searches and writes take the slower per-query and
+  per-document paths (:func:`batch_search_available` says which).
 * pyjnius attaches every Python thread to the JVM on its first Java call. Threads
   that call Java should be long-lived (executor threads); a thread that is about
   to end should call :func:`detach_current_thread`, otherwise its Java thread
@@ -84,10 +85,11 @@ def _javac() -> str | None:
 
 
 def build_batch_search() -> Path | None:
-    """Compile the BatchSearch helper into ``java/build`` unless an up-to-date build is there; returns
+    """Compile the BatchSearch and BatchIndex helpers into ``java/build`` unless an up-to-date build is there; returns
     the classpath entry, or None when no javac >= 17 is found or compiling fails (logged)."""
-    target = _HELPER_BUILD / "engram" / "BatchSearch.class"
-    if target.is_file() and target.stat().st_mtime >= _HELPER_SOURCE.stat().st_mtime:
+    sources = sorted(_HELPER_SOURCE.parent.glob("*.java"))   # BatchSearch and BatchIndex, built together
+    targets = [_HELPER_BUILD / "engram" / f"{src.stem}.class" for src in sources]
+    if all(t.is_file() and t.stat().st_mtime >= src.stat().st_mtime for t, src in zip(targets, sources, strict=True)):
         return _HELPER_BUILD
     javac = _javac()
     if javac is None:
@@ -96,14 +98,14 @@ def build_batch_search() -> Path | None:
     try:
         _HELPER_BUILD.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=_HELPER_BUILD.parent, prefix=".build-") as tmp:
-            subprocess.run([javac, "--release", "17", "-d", tmp, str(_HELPER_SOURCE)], check=True,
+            subprocess.run([javac, "--release", "17", "-d", tmp, *map(str, sources)], check=True,
                            capture_output=True, text=True, timeout=120)
             if _HELPER_BUILD.exists():
                 shutil.rmtree(_HELPER_BUILD, ignore_errors=True)
             os.replace(tmp, _HELPER_BUILD)
     except (OSError, subprocess.SubprocessError) as exc:
         detail = getattr(exc, "stderr", "") or exc
-        if target.is_file():  # another process built it meanwhile
+        if all(t.is_file() for t in targets):  # another process built them meanwhile
             return _HELPER_BUILD
         _log.warning("could not compile %s (%s): Lucene searches run one JNI call per query", _HELPER_SOURCE, detail)
         return None
@@ -112,6 +114,11 @@ def build_batch_search() -> Path | None:
 
 def batch_search_available() -> bool:
     """Whether the started JVM has the BatchSearch helper on its classpath."""
+    return _helper
+
+
+def batch_index_available() -> bool:
+    """Whether the started JVM has the BatchIndex helper (compiled with BatchSearch) on its classpath."""
     return _helper
 
 
@@ -204,6 +211,7 @@ def _start(heap_mb: int) -> None:
     lucene = jnius.autoclass("org.apache.lucene.util.Version").LATEST.toString()
     if helper is not None:
         jnius.autoclass("engram.BatchSearch")  # loads against this Lucene, or fails here
+        jnius.autoclass("engram.BatchIndex")
         _helper = True
     _started = True
     _log.info(

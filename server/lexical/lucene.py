@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from server.lexical.analysis import FIELD_ID_NUM, Analysis, QueryBuilder, java_text
+from server.lexical.analysis import FIELD_ID_NUM, Analysis, QueryBuilder
 from server.lexical.documents import DocumentFactory, check_id
 from server.lexical.jvm import batch_search_available, jclass, jcall
 
@@ -181,11 +181,7 @@ class LuceneIndex:
     def upsert(self, docs: Sequence[tuple[int, str]], *, refresh: bool = True) -> None:
         """Insert or replace documents by id. Visible to search on return if ``refresh``."""
         with self._gate.enter():
-            for doc_id, text in docs:
-                value = check_id(doc_id)
-                term = self._docs.id_term(value)
-                doc = self._docs.document(value, java_text(str(text)))
-                jcall(self._writer, "updateDocument", term, doc)
+            self._docs.update_all(self._writer, docs)
             if refresh and docs:
                 jcall(self._manager, "maybeRefreshBlocking")
 
