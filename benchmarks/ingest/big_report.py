@@ -5,7 +5,7 @@ Reads ``DIR/writes.csv`` (each Write: when it ended, its latency), ``DIR/stats.c
 not the build's: the rate is over the time it ran, and a Write that was in flight across a pause is left out of
 the latencies. A dense index build (flat -> IVF-HNSW, then larger rebuilds) shows as the tenant's state BUILDING;
 the Writes that ended while one ran are compared with the others. Writes ``big_<name>.json`` and ``.png`` under
-benchmarks/results/ingest/.
+benchmarks/results/ingest/. :func:`report_import` does the same for run.py part c's import on a timed server.
 """
 
 from __future__ import annotations
@@ -74,17 +74,34 @@ def building_spans(stats: list[dict[str, str]]) -> list[dict[str, Any]]:
 
 
 def report(root: Path, *, name: str, out: Path = RESULTS) -> int:
+    """The report of a big.py build directory."""
     with (root / "writes.csv").open() as f:
-        writes = sorted(csv.DictReader(f), key=lambda r: float(r["wall"]))
+        writes = [(float(r["wall"]), float(r["seconds"]), int(r["memories"])) for r in csv.DictReader(f)]
     with (root / "stats.csv").open() as f:
         stats = list(csv.DictReader(f))
     if not writes:
         raise SystemExit(f"no Writes in {root / 'writes.csv'}")
-    end = np.array([float(w["wall"]) for w in writes])
-    latency = np.array([float(w["seconds"]) for w in writes])
-    sizes = np.array([int(w["memories"]) for w in writes])
-    day = dt.datetime.fromtimestamp(end[0], dt.timezone.utc).date()
-    pauses = paused_spans(root / "gate.log", day=day)
+    day = dt.datetime.fromtimestamp(min(w[0] for w in writes), dt.timezone.utc).date()
+    return summarise(writes, stats, paused_spans(root / "gate.log", day=day), name=name, out=out)
+
+
+def report_import(path: Path, *, name: str, batch: int = 128, out: Path = RESULTS) -> int:
+    """The same report for run.py part c's import on a timed server (``--stages``): its Writes and Stats. The
+    resumed run's first Writes are answered from the server's record in milliseconds: those under 50 ms are left
+    out (no Write of 128 that embeds is that fast on a CPU)."""
+    c = json.loads(path.read_text())["c"]
+    writes = [(float(end), float(seconds), batch) for end, seconds in c["writes"] if seconds >= 0.05]
+    return summarise(writes, [{k: str(v) for k, v in row.items()} for row in c["tenant_stats"]], [], name=name, out=out)
+
+
+def summarise(writes: list[tuple[float, float, int]], stats: list[dict[str, str]], pauses: list[tuple[float, float]],
+              *, name: str, out: Path) -> int:
+    """``writes``: (end, seconds, memories) per Write; ``stats``: the tenant's rows (wall, memories, state,
+    dense_index); ``pauses``: (start, end) spans the build was stopped."""
+    writes = sorted(writes)
+    end = np.array([w[0] for w in writes])
+    latency = np.array([w[1] for w in writes])
+    sizes = np.array([w[2] for w in writes])
     clean = np.array([not _overlaps(e - s, e, pauses) for e, s in zip(end, latency, strict=True)])
     first_start = end[0] - latency[0]
     paused_s = sum(max(0.0, min(e, end[-1]) - max(s, first_start)) for s, e in pauses)
