@@ -1,10 +1,12 @@
 """Side by side: the server's defaults with and without updates and time intent (docs/concepts/updates.md).
 
-    .venv/bin/python -m benchmarks.quality.updates_ab [--off] [--sets updates,recency,zh,locomo] [--links]
+    .venv/bin/python -m benchmarks.quality.updates_ab [--off | --without intent,links,siblings,importance] [--query-rules]
+        [--sets updates,recency,recency_held,zh,locomo] [--links]
 
 One in-process server at its defaults (as benchmarks/quality/run.py starts it), the *defaults* stage only.
-``--off`` runs the same code with both features off in process: ``time_intent.detect`` answers no intent and
-the write-time linker makes no link, so the two runs differ in nothing else. ``--links`` prints every link the
+``--off`` runs the same code with every feature off in process (``--without`` names some): ``time_intent.detect`` answers no intent, the
+write-time linker makes no link, sibling statements get no factor (server/engine/siblings.py) and no query gets the
+importance intent (server/engine/importance_intent.py), so the two runs differ in nothing else. ``--links`` prints every link the
 writes made (the spot check of the false-link rate on LoCoMo). Prints recall@1 per set and cell, LoCoMo recall@10.
 """
 
@@ -15,12 +17,13 @@ import logging
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from benchmarks.quality import suites
+from benchmarks.quality.block import LOCOMO_DEV
 from benchmarks.quality.datasets import Query, load_chinese, load_locomo, load_recency, load_updates
 from benchmarks.quality.harness import DEFAULTS, EvalServer, Ingested
-from engram_proto.v1 import messages_pb2 as pb
 from engram_proto.v1 import service_pb2 as spb
-from server.config import DAY_S
 
 
 def _links(server: EvalServer, tenant: Ingested) -> None:
@@ -31,18 +34,41 @@ def _links(server: EvalServer, tenant: Ingested) -> None:
             print(f"  link: {by_id[old].content!r}\n     -> {m.content!r}")
 
 
+FEATURES = ("intent", "links", "siblings", "importance")
+
+
+def _turn_off(features: set[str]) -> None:
+    """Patches the named features out of this process: no time intent, no write-time links, no sibling factor
+    (server/engine/siblings.py), no importance intent (server/engine/importance_intent.py)."""
+    from server.domain import TimeIntent
+    from server.engine import importance_intent, siblings, time_intent, updates
+    if "intent" in features:
+        time_intent.detect = lambda text: TimeIntent.NONE   # type: ignore[assignment]
+    if "links" in features:
+        updates.find_updated = lambda *a, **k: None          # type: ignore[assignment]
+    if "siblings" in features:
+        siblings.sibling_factor = lambda query, intent, memory_at, relevance, **k: np.ones(len(relevance))  # type: ignore[assignment]
+    if "importance" in features:
+        importance_intent.importance_weight = lambda text, default: default  # type: ignore[assignment]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--off", action="store_true", help="updates and time intent off (in process)")
-    parser.add_argument("--sets", default="updates,recency,zh,locomo")
+    parser.add_argument("--off", action="store_true", help="every feature below off (in process)")
+    parser.add_argument("--without", default="", help=f"comma-separated features to turn off: {','.join(FEATURES)}")
+    parser.add_argument("--query-rules", action="store_true",
+                        help="turn on ranking.QUERY_RULES (sibling statements and the importance intent) in process")
+    parser.add_argument("--sets", default="updates,recency,recency_held,zh,locomo")
     parser.add_argument("--links", action="store_true", help="print the links the writes made")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    if args.off:
-        from server.domain import TimeIntent
-        from server.engine import time_intent, updates
-        time_intent.detect = lambda text: TimeIntent.NONE   # type: ignore[assignment]
-        updates.find_updated = lambda *a, **k: None          # type: ignore[assignment]
+    without = set(FEATURES) if args.off else {f.strip() for f in args.without.split(",") if f.strip()}
+    if without - set(FEATURES):
+        parser.error(f"unknown features: {sorted(without - set(FEATURES))}")
+    if args.query_rules:
+        from server.engine import ranking
+        ranking.QUERY_RULES = True
+    _turn_off(without)
     sets = args.sets.split(",")
     now_ms = suites.RECENCY_NOW_MS
     with tempfile.TemporaryDirectory(prefix="engram-updates-ab-") as tmp, EvalServer(Path(tmp) / "data") as server:
@@ -57,17 +83,13 @@ def main(argv: list[str] | None = None) -> int:
                 for q in us.queries[user]:
                     cells.setdefault((us.kind[q.id], us.half[q.id]), []).append(bool(run[q.id]) and run[q.id][0] in us.qrels[q.id])
             print(f"updates: {links} links;", "; ".join(f"{k} {h} {sum(v) / len(v):.3f}" for (k, h), v in sorted(cells.items())))
-        if "recency" in sets:
-            rs = load_recency()
-            types = {"episodic": pb.MEMORY_TYPE_EPISODIC, "semantic": pb.MEMORY_TYPE_SEMANTIC,
-                     "procedural": pb.MEMORY_TYPE_PROCEDURAL}
-            tenant = server.ingest("recency", [(m.id, pb.MemoryInput(
-                content=m.content, type=types[m.type], importance=m.importance, source_ref=m.id,
-                created_at_ms=int(now_ms - m.age_days * DAY_S * 1000))) for m in rs.memories])
+        for name in [s for s in ("recency", "recency_held") if s in sets]:
+            rs = load_recency(name=name)
+            tenant = server.ingest(name, suites.recency_inputs(rs))
             if args.links:
                 _links(server, tenant)
             run = server.search(tenant, rs.queries, DEFAULTS, now_ms=now_ms, top_k=10)
-            print(f"recency: {tenant.updates} links; recall@1 {suites._scores(run, rs.qrels, (1,))['recall@1']:.3f}")
+            print(f"{name}: {tenant.updates} links; recall@1 {suites._scores(run, rs.qrels, (1,))['recall@1']:.3f}")
         if "zh" in sets:
             zh = load_chinese()
             tenant = server.ingest("zh-memory", [(m.id, suites._memory_input(m)) for m in zh.memories])
@@ -77,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         if "locomo" in sets:
             runs: dict[str, list[str]] = {}
             qrels: dict[str, dict[str, int]] = {}
+            groups: dict[str, list[str]] = {}
             links = 0
             for conv in load_locomo():
                 tenant = server.ingest(f"locomo-{conv.id}", suites.locomo_inputs(conv, "speaker"))
@@ -84,10 +107,16 @@ def main(argv: list[str] | None = None) -> int:
                 if args.links and tenant.updates:
                     _links(server, tenant)
                 qrels.update({q.id: {d: 1 for d in q.evidence} for q in conv.questions})
+                half = "dev" if conv.id in LOCOMO_DEV else "held_out"
+                for q in conv.questions:
+                    groups.setdefault(half, []).append(q.id)
+                    groups.setdefault(f"{half} cat{q.category}", []).append(q.id)
                 runs.update(server.search(tenant, [Query(id=q.id, text=q.text) for q in conv.questions], DEFAULTS,
                                           now_ms=conv.now * 1000, top_k=10))
-            print(f"locomo: {links} links in {sum(len(c.turns) for c in load_locomo())} turns; "
-                  f"recall@10 {suites._scores(runs, qrels, (10,))['recall@10']:.3f}")
+            print(f"locomo: {links} links in {sum(len(c.turns) for c in load_locomo())} turns; recall@10 "
+                  f"{suites._scores(runs, qrels, (10,))['recall@10']:.3f};",
+                  "; ".join(f"{g} {suites._scores(runs, qrels, (10,), ids)['recall@10']:.3f}"
+                            for g, ids in sorted(groups.items())))
     return 0
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from kernels.decay import DecayRanker
 from server.config import ScoringConfig
 from server.domain import Breakdown, Hit, MemoryType, QueryResult, SearchQuery, TimeIntent, Timings
-from server.engine import time_intent, updates
+from server.engine import importance_intent, siblings, time_intent, updates
 from server.engine.candidates import Candidates, SearchItem
 from server.store.access import access_boost_inputs
 from server.temporal import parse_time_windows, window_weight
@@ -38,6 +38,9 @@ TEMPORAL_BOOST = 0.3
 ACCESS_IMPORTANCE_STEP = 0.02
 ACCESS_IMPORTANCE_MAX = 0.9
 DEFAULT_TOP_K = 10         # hits of a query that asks for top_k 0
+# Sibling statements (server/engine/siblings.py) and the importance intent (server/engine/importance_intent.py):
+# off until LoCoMo, the zh/en set and both recency sets are measured with them (benchmarks.quality.updates_ab).
+QUERY_RULES = False
 
 
 def _ranks_of(docs: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> tuple[list[int], list[float]]:
@@ -75,7 +78,11 @@ class RankStage:
         if query.scoring.disable_importance:
             return 0.0
         w = query.scoring.importance_weight
-        return IMPORTANCE_WEIGHT if w is None else w
+        if w is not None:
+            return w
+        # A query asking what to know or remember raises it (server/engine/importance_intent.py); not in the ablations.
+        return IMPORTANCE_WEIGHT if query.scoring.disable_decay or not QUERY_RULES else importance_intent.importance_weight(
+            query.text, IMPORTANCE_WEIGHT)
 
     def _recency_weight(self, query: SearchQuery, intent: TimeIntent = TimeIntent.NONE) -> float:
         if query.scoring.disable_decay:
@@ -104,7 +111,12 @@ class RankStage:
             target = None if tip is None else updates.chain_target(tip, want=want, get=store.get)
             return None if target is None else position.get(target.doc_id)
 
-        return time_intent.update_factor(intent, links, decay, relevance, chains=chains, target_of=target_of)
+        factor = time_intent.update_factor(intent, links, decay, relevance, chains=chains, target_of=target_of)
+        # Unlinked sibling statements the query cannot tell apart: the newest answers (server/engine/siblings.py).
+        if not QUERY_RULES:
+            return factor
+        return factor * siblings.sibling_factor(
+            it.query.text, intent, lambda i: None if links[i] else store.by_doc(int(rows[i])), relevance)
 
     def _decay_floor(self, query: SearchQuery) -> float:
         floor = query.scoring.decay_floor
