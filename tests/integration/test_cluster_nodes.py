@@ -77,8 +77,11 @@ def ray_cluster() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def edge(ray_cluster: Any, weed: Weed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    # $CLUSTER_NODES_ENCODERS: Encoder replicas (default 1, the config's): with one, a lost node or an upgrade that
+    # takes it pauses every write and search until its replacement is up.
+    encoders = int(os.environ.get("CLUSTER_NODES_ENCODERS", "1"))
     config = cluster_config(tmp_path_factory.mktemp("edge") / "data", weed, models={"embedder": "minilm", "reranker": ""},
-                            prefix="nodes/")
+                            prefix="nodes/", cluster={"encoder_replicas": encoders})
     running = start_edge(config)
     with EngramClient(running.address, key=ADMIN_KEY, retry=RETRY, timeout_s=120) as admin:
         for tenant in TENANTS:
