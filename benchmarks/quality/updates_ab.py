@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--off", action="store_true", help="every feature below off (in process)")
     parser.add_argument("--without", default="", help=f"comma-separated features to turn off: {','.join(FEATURES)}")
     parser.add_argument("--query-rules", action="store_true",
-                        help="turn on ranking.QUERY_RULES (sibling statements and the importance intent) in process")
+                        help="turn on ranking.SIBLING_RULE (sibling statements, off by default) in process")
     parser.add_argument("--sets", default="updates,recency,recency_held,zh,locomo")
     parser.add_argument("--links", action="store_true", help="print the links the writes made")
     args = parser.parse_args(argv)
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown features: {sorted(without - set(FEATURES))}")
     if args.query_rules:
         from server.engine import ranking
-        ranking.QUERY_RULES = True
+        ranking.SIBLING_RULE = True
     _turn_off(without)
     sets = args.sets.split(",")
     now_ms = suites.RECENCY_NOW_MS

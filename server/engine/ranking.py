@@ -38,9 +38,13 @@ TEMPORAL_BOOST = 0.3
 ACCESS_IMPORTANCE_STEP = 0.02
 ACCESS_IMPORTANCE_MAX = 0.9
 DEFAULT_TOP_K = 10         # hits of a query that asks for top_k 0
-# Sibling statements (server/engine/siblings.py) and the importance intent (server/engine/importance_intent.py):
-# off until LoCoMo, the zh/en set and both recency sets are measured with them (benchmarks.quality.updates_ab).
-QUERY_RULES = False
+# The importance intent (server/engine/importance_intent.py): on. Recency set recall@1 0.650 -> 0.675 (dev), 0.375 ->
+# 0.425 (held out), zh/en nDCG@10 0.7503 -> 0.7523; no LoCoMo question and no SciFact claim carries its cues.
+IMPORTANCE_INTENT = True
+# Sibling statements (server/engine/siblings.py): off. Recency set recall@1 +0.125 dev, +0.225 held out, but zh/en
+# nDCG@10 0.7503 -> 0.7474 and LoCoMo dev recall@10 0.792 -> 0.791 (docs/concepts/updates.md; python -m
+# benchmarks.quality.updates_ab --query-rules).
+SIBLING_RULE = False
 
 
 def _ranks_of(docs: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> tuple[list[int], list[float]]:
@@ -81,7 +85,7 @@ class RankStage:
         if w is not None:
             return w
         # A query asking what to know or remember raises it (server/engine/importance_intent.py); not in the ablations.
-        return IMPORTANCE_WEIGHT if query.scoring.disable_decay or not QUERY_RULES else importance_intent.importance_weight(
+        return IMPORTANCE_WEIGHT if query.scoring.disable_decay or not IMPORTANCE_INTENT else importance_intent.importance_weight(
             query.text, IMPORTANCE_WEIGHT)
 
     def _recency_weight(self, query: SearchQuery, intent: TimeIntent = TimeIntent.NONE) -> float:
@@ -113,7 +117,7 @@ class RankStage:
 
         factor = time_intent.update_factor(intent, links, decay, relevance, chains=chains, target_of=target_of)
         # Unlinked sibling statements the query cannot tell apart: the newest answers (server/engine/siblings.py).
-        if not QUERY_RULES:
+        if not SIBLING_RULE:
             return factor
         return factor * siblings.sibling_factor(
             it.query.text, intent, lambda i: None if links[i] else store.by_doc(int(rows[i])), relevance)

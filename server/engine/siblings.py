@@ -14,7 +14,9 @@ Among a query's most relevant candidates (:data:`TOP_N`), two short statements a
 * the query matches them with the same words (English words, Chinese bigrams and characters, as
   ``updates.content_words`` reads them), at least one: what the query asks about is the part they share, and
   what tells them apart is a value the query does not name;
-* they are not the same text (a restatement has no newer value).
+* they are not the same text (a restatement has no newer value);
+* one of them is the newest: a set whose newest members were written at the same time (one session's turns,
+  one import) has no answer by age and is left alone.
 
 The newest member of each set of siblings ranks with the best relevance in the set (its factor lifts its own to
 that); nothing is demoted, so an older sibling stays where it was and recall in a top k moves by at most one
@@ -67,8 +69,12 @@ def sibling_sets(query: str, memory_at: Callable[[int], Memory | None], relevanc
         st = None if m is None else _statement(m, query_words)
         if st is not None and m is not None:
             groups.setdefault(st.key, []).append((m.created_at_ms, i, st.words))
-    return [[i for _, i, _ in sorted(members)] for members in groups.values()
-            if len({w for _, _, w in members}) >= 2]   # one statement, or restatements of it: no set
+    sets = []
+    for members in groups.values():
+        members.sort()
+        if len({w for _, _, w in members}) >= 2 and members[-1][0] > members[-2][0]:
+            sets.append([i for _, i, _ in members])
+    return sets   # one statement or restatements of it, or no single newest member (written at once): no set
 
 
 def sibling_factor(query: str, intent: TimeIntent, memory_at: Callable[[int], Memory | None],

@@ -64,3 +64,11 @@ def test_the_past_and_first_intents_and_other_types_are_left_alone() -> None:
     assert sibling_factor("where did I go hiking now", TimeIntent.CURRENT, _at(mems), rel).tolist() == [1.0, 2.0]
     rule = stored(2, "Went hiking only with a map", created=900, type=MemoryType.PROCEDURAL)
     assert sibling_sets("where did I go hiking?", _at([mems[0], rule]), rel) == []
+
+
+def test_a_set_without_a_single_newest_member_is_left_alone() -> None:
+    # written at the same time (one session's turns): age cannot tell them apart
+    mems = _mems(("Went hiking in the Lake District", 500), ("Went hiking on Snowdon", 500))
+    assert sibling_sets("where did I go hiking?", _at(mems), np.array([0.6, 0.3])) == []
+    mems = _mems(("Went hiking in the Lake District", 100), ("Went hiking on Snowdon", 500), ("Went hiking in Wales", 500))
+    assert sibling_sets("where did I go hiking?", _at(mems), np.array([0.6, 0.3, 0.2])) == []
