@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 # The importance weight b of a query with this intent: importance = (1 − b) + b × stored importance. Chosen on the
-# dev recency set's importance questions (docs/concepts/time.md); the held-out recency set reports it.
+# dev recency set's importance questions (docs/concepts/updates.md); the held-out recency set reports it.
 INTENT_IMPORTANCE_WEIGHT = 1.0
 
 _EN = re.compile(
