@@ -8,9 +8,15 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from server.cluster.deployments import REPLICA_ENV, TenantShard, _Opened, actor_options, build_application
-from server.config import load_config
-from server.tenants.catalog import Catalog
+import pytest
+
+pytest.importorskip("ray", reason="the cluster extra (requirements-cluster.txt) is not installed")
+pytestmark = pytest.mark.slow   # make test-slow installs the cluster extra; make test does not
+
+from server.cluster.deployments import (  # noqa: E402
+    REPLICA_ENV, TenantShard, _Opened, actor_options, build_application)
+from server.config import load_config  # noqa: E402
+from server.tenants.catalog import Catalog  # noqa: E402
 
 
 def _opened_log(*, fenced: bool = False) -> SimpleNamespace:
