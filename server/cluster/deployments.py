@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 import os
+import pickle
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +27,8 @@ from ray.serve.config import RequestRouterConfig
 from ray.serve.handle import DeploymentHandle
 
 from server.cluster.board import BOARD_INTERVAL_S, dir_bytes, publish, rss_bytes
-from server.cluster.remote_models import RemoteEmbedder, RemoteReranker, model_info, split
+from server.cluster.direct import MODEL_CALL, SHARD_CALL, Crashed, DirectServer, Refused, Target, node_host
+from server.cluster.remote_models import ModelTargets, RemoteEmbedder, RemoteReranker, model_info, split
 from server.config import ServerConfig
 from server.domain import KeyScope
 from server.errors import ConfigError, EngramError, NotOwner, NotReady, StoreUnavailable
@@ -59,6 +61,9 @@ TENANT_CALLS = frozenset({"write", "search", "get", "delete", "list_memories", "
                           "consolidate", "extract", "forget", "audit", "create_tenant", "delete_tenant",
                           "template_copies"})
 DEADLINE_CALLS = frozenset({"write", "search"})
+# The tenant calls the edge may send a replica directly (server/cluster/direct.py); creating and deleting a
+# tenant, and a template's copies, always take the Serve path.
+DIRECT_CALLS = TENANT_CALLS - {"create_tenant", "delete_tenant", "template_copies"}
 
 
 class TenantMoved(NotReady):
@@ -104,6 +109,19 @@ class _BatchedModel:
         self.model = model
         self.batches = _BatchStats()
         self.tracing = build_tracing(config.tracing)   # a span per traced request a pass serves
+        self.direct = DirectServer(MODEL_CALL, self._direct)
+
+    async def _batched(self, items: list[Any], traces: list[dict[str, str]]) -> np.ndarray:
+        raise NotImplementedError
+
+    async def _direct(self, body: bytes) -> bytes:
+        """A direct forward (server/cluster/direct.py): JSON ``[items, traces]`` in, the rows as raw float32 out,
+        through the same ``@serve.batch`` pass as the Serve calls."""
+        items, traces = json.loads(body)
+        return np.ascontiguousarray(await self._batched(items, traces), dtype=np.float32).tobytes()
+
+    def direct_target(self) -> dict[str, str] | None:
+        return None if self.direct.target is None else self.direct.target.as_dict()
 
     def __del__(self) -> None:
         if getattr(self, "tracing", None) is not None:
@@ -134,30 +152,38 @@ class _BatchedModel:
 class Encoder(_BatchedModel):
     """The embedder, batched across every tenant's and replica's requests (called with no model id)."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    async def __init__(self, config: ServerConfig) -> None:
         from server.app import load_embedder
 
         super().__init__(config, load_embedder)
+        await self.direct.start(node_host())
 
     @serve.batch(max_batch_size=MAX_BATCH, batch_wait_timeout_s=BATCH_WAIT_S)
     async def embed(self, requests: list[list[str]], traces: list[list[dict[str, str]]]) -> list[np.ndarray]:
         return await self._run(self.model.embed, requests, traces, "engram.cluster.Encoder/embed")
+
+    async def _batched(self, items: list[Any], traces: list[dict[str, str]]) -> np.ndarray:
+        return await self.embed(items, traces)   # type: ignore[no-any-return]
 
 
 @serve.deployment(max_ongoing_requests=MODEL_MAX_ONGOING, logging_config=NO_ACCESS_LOG)
 class Reranker(_BatchedModel):
     """The cross-encoder, batched across every tenant's and replica's pairs (called with no model id)."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    async def __init__(self, config: ServerConfig) -> None:
         from server.app import load_reranker
 
         super().__init__(config, load_reranker)
+        await self.direct.start(node_host())
 
     @serve.batch(max_batch_size=MAX_BATCH, batch_wait_timeout_s=BATCH_WAIT_S)
     async def score(self, requests: list[list[tuple[str, str]]], traces: list[list[dict[str, str]]],
                     ) -> list[np.ndarray]:
         return await self._run(lambda pairs: self.model.score([tuple(p) for p in pairs]), requests, traces,
                                "engram.cluster.Reranker/score")
+
+    async def _batched(self, items: list[Any], traces: list[dict[str, str]]) -> np.ndarray:
+        return await self.score(items, traces)   # type: ignore[no-any-return]
 
 
 class _Opened:
@@ -246,6 +272,8 @@ class TenantShard:
             flush_every(config.lucene_commit_interval_s, self.engine))
         self.data_dir = data_dir
         self.metrics = engine_metrics(self.engine)
+        self.direct = DirectServer(SHARD_CALL, self._direct)   # the edge's direct calls (server/cluster/direct.py)
+        await self.direct.start(node_host())
         self._publisher = asyncio.get_running_loop().create_task(self._publish_every(BOARD_INTERVAL_S))
         log.info("TenantShard replica %s up (pid %d)", self.replica, os.getpid())
 
@@ -323,6 +351,25 @@ class TenantShard:
         finally:
             REQUEST_ID.reset(token)
 
+    async def _direct(self, body: bytes) -> bytes:
+        """A call the edge sent directly (server/cluster/direct.py): the Serve call's arguments, pickled. Run as
+        :meth:`call` runs it when the tenant is loaded here and its log still this replica's (the owner check
+        :meth:`_call` makes, made first); otherwise :class:`Refused`, nothing done, and the edge takes the Serve
+        path (which loads the tenant, or reaches the replica that now holds it)."""
+        method, principal, tenant_id, args, kwargs, remaining_s, request_id, settings, trace = pickle.loads(body)
+        if method not in DIRECT_CALLS or not self.engine.registry.holds(tenant_id):
+            return pickle.dumps(Refused("not loaded here"))
+        if self.opened.due(tenant_id, every_s=self.config.cluster.verify_owner_s):
+            await asyncio.get_running_loop().run_in_executor(self.engine.cpu_pool, self._check_owner, tenant_id)
+            if not self.engine.registry.holds(tenant_id):
+                return pickle.dumps(Refused("taken over by another replica"))
+        try:
+            out = await self.call(method, principal, tenant_id, args, kwargs, remaining_s, request_id, settings, trace)
+        except Exception:
+            log.exception("tenant %s: direct %s failed (request %s)", tenant_id, method, request_id)
+            out = Crashed()
+        return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+
     async def _template_copies(self, principal: KeyScope, tenant_id: str) -> list[Any]:
         """A template tenant's cold-start copies, read on its own replica (CreateTenant with a template: the
         edge writes them to the new tenant's replica)."""
@@ -341,6 +388,7 @@ class TenantShard:
 
         return {"replica": self.replica, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
                 "stats": self.engine.registry.stats(), "rss_bytes": rss_bytes(), "disk_bytes": dir_bytes(self.data_dir),
+                "direct": self.direct.target.as_dict() if self.direct.target is not None else None,
                 "metrics": generate_latest(self.metrics.registry).decode()}
 
     async def _publish_every(self, interval_s: float) -> None:
@@ -365,6 +413,8 @@ class TenantShard:
     async def __del__(self) -> None:
         if not hasattr(self, "_flusher"):
             return   # the constructor failed before the engine started
+        if hasattr(self, "direct"):
+            await self.direct.stop(None)
         for task in (self._flusher, self._publisher):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -381,8 +431,11 @@ async def _models(config: ServerConfig, encoder: DeploymentHandle | None,
     """The replica's embedder and reranker: the deployments' stand-ins, or (``cluster.encoder_replicas`` 0, no
     Encoder deployment) the models themselves, loaded in this process as a single node loads them."""
     if encoder is not None:
-        embedder = RemoteEmbedder(encoder, await encoder.info.remote())
-        return embedder, RemoteReranker(reranker, await reranker.info.remote()) if reranker is not None else None
+        n = 2 * config.cluster.encoder_replicas   # asks enough times to meet each model replica (pow-2 routed)
+        embedder = RemoteEmbedder(encoder, await encoder.info.remote(), await _model_targets(encoder, n))
+        if reranker is None:
+            return embedder, None
+        return embedder, RemoteReranker(reranker, await reranker.info.remote(), await _model_targets(reranker, n))
     from server.app import load_embedder, load_reranker, resolve_device
 
     device = resolve_device(config.models.device)
@@ -391,6 +444,16 @@ async def _models(config: ServerConfig, encoder: DeploymentHandle | None,
         if model is not None:
             await asyncio.to_thread(model.warmup)
     return local
+
+
+async def _model_targets(handle: DeploymentHandle, n: int) -> ModelTargets:
+    """A model deployment's replicas' direct targets (asked ``n`` times: each answer is one replica's), and how
+    to ask again from an executor thread."""
+    def discover() -> list[Target]:
+        return [t for _ in range(n) if (t := Target.from_dict(handle.direct_target.remote().result(timeout_s=10)))]
+
+    found = await asyncio.gather(*(handle.direct_target.remote() for _ in range(n)))
+    return ModelTargets(discover, found=[t for d in found if (t := Target.from_dict(d)) is not None])
 
 
 def build_application(config: ServerConfig) -> Any:

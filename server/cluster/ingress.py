@@ -6,6 +6,9 @@ each tenant's call to the TenantShard replica the consistent-hash ring gives the
 The edge keeps the key catalog (keys, the tenant list) in its own data dir, as a single node does: auth
 never leaves this process. One edge process per cluster (a second would hold a second catalog).
 
+A tenant's call goes straight to its replica's direct method when the replica published one and the channel is
+up (server/cluster/direct.py), the Serve handle call otherwise and whenever the replica refuses it.
+
 A call in flight on a replica that dies (ActorDiedError, RayActorError, a replica Serve already marked
 unavailable, ...) answers UNAVAILABLE, never INTERNAL: the write may or may not have landed (its shard
 replays what was acknowledged to the store), and a retry reaches the tenant's next owner.
@@ -19,12 +22,14 @@ import functools
 import logging
 import math
 import os
+import pickle
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+import grpc
 import ray
 from ray import serve
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, TaskCancelledError
@@ -38,7 +43,8 @@ from ray.serve.handle import DeploymentHandle
 
 from server.app import open_bucket, serve_until_signal
 from server.cluster.board import BOARD_INTERVAL_S, Board, ReplicaCollector, merge_stats
-from server.cluster.deployments import Failure, TenantShard, build_application
+from server.cluster.deployments import DIRECT_CALLS, Failure, TenantShard, build_application
+from server.cluster.direct import Crashed, Refused, ShardChannels, metadata, ring_owner
 from server.config import ServerConfig
 from server.console.frontend import ConsoleFrontend
 from server.domain import AuditOp, Filter, ForgetSpec, KeyScope, MemoryInput, SearchQuery
@@ -58,6 +64,10 @@ log = logging.getLogger(__name__)
 REPLICA_GONE: tuple[type[BaseException], ...] = (
     ActorDiedError, RayActorError, ActorUnavailableError, ReplicaUnavailableError, DeploymentUnavailableError,
     BackPressureError, RequestCancelledError, TaskCancelledError)
+# The calls that change nothing: a direct one lost in flight is sent again through Serve. Any other answers
+# UNAVAILABLE, as a Serve call lost with its replica does (it may have been applied).
+READ_CALLS = frozenset({"search", "get", "list_memories", "history", "audit"})
+_SERVE = object()   # a direct call's answer: take the Serve path
 
 
 class ReplicaUnavailable(NotReady):
@@ -77,7 +87,10 @@ class ClusterEngine:
         self.space = None   # the replicas' disks are caches; the bucket has no free-space watermark here
         self._info = info
         self.forwarded = 0
+        self.direct_calls = 0      # of ``forwarded``: answered by the replica's direct method
+        self.direct_refused = 0    # direct calls a replica refused (the tenant not loaded there): through Serve
         self.replica_failures = 0
+        self.channels = ShardChannels()
         self.board_records: list[dict[str, Any]] = []   # the replicas' figures (ClusterApp refreshes them)
 
     # -- routing: the single node's authorization, here at the edge -------------------------------------
@@ -92,10 +105,16 @@ class ClusterEngine:
                        deadline_ns: int | None = None, **kwargs: Any) -> Any:
         remaining_s = None if deadline_ns is None else max(0.0, (deadline_ns - time.monotonic_ns()) / 1e9)
         settings = {k: v for k, v in dataclasses.asdict(self.catalog.settings(tenant_id)).items() if v is not None}
-        response = self.shards.options(session_id=tenant_id).call.remote(
-            method, principal, tenant_id, args, kwargs, remaining_s, REQUEST_ID.get(), settings,
-            hop_carrier(self.tracing))
+        request = (method, principal, tenant_id, args, kwargs, remaining_s, REQUEST_ID.get(), settings,
+                   hop_carrier(self.tracing))
         self.forwarded += 1
+        if method in DIRECT_CALLS:
+            route = self.channels.route(ring_owner(self.shards, tenant_id))
+            if route is not None:
+                out = await self._direct(route, request)
+                if out is not _SERVE:
+                    return out
+        response = self.shards.options(session_id=tenant_id).call.remote(*request)
         try:
             out = await (asyncio.wait_for(_awaited(response), remaining_s) if remaining_s is not None else response)
         except TimeoutError:
@@ -107,6 +126,36 @@ class ClusterEngine:
                         type(exc).__name__)
             raise ReplicaUnavailable(f"the shard replica serving tenant {tenant_id!r} went away during the call; "
                                      "retry (a write may or may not have been applied)") from exc
+        if isinstance(out, Failure):
+            raise out.error
+        return out
+
+    async def _direct(self, route: tuple[Any, Any], request: tuple[Any, ...]) -> Any:
+        """The call sent to the replica's direct method; ``_SERVE`` when it should take the Serve path instead
+        (refused, or a read lost in flight)."""
+        (target, call), method, tenant_id, remaining_s = route, request[0], request[2], request[5]
+        try:
+            reply = await call(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL), timeout=remaining_s,
+                               metadata=metadata(target.token))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise DeadlineExceeded("the deadline passed while the tenant's shard replica worked") from None
+            channel = self.channels.drop(target.address)   # until the replica's next record
+            if channel is not None:
+                asyncio.get_running_loop().create_task(channel.close())
+            log.warning("tenant %s: direct %s to %s failed (%s)", tenant_id, method, target.address, exc.code())
+            if method in READ_CALLS:
+                return _SERVE
+            self.replica_failures += 1
+            raise ReplicaUnavailable(f"the shard replica serving tenant {tenant_id!r} went away during the call; "
+                                     "retry (a write may or may not have been applied)") from exc
+        out = pickle.loads(reply)
+        if isinstance(out, Refused):
+            self.direct_refused += 1
+            return _SERVE
+        self.direct_calls += 1
+        if isinstance(out, Crashed):
+            raise RuntimeError(f"the shard replica failed {method} for tenant {tenant_id!r} (its log has why)")
         if isinstance(out, Failure):
             raise out.error
         return out
@@ -328,6 +377,9 @@ class ClusterApp:
             self.engine.board_records = await asyncio.to_thread(self.board.records)
         except Exception as exc:  # noqa: BLE001 - figures for operators: kept as they were until the next read
             log.warning("could not read the replicas' figures (%s)", exc)
+            return
+        for channel in self.engine.channels.update(self.engine.board_records):   # the direct path's targets
+            await channel.close()
 
     async def _refresh_every(self, interval_s: float) -> None:
         while True:

@@ -8,21 +8,34 @@ stage splits a batch into chunks by its ``lengths``, here byte counts, and ``for
 rows), which the deployment's ``@serve.batch`` joins with every other tenant's and replica's. Both
 run on executor threads, never on the replica's event loop, so the blocking ``result()`` is allowed.
 
+A forward goes to a model replica's direct method (server/cluster/direct.py: JSON in, raw float32 rows out, a
+blocking gRPC call) when one is known, else, and on any failure of it (a forward changes nothing, so it is
+simply sent again), through the Serve handle.
+
 No multiplexed model id is ever set on these calls: Serve splits batches by model id.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
 import numpy as np
 
 from models.base import TextPair, TokenBatch
+from server.cluster.direct import MODEL_CALL, UNLIMITED, Target, metadata
 from server.tracing import hop_traces
 
+log = logging.getLogger(__name__)
+
 CALL_TIMEOUT_S = 120.0   # one forward pass queued behind others on a loaded 2-core box; the edge's deadline is shorter
+REFRESH_S = 30.0         # how often the model replicas' direct targets are asked for again (scaled, replaced)
 
 
 @dataclass(frozen=True)
@@ -45,9 +58,58 @@ def model_info(model: Any) -> dict[str, Any]:
     return info
 
 
+class ModelTargets:
+    """A TenantShard replica's channels to the model replicas' direct methods, used in turn. ``discover`` asks the
+    deployment for its replicas' targets (blocking; at most one thread at a time, every :data:`REFRESH_S` or when
+    none is left); a target whose call failed is dropped until then."""
+
+    def __init__(self, discover: Callable[[], Sequence[Target]], *, found: Sequence[Target] = ()) -> None:
+        self._discover = discover
+        self._lock = threading.Lock()
+        self._stubs: list[tuple[Target, Any, grpc.Channel]] = []
+        self._turn = 0
+        self._found_s = float("-inf")
+        if found:
+            self._use(found)
+
+    def _use(self, targets: Sequence[Target]) -> None:
+        old = {t.address: (t, stub, ch) for t, stub, ch in self._stubs}
+        stubs = []
+        for t in dict.fromkeys(targets):
+            if t.address in old and old[t.address][0] == t:
+                stubs.append(old.pop(t.address))
+            else:
+                channel = grpc.insecure_channel(t.address, options=UNLIMITED)
+                stubs.append((t, channel.unary_unary(MODEL_CALL), channel))
+        self._stubs = stubs
+        self._found_s = time.monotonic()
+        for _, _, channel in old.values():
+            channel.close()
+
+    def pick(self) -> tuple[Target, Any] | None:
+        if (not self._stubs or time.monotonic() - self._found_s >= REFRESH_S) and self._lock.acquire(blocking=False):
+            try:
+                self._use(self._discover())
+            except Exception as exc:  # noqa: BLE001 - the Serve path still works; asked again later
+                self._found_s = time.monotonic()
+                log.info("could not learn the model replicas' direct targets (%s: %s)", type(exc).__name__, exc)
+            finally:
+                self._lock.release()
+        stubs = self._stubs
+        if not stubs:
+            return None
+        self._turn += 1
+        target, stub, _ = stubs[self._turn % len(stubs)]
+        return target, stub
+
+    def drop(self, target: Target) -> None:
+        self._stubs = [s for s in self._stubs if s[0] != target]
+
+
 class _Remote:
-    def __init__(self, handle: Any, method: str, info: dict[str, Any]) -> None:
+    def __init__(self, handle: Any, method: str, info: dict[str, Any], targets: ModelTargets | None = None) -> None:
         self._call = getattr(handle, method)
+        self._targets = targets
         self._info = info
         self.name: str = info["name"]
         self.device: str = info["device"]
@@ -65,7 +127,20 @@ class _Remote:
         if not items:
             return np.zeros((0,), dtype=np.float32)
         # The traced requests' W3C contexts ride along (empty when none is traced): each gets the deployment's span.
-        return np.asarray(self._call.remote(items, hop_traces()).result(timeout_s=CALL_TIMEOUT_S), dtype=np.float32)
+        traces = hop_traces()
+        direct = self._targets.pick() if self._targets is not None else None
+        if direct is not None:
+            target, stub = direct
+            try:
+                raw = stub(json.dumps([items, traces]).encode(), timeout=CALL_TIMEOUT_S, metadata=metadata(target.token))
+                return self._rows(np.frombuffer(raw, dtype=np.float32).copy(), len(items))
+            except grpc.RpcError as exc:
+                self._targets.drop(target)   # type: ignore[union-attr]
+                log.info("model replica %s: direct call failed (%s); through Serve", target.address, exc.code())
+        return np.asarray(self._call.remote(items, traces).result(timeout_s=CALL_TIMEOUT_S), dtype=np.float32)
+
+    def _rows(self, flat: np.ndarray, n: int) -> np.ndarray:
+        return flat
 
     def count_tokens(self, items: Sequence[Any]) -> list[int]:   # only the deployment has the tokenizer
         return [min(self.max_length, len(str(i)) // 3 + 2) for i in items]
@@ -78,8 +153,8 @@ class _Remote:
 
 
 class RemoteEmbedder(_Remote):
-    def __init__(self, handle: Any, info: dict[str, Any]) -> None:
-        super().__init__(handle, "embed", info)
+    def __init__(self, handle: Any, info: dict[str, Any], targets: ModelTargets | None = None) -> None:
+        super().__init__(handle, "embed", info, targets)
         self._dim = int(info["dim"])
         self.query_prefix: str = info.get("query_prefix", "")
         self.passage_prefix: str = info.get("passage_prefix", "")
@@ -89,6 +164,9 @@ class RemoteEmbedder(_Remote):
     @property
     def dim(self) -> int:
         return self._dim
+
+    def _rows(self, flat: np.ndarray, n: int) -> np.ndarray:
+        return flat.reshape(n, self._dim)
 
     def tokenize(self, items: Sequence[Any]) -> TokenBatch:
         ids = tuple(np.frombuffer(str(t).encode(), dtype=np.uint8).astype(np.int64) for t in items)
@@ -100,8 +178,8 @@ class RemoteEmbedder(_Remote):
 
 
 class RemoteReranker(_Remote):
-    def __init__(self, handle: Any, info: dict[str, Any]) -> None:
-        super().__init__(handle, "score", info)
+    def __init__(self, handle: Any, info: dict[str, Any], targets: ModelTargets | None = None) -> None:
+        super().__init__(handle, "score", info, targets)
 
     def score(self, pairs: Sequence[TextPair]) -> np.ndarray:
         return self._send(list(pairs))

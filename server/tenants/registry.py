@@ -137,6 +137,11 @@ class TenantRegistry:
                     "reloading", tenant_id)
         return None
 
+    def holds(self, tenant_id: str) -> bool:
+        """Whether the tenant is loaded here and its log needs no reload (no lock, no I/O: the event loop may ask)."""
+        shard = self._shards.get(tenant_id)
+        return shard is not None and not shard.store.needs_reload
+
     def loaded_shard(self, tenant_id: str) -> TenantShard | None:
         """The shard if it is loaded and no memory budget is set, else None: no I/O, so the event loop
         may call it; :meth:`shard` does the rest on a worker thread. With a budget set, callers keep to

@@ -105,6 +105,9 @@ def test_writes_through_the_edge_search_back_as_on_a_single_node(edge: RunningSe
                 assert [h[0] for h in got] == [h[0] for h in want], (tenant, query, got, want)
                 assert [x for h in got for x in h[1:]] == pytest.approx([x for h in want for x in h[1:]], abs=2e-3), (
                     tenant, query, got, want)
+        # The steady state's calls took the replicas' direct methods, not the Serve handle (server/cluster/direct.py).
+        engine = edge.app.engine
+        assert engine.direct_calls > len(TENANTS) * len(QUERIES) // 2, (engine.direct_calls, engine.direct_refused)
         assert sorted(m.content for m in cluster.list_all("acme")) == sorted(FACTS[0::2])
         # Settings live in the edge's catalog and travel with each call to the tenant's replica.
         cluster.memory.UpdateSettings(spb.UpdateSettingsRequest(
