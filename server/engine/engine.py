@@ -82,19 +82,19 @@ def idle_threads(requested: int, device: str, device_pool: Executor) -> int:
 
 
 def write_stage(*, embedder: Embedder, device: str, device_pool: Executor, cpu_pool: Executor, lanes: int,
-                search: Batcher[Any]) -> EmbedStage:
+                search: Batcher[Any], passages: int = 0) -> EmbedStage:
     """The write batcher's stage. On a CPU: chunks of CHUNK_TOKENS on every device thread, each with its share of
     the process's cores while no search was active in the last SEARCH_HOLD_MS; on a GPU one chunk a batch."""
     if not device.startswith("cpu"):
         return EmbedStage(embedder=embedder, device_pool=device_pool, tokenize_pool=cpu_pool,
-                          chunk_tokens=MAX_BATCH_TOKENS * 4)
+                          chunk_tokens=MAX_BATCH_TOKENS * 4, passages=passages)
     import torch
 
     share = process_cpus() // max(1, lanes)
     wide = share if share > device_pool.submit(torch.get_num_threads).result() else 0
     hold_ns = int(SEARCH_HOLD_MS * 1e6)
     return EmbedStage(embedder=embedder, device_pool=device_pool, tokenize_pool=cpu_pool, lanes=lanes,
-                      idle_threads=wide, search_waiting=lambda: search.active_within(hold_ns))
+                      idle_threads=wide, search_waiting=lambda: search.active_within(hold_ns), passages=passages)
 
 
 class Engine:
@@ -147,7 +147,8 @@ class Engine:
             name="search", stage=self.search_pipeline, max_tokens=MAX_BATCH_TOKENS, split_above=b.split_above,
             **queue)  # type: ignore[arg-type]
         self.write_stage = write_stage(embedder=embedder, device=device, device_pool=device_pool, cpu_pool=cpu_pool,
-                                       lanes=device_threads, search=self.search_batcher)
+                                       lanes=device_threads, search=self.search_batcher,
+                                       passages=config.models.passage_vectors)
         self.write_batcher: Batcher[list[str]] = Batcher(
             name="write-embed", stage=self.write_stage, max_tokens=MAX_BATCH_TOKENS * 4, **queue)  # type: ignore[arg-type]
         self.memories = Memories(config=config)

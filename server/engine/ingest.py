@@ -3,7 +3,9 @@ tenant's threshold), thread chat turns, embed in the write batcher's device step
 tenants), commit (WAL fsync, then the indexes), audit and the capacity cap; the extractor counts turns.
 
 :class:`EmbedStage` is the write batcher's stage: its device step is the forward pass (length-sorted chunks on
-every device lane while no search waits) and answers each entry with its rows of vectors; it has no CPU step.
+every device lane while no search waits) and answers each entry with its rows of vectors; it has no CPU step. A
+text cut at the embedder's window also gets passage vectors of the rest (server/index/memory_vectors.py): the
+entry's answer is then one array a text, the main vector first.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from server.hygiene.normalise import normalise_input
 from server.hygiene.writes import SaliencePolicy
 from server.store.idempotency import Done
 from server.tenants.shard import TenantShard
-from server.text import indexed_text
+from server.text import indexed_text, without_context
 from server.tracing import Tracing, traced_now
 
 # Tokens of one chunk of a write batch's forward pass on a CPU (EmbedStage): what a search that arrives meanwhile
@@ -55,8 +57,9 @@ class EmbedStage(Stage[list[str], None]):
 
     def __init__(self, *, embedder: Embedder, device_pool: Executor, tokenize_pool: Executor | None = None,
                  lanes: int = 1, idle_threads: int = 0, chunk_tokens: int = CHUNK_TOKENS,
-                 search_waiting: Callable[[], bool] = lambda: False) -> None:
+                 search_waiting: Callable[[], bool] = lambda: False, passages: int = 0) -> None:
         self.embedder = embedder
+        self.passages = passages   # passage vectors a long text gets at most (advanced.passage_vectors; 0 = none)
         self.device_pool = device_pool
         self.tokenize_pool = tokenize_pool or device_pool
         self.lanes = max(1, lanes)
@@ -71,16 +74,36 @@ class EmbedStage(Stage[list[str], None]):
         prefix = getattr(self.embedder, "passage_prefix", "")   # asymmetric models (e5): "passage: "
         texts = [prefix + t for entry in batch for t in entry.payload]
         loop = asyncio.get_running_loop()
-        tokens = await loop.run_in_executor(self.tokenize_pool, self.embedder.tokenize, texts)
+        tokens, owners = await loop.run_in_executor(self.tokenize_pool, self._tokenize, texts)
         chunks = embed_chunks(tokens.lengths.tolist(), max_tokens=self.chunk_tokens, parts=self.lanes)
         parts = await asyncio.gather(*(self._chunk(tokens, rows) for rows in chunks))
-        vectors = np.empty((len(texts), self.embedder.dim), dtype=np.float32)
+        vectors = np.empty((len(tokens), self.embedder.dim), dtype=np.float32)
         for rows, part in zip(chunks, parts, strict=True):
             vectors[rows] = part
+        sets = with_passages(vectors, owners, len(texts))
         start = 0
         for entry in batch:
-            entry.resolve(vectors[start:start + len(entry.payload)])
+            entry.resolve(sets[start:start + len(entry.payload)])
             start += len(entry.payload)
+
+    def _tokenize(self, texts: list[str]) -> tuple[TokenBatch, list[int]]:
+        """The texts' rows (cut at the embedder's window), then the passage windows of those it cut, and for each
+        of those the text it belongs to. A text that fits costs one length comparison; windows cover a memory's
+        header and content, never its context (the previous turn: a memory of its own, with its own vectors), so a
+        short turn threaded to a long one gets none."""
+        tokens = self.embedder.tokenize(texts)
+        windows = getattr(self.embedder, "passage_windows", None)   # a remote stand-in has none
+        cut = [i for i, n in enumerate(tokens.lengths.tolist()) if n >= self.embedder.max_length]
+        if not self.passages or windows is None or not cut:
+            return tokens, []
+        owners, extra = [], []
+        for i, rows in zip(cut, windows([without_context(texts[i]) for i in cut], limit=self.passages), strict=True):
+            owners += [i] * len(rows)
+            extra += rows
+        if not extra:
+            return tokens, []
+        return TokenBatch(input_ids=tokens.input_ids + tuple(extra),
+                          token_type_ids=tokens.token_type_ids + tuple(np.zeros_like(r) for r in extra)), owners
 
     async def _chunk(self, tokens: TokenBatch, rows: list[int]) -> np.ndarray:
         if self._lane_free is None:
@@ -105,6 +128,17 @@ class EmbedStage(Stage[list[str], None]):
             return self.embedder.forward(part)
 
 
+def with_passages(vectors: np.ndarray, owners: list[int], n: int) -> np.ndarray | list[np.ndarray]:
+    """``vectors``: n texts' rows, then passage rows each owned by ``owners[j]``. Without passages the ``(n, dim)``
+    rows as they are; else one array a text: ``(dim,)``, or ``(1 + passages, dim)`` with its main vector first."""
+    if not owners:
+        return vectors[:n]
+    extra: dict[int, list[int]] = {}
+    for j, owner in enumerate(owners):
+        extra.setdefault(owner, []).append(n + j)
+    return [vectors[i] if i not in extra else vectors[[i, *extra[i]]] for i in range(n)]
+
+
 class Ingest:
     def __init__(self, *, config: ServerConfig, batcher: Batcher[list[str]], memories: Memories,
                  salience: SaliencePolicy, min_salience: Callable[[str], float | None], write_pool: Executor,
@@ -122,7 +156,8 @@ class Ingest:
         self.check_space = check_space
         self.clock = clock
 
-    async def embed(self, tenant_id: str, texts: list[str]) -> np.ndarray:
+    async def embed(self, tenant_id: str, texts: list[str]) -> np.ndarray | list[np.ndarray]:
+        """Each text's vector (a row), or its main and passage vectors (with_passages)."""
         return await self.batcher.submit(tenant_id=tenant_id, tokens=self.tokens(texts), payload=texts,
                                          deadline_ns=None)
 
@@ -162,7 +197,7 @@ class Ingest:
         if traced_now(self.tracing):
             assert self.tracing is not None
             with self.tracing.span("engram.embed", attributes={"engram.memories": len(texts)}):   # queue included
-                vectors: np.ndarray = await submit
+                vectors: np.ndarray | list[np.ndarray] = await submit
             trace = self.tracing.current()
         else:
             vectors = await submit
@@ -171,7 +206,7 @@ class Ingest:
         self.extractor.note_write(shard, memories, results)   # counts turns; an extraction runs in the background
         return answer(results)
 
-    def commit(self, shard: TenantShard, memories: Sequence[MemoryInput], vectors: np.ndarray,
+    def commit(self, shard: TenantShard, memories: Sequence[MemoryInput], vectors: np.ndarray | list[np.ndarray],
                key_id: str = "", done: Callable[[list[WriteResult]], Done] | None = None,
                trace: Any = None) -> list[WriteResult]:
         """``trace``: the traced request's context (server/tracing.py): a commit span, the log and index
@@ -184,7 +219,8 @@ class Ingest:
             self.tracing.stages(marks)
         return results
 
-    def _commit(self, shard: TenantShard, memories: Sequence[MemoryInput], vectors: np.ndarray, key_id: str,
+    def _commit(self, shard: TenantShard, memories: Sequence[MemoryInput], vectors: np.ndarray | list[np.ndarray],
+                key_id: str,
                 done: Callable[[list[WriteResult]], Done] | None, marks: list[tuple[str, int, int]] | None,
                 ) -> list[WriteResult]:
         with shard.write_lock:

@@ -17,6 +17,7 @@ from server.domain import LIVE_STATUSES, Memory, MemoryInput, MemoryStatus, Writ
 from server.engine import updates
 from server.errors import InvalidArgument
 from server.hygiene.salience import DEFAULT_IMPORTANCE
+from server.index.memory_vectors import main_rows
 from server.store.idempotency import Done
 from server.tenants.shard import TenantShard
 
@@ -72,7 +73,8 @@ class Staging:
         at or above it (the rules that read the list stop below their thresholds, so a Write's commit need not
         build and sort every staged put for each new memory)."""
         out: list[tuple[float, Memory]] = []
-        scores, ids = hits if hits is not None else [row[0] for row in self.shard.dense.search(vector[None, :], k)]
+        scores, ids = hits if hits is not None else [
+            row[0] for row in self.shard.dense.search(vector[None, :], k, passages=False)]
         for score, doc in zip(scores.tolist(), ids.tolist(), strict=True):
             if score < floor:
                 continue
@@ -84,20 +86,21 @@ class Staging:
         if batch_sims is not None and all(r >= 0 for r in rows):
             cosines = batch_sims[rows]
         else:
-            cosines = np.array([float(np.dot(vec, vector)) for _, vec in self.puts], dtype=np.float64)
+            cosines = np.array([float(np.dot(main_rows([vec])[0], vector)) for _, vec in self.puts], dtype=np.float64)
         for i in np.flatnonzero(cosines >= floor).tolist():
             memory = self.puts[i][0]
             out.append((float(cosines[i]), self.current(memory.memory_id) or memory))
         return sorted(out, key=lambda p: (-p[0], p[1].memory_id))
 
 
-def batch_neighbours(shard: TenantShard, vectors: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
-    """A Write's near-duplicate lookups at once: the dense index searched with every vector (one call, not one a
-    memory) and the batch's cosines to itself."""
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+def batch_neighbours(shard: TenantShard, vectors: np.ndarray | Sequence[np.ndarray],
+                     ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """A Write's near-duplicate lookups at once: the dense index searched with every main vector (one call, not one a
+    memory; memories as wholes: passage vectors are not read) and the batch's cosines to itself."""
     if not len(vectors):
         return (np.zeros((0, NEAR_K), np.float32), np.zeros((0, NEAR_K), np.int64)), np.zeros((0, 0), np.float32)
-    return shard.dense.search(vectors, NEAR_K), vectors @ vectors.T
+    vectors = np.ascontiguousarray(main_rows(vectors), dtype=np.float32)
+    return shard.dense.search(vectors, NEAR_K, passages=False), vectors @ vectors.T
 
 
 def _merge(target: Memory, inp: MemoryInput, *, now_ms: int) -> Memory:
@@ -110,13 +113,14 @@ def _merge(target: Memory, inp: MemoryInput, *, now_ms: int) -> Memory:
         confidence=max(target.confidence, inp.confidence if inp.confidence is not None else 1.0))
 
 
-def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np.ndarray, *,
+def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np.ndarray | Sequence[np.ndarray], *,
                   cfg: MemoryConfig, now_ms: int,
                   done: Callable[[list[WriteResult]], Done] | None = None,
                   marks: list[tuple[str, int, int]] | None = None) -> list[WriteResult]:
-    """Applies the memory rules and commits one group. ``done``: an idempotent Write's answer for these
-    results, committed in the same group; ``marks``: the commit's stages (``TenantShard.apply``). Caller holds
-    ``shard.write_lock``."""
+    """Applies the memory rules and commits one group. ``vectors``: each input's vector, or its main vector and
+    passage vectors as rows (server/index/memory_vectors.py; the rules read main vectors). ``done``: an idempotent
+    Write's answer for these results, committed in the same group; ``marks``: the commit's stages
+    (``TenantShard.apply``). Caller holds ``shard.write_lock``."""
     staging = Staging(shard)
     for inp in inputs:
         for sid in inp.supersedes:
@@ -129,8 +133,8 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
     for row, (inp, vector, doc_id) in enumerate(zip(inputs, vectors, doc_ids, strict=True)):
         confidence = 1.0 if inp.confidence is None else inp.confidence
         confident = confidence >= PENDING_BELOW_CONFIDENCE
-        neighbours = staging.near_duplicates(vector, hits=(hits[0][row], hits[1][row]), batch_sims=sims[row],
-                                             floor=floor)
+        neighbours = staging.near_duplicates(main_rows([vector])[0], hits=(hits[0][row], hits[1][row]),
+                                             batch_sims=sims[row], floor=floor)
         if not inp.supersedes:
             target = _duplicate_of(neighbours, inp, cfg=cfg, confident=confident, now_ms=now_ms)
             if target is not None:

@@ -4,6 +4,11 @@ Promotion (and a later rebuild with a larger K) runs on a background executor: t
 the current vectors, trains and fills a new index without holding the lock, then replays the writes
 recorded since the export (the delta) and swaps the new index in under the lock. Searches keep using
 the old index until the swap; every ``add``/``remove`` made during the build reaches the new index.
+
+Ids are memories' doc ids; a long memory's passage vectors ride under ids derived from its doc id
+(server/index/memory_vectors.py). This index keeps how many each memory has: ``remove`` takes a memory's passages
+with it, ``search`` answers each memory once at its best vector, and a build exports and re-adds them as any other
+vector. The counts are rebuilt from the store on load (``passages=``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import numpy as np
 
 from server.index.dense import FlatDenseIndex
 from server.index.ivf import IvfDenseIndex, build_ivf
+from server.index.memory_vectors import expand, fetch_depth, pool, removal_ids
 from server.index.tiers import TierRules, should_build
 
 log = logging.getLogger(__name__)
@@ -42,13 +48,20 @@ class VectorIndex(Protocol):
 
 _Op = tuple[str, np.ndarray, np.ndarray | None]   # ("add", ids, vectors) | ("del", ids, None)
 
+SEARCH_PASSAGES = True   # whether a search reads passage vectors (benchmarks switch it off in process to compare)
+
 
 class TieredDenseIndex:
     def __init__(self, dim: int, *, rules: TierRules, builder: Executor | None = None,
                  initial: VectorIndex | None = None, built_n: int = 0,
                  exact_source: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
-                 flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex) -> None:
+                 flat_factory: Callable[[int], VectorIndex] = FlatDenseIndex,
+                 passages: dict[int, int] | None = None) -> None:
         self.dim = dim
+        # doc id -> passage vectors it holds (long memories only; the index holds them too)
+        self._passages: dict[int, int] = dict(passages or {})
+        self._passage_total = sum(self._passages.values())
+        self._passage_most = max(self._passages.values(), default=0)
         self.rules = rules
         self._builder = builder
         # The small tier; any exact index with the VectorIndex contract (e.g. a GPU twin) fits here.
@@ -82,32 +95,60 @@ class TieredDenseIndex:
     def built_n(self) -> int:
         return self._built_n
 
-    def add(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray) -> Future[bool] | None:
-        """Adds vectors; returns the future of the background build this growth scheduled, if any
-        (see :meth:`maybe_promote`)."""
+    @property
+    def passage_vectors(self) -> int:
+        """Passage vectors held (beside one main vector per memory)."""
+        return self._passage_total
+
+    def passages_of(self, doc_id: int) -> int:
+        return self._passages.get(int(doc_id), 0)
+
+    def add(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray | Sequence[np.ndarray]) -> Future[bool] | None:
+        """Adds memories: ``vectors`` is ``(n, dim)`` main vectors, or one array a memory whose rows after the first
+        are its passages (server/index/memory_vectors.py). Returns the future of the background build this growth
+        scheduled, if any (see :meth:`maybe_promote`)."""
         if len(ids) == 0:
             return None
-        ids_arr = np.asarray(ids, dtype=np.int64)
-        vecs = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(ids_arr), self.dim)
+        ids_arr, vecs, counts = expand(ids, vectors, dim=self.dim)
         with self._lock:
             self._active.add(ids_arr, vecs)
+            if counts:
+                self._passages.update(counts)
+                self._passage_total += sum(counts.values())
+                self._passage_most = max(self._passage_most, *counts.values())
             if self._delta is not None:
                 self._delta.append(("add", ids_arr.copy(), vecs.copy()))
         return self.maybe_promote()
 
     def remove(self, ids: Sequence[int] | np.ndarray) -> int:
+        """Removes memories by doc id, each with its passage vectors; returns the vectors removed."""
         if len(ids) == 0:
             return 0
-        ids_arr = np.asarray(ids, dtype=np.int64)
         with self._lock:
+            ids_arr = removal_ids(ids, self._passages) if self._passages else np.asarray(ids, dtype=np.int64)
+            for doc in ids:
+                self._passage_total -= self._passages.pop(int(doc), 0)
             removed = self._active.remove(ids_arr)
             if self._delta is not None:
                 self._delta.append(("del", ids_arr.copy(), None))
         return removed
 
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, queries: np.ndarray, k: int, *, passages: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, ids) of the ``k`` best memories for each query: each memory once, at its best vector (max
+        pooling over its main vector and passages). ``passages`` False: main vectors only (what a memory is as a
+        whole: the near-duplicate rules read that); None: ``SEARCH_PASSAGES``."""
         with self._lock:
-            return self._active.search(queries, k)
+            held = self._passage_total
+            if not held:
+                return self._active.search(queries, k)
+            use = SEARCH_PASSAGES if passages is None else passages
+            depth, total = fetch_depth(k, passages=held, most=self._passage_most), len(self._active)
+            while True:
+                found = pool(*self._active.search(queries, depth), k, passages=use)
+                # main vectors only: passages may crowd the rows fetched; fetch deeper until k memories (or all)
+                if use or depth >= total or (found[1] >= 0).all():
+                    return found
+                depth = min(total, depth * 4)
 
     def export(self) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:

@@ -2,7 +2,9 @@
 
 Every change is one ``commit`` (a group of puts, updates and deletes) that is fsynced to the log before
 the in-memory state changes, so what readers see is always durable. Vectors live in the log beside
-their memory, so indexes are rebuilt on load without re-embedding.
+their memory, so indexes are rebuilt on load without re-embedding: a put's blob holds the memory's main vector and,
+for a long memory, its passage vectors after it (server/index/memory_vectors.py); replay and compaction carry them
+as they were written, never re-embedding.
 
 Compaction rewrites the log as one put per live memory (access counts and the latest version folded
 in): :meth:`TenantStore.begin_compaction` takes the state at the log's current end (the caller holds the
@@ -25,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from server.domain import Memory
+from server.index.memory_vectors import expand, rows_of
 from server.store.codec import memory_from_json, memory_to_json
 from server.store.columns import Columns, DocColumns
 from server.store.durable_log import LogOpener, TenantLog
@@ -52,7 +55,8 @@ class CompactionPlan:
 class Replayed:
     """What a load hands to the indexes: live vectors and the lexical changes in log order."""
 
-    vectors: dict[int, np.ndarray] = field(default_factory=dict)
+    vectors: dict[int, np.ndarray] = field(default_factory=dict)    # doc id -> main vector (dim,)
+    passages: dict[int, np.ndarray] = field(default_factory=dict)   # doc id -> its passage vectors (k, dim), k >= 1
     lexical_ops: list[tuple[int, str, int, str]] = field(default_factory=list)  # (seq, op, doc_id, text)
 
 
@@ -71,6 +75,7 @@ class TenantStore:
         self.seq = 0
         self._compact_lock = threading.Lock()   # one compaction at a time; close waits for it
         self._live_bytes = 0
+        self._passage_rows: dict[int, int] = {}   # doc id -> passage vectors its put carries (long memories only)
         self.compactions = 0
         self.closed = False
 
@@ -153,9 +158,7 @@ class TenantStore:
             seq = self.seq + 1
             records: list[Record] = []
             for memory, vector in puts:
-                vec = np.ascontiguousarray(vector, dtype=np.float32)
-                if vec.shape != (self.dim,):
-                    raise ValueError(f"vector shape {vec.shape} != ({self.dim},)")
+                vec = rows_of(vector, self.dim)   # main vector, then passages (one blob: replay keeps them together)
                 records.append(({"op": "put", "seq": seq, "m": memory_to_json(memory)}, vec.tobytes()))
             records.extend(({"op": "upd", "seq": seq, "m": memory_to_json(m)}, b"") for m in updates)
             if accesses:
@@ -178,7 +181,14 @@ class TenantStore:
         if op in ("put", "upd"):
             memory = memory_from_json(meta["m"])
             old = self._by_id.get(memory.memory_id)
-            self._live_bytes += self._record_bytes(memory) - (self._record_bytes(old) if old is not None else 0)
+            old_bytes = self._record_bytes(old) if old is not None else 0
+            if op == "put":
+                rows = len(blob) // (4 * self.dim)
+                if rows > 1:
+                    self._passage_rows[memory.doc_id] = rows - 1
+                else:
+                    self._passage_rows.pop(memory.doc_id, None)
+            self._live_bytes += self._record_bytes(memory) - old_bytes
             self._columns.set(memory)  # before the maps: a doc that a reader can resolve has its row
             self._by_id[memory.memory_id] = memory
             self._by_doc[memory.doc_id] = memory.memory_id
@@ -187,7 +197,12 @@ class TenantStore:
                 self._slots.setdefault((memory.key, memory.scope), set()).add(memory.memory_id)
             if replayed is not None:
                 if op == "put":
-                    replayed.vectors[memory.doc_id] = np.frombuffer(blob, dtype=np.float32)
+                    rows = np.frombuffer(blob, dtype=np.float32).reshape(-1, self.dim)
+                    replayed.vectors[memory.doc_id] = rows[0]
+                    if len(rows) > 1:
+                        replayed.passages[memory.doc_id] = rows[1:]
+                    else:
+                        replayed.passages.pop(memory.doc_id, None)
                 if op == "put" or (old is not None and memory_text(old) != memory_text(memory)):
                     replayed.lexical_ops.append((self.seq, "put", memory.doc_id, memory_text(memory)))
         elif op == IDEMPOTENT_OP:
@@ -212,6 +227,7 @@ class TenantStore:
                 self._by_doc = {k: v for k, v in self._by_doc.items() if k not in gone_docs}
             for memory in doomed:
                 self._live_bytes -= self._record_bytes(memory)
+                self._passage_rows.pop(memory.doc_id, None)
                 memory_id = memory.memory_id
                 self._by_id.pop(memory_id, None)
                 self._by_doc.pop(memory.doc_id, None)
@@ -220,13 +236,15 @@ class TenantStore:
                     self._slots.get((memory.key, memory.scope), set()).discard(memory_id)
                 if replayed is not None:
                     replayed.vectors.pop(memory.doc_id, None)
+                    replayed.passages.pop(memory.doc_id, None)
                     replayed.lexical_ops.append((self.seq, "del", memory.doc_id, ""))
         else:
             raise ValueError(f"unknown log record op {op!r}")
 
     def _record_bytes(self, m: Memory) -> int:
-        """About what this memory's put takes in a compacted log (meta JSON + vector)."""
-        return (_RECORD_FIXED_BYTES + 4 * self.dim + len(m.content) + len(m.context) + len(m.memory_id) * 2
+        """About what this memory's put takes in a compacted log (meta JSON + vectors)."""
+        return (_RECORD_FIXED_BYTES + 4 * self.dim * (1 + self._passage_rows.get(m.doc_id, 0)) + len(m.content)
+                + len(m.context) + len(m.memory_id) * 2
                 + sum(len(x) + 3 for x in (*m.entities, *m.source_refs, *m.supersedes, m.key, m.scope))
                 + sum(len(k) + len(v) + 6 for k, v in m.metadata.items()))
 
@@ -290,11 +308,18 @@ class TenantStore:
 
     def exact_vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, vectors) of the live memories, exactly as embedded (read back from the log: a rebuild of an
-        SQ8/PQ index must not train on decoded vectors). Safe on a build thread while commits go on."""
+        SQ8/PQ index must not train on decoded vectors), passage vectors under their ids. Safe on a build thread
+        while commits go on."""
         blobs = self._logged_blobs()
         live = [doc for doc in blobs if self.by_doc(doc) is not None]
-        vectors = np.frombuffer(b"".join(blobs[d] for d in live), dtype=np.float32).reshape(len(live), self.dim)
-        return np.asarray(live, dtype=np.int64), vectors
+        sets = [np.frombuffer(blobs[d], dtype=np.float32).reshape(-1, self.dim) for d in live]
+        ids, vectors, _ = expand(live, sets, dim=self.dim)
+        return ids, vectors
+
+    def passage_counts(self) -> dict[int, int]:
+        """doc id -> passage vectors of each live memory that has them (what the dense index is told on load)."""
+        with self._lock:
+            return dict(self._passage_rows)
 
     def compact(self) -> int:
         """Rewrites the log as one put per memory it still holds (with its vector), atomically: every

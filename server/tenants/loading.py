@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from server.index.ivf import ivf_from_payload
+from server.index.memory_vectors import expand, removal_ids
 from server.index.tiered import TieredDenseIndex, VectorIndex
 from server.index.tiers import TierRules
 from server.lexical.lucene import LuceneIndex
@@ -66,7 +67,9 @@ def load_lexical(tenant_id: str, directory: Path, store: TenantStore, replayed: 
 def load_dense(directory: Path, store: TenantStore, replayed: Replayed, *, dim: int, rules: TierRules,
                 builder: Executor | None, flat_factory: Callable[[int], VectorIndex],
                 ) -> tuple[TieredDenseIndex, int]:
-    """The IVF snapshot caught up with the log when usable; otherwise a flat index of the logged vectors."""
+    """The IVF snapshot caught up with the log when usable; otherwise a flat index of the logged vectors. Long
+    memories' passage vectors come from the log with their main vectors (server/index/memory_vectors.py)."""
+    counts = {doc: len(rows) for doc, rows in replayed.passages.items()}
     snap = read_snapshot(directory / DENSE_SNAPSHOT)
     if snap is not None:
         header, payload = snap
@@ -79,10 +82,10 @@ def load_dense(directory: Path, store: TenantStore, replayed: Replayed, *, dim: 
             else:
                 del payload
                 replayed_changes = _catch_up(ivf, replayed, after_seq=seq)
-                if len(ivf) == len(replayed.vectors):
+                if len(ivf) == len(replayed.vectors) + sum(counts.values()):
                     index = TieredDenseIndex(dim, rules=rules, builder=builder, initial=ivf,
                                              built_n=int(header.get("built_n", len(ivf))),
-                                             exact_source=store.exact_vectors)
+                                             exact_source=store.exact_vectors, passages=counts)
                     return index, 0 if replayed_changes else seq   # 0: snapshot again on close
                 log.warning("tenant dir %s: dense snapshot holds %d vectors, the store %d; rebuilding",
                             directory.name, len(ivf), len(replayed.vectors))
@@ -90,24 +93,30 @@ def load_dense(directory: Path, store: TenantStore, replayed: Replayed, *, dim: 
             log.warning("tenant dir %s: dense snapshot is stale (seq %d, store %d, dim %s); rebuilding",
                         directory.name, seq, store.seq, header.get("dim"))
     index = TieredDenseIndex(dim, rules=rules, builder=builder, flat_factory=flat_factory,
-                             exact_source=store.exact_vectors)
+                             exact_source=store.exact_vectors, passages=counts)
     if replayed.vectors:
-        ids = np.fromiter(replayed.vectors.keys(), dtype=np.int64, count=len(replayed.vectors))
-        index.active.add(ids, np.stack(list(replayed.vectors.values())))
+        index.active.add(*expand(*_vector_sets(list(replayed.vectors), replayed), dim=dim)[:2])
     return index, 0
+
+
+def _vector_sets(docs: list[int], replayed: Replayed) -> tuple[list[int], list[np.ndarray]]:
+    """(docs, each doc's vectors: the main one, then its passages) from the replay."""
+    return docs, [replayed.vectors[d] if d not in replayed.passages else
+                  np.vstack([replayed.vectors[d][None, :], replayed.passages[d]]) for d in docs]
 
 
 def _catch_up(index: object, replayed: Replayed, *, after_seq: int) -> int:
     """Applies the log's vector changes after ``after_seq``: docs put since are (re)added, docs deleted
-    since are removed. Removing first makes a re-add (content change) never duplicate an id."""
+    since are removed. Removing first makes a re-add (content change) never duplicate an id; every passage id a
+    touched doc may have had goes too (the snapshot's counts are not known here)."""
     touched = {doc for seq, _, doc, _ in replayed.lexical_ops if seq > after_seq}
     if not touched:
         return 0
-    ids = np.fromiter(touched, dtype=np.int64, count=len(touched))
-    index.remove(ids)  # type: ignore[attr-defined]
+    index.remove(removal_ids(sorted(touched)))  # type: ignore[attr-defined]
     live = [d for d in touched if d in replayed.vectors]
     if live:
-        index.add(np.asarray(live, dtype=np.int64), np.stack([replayed.vectors[d] for d in live]))  # type: ignore[attr-defined]
+        ids, vectors, _ = expand(*_vector_sets(live, replayed), dim=replayed.vectors[live[0]].shape[0])
+        index.add(ids, vectors)  # type: ignore[attr-defined]
     return len(touched)
 
 

@@ -236,7 +236,8 @@ class TenantShard:
         seq = self.store.commit(puts=puts, updates=updates, deletes=deletes, accesses=accesses, done=done)
         index_ns = time.monotonic_ns() if marks is not None else 0
         if puts:
-            self._after_build(self.dense.add([m.doc_id for m, _ in puts], np.stack([v for _, v in puts])))
+            # each put's vector, or its main vector and passage vectors as rows (server/index/memory_vectors.py)
+            self._after_build(self.dense.add([m.doc_id for m, _ in puts], [v for _, v in puts]))
             self._store_bytes += sum(len(m.content) + MEMORY_BYTES for m, _ in puts)
         if doomed:
             self.dense.remove(doomed)

@@ -1,0 +1,90 @@
+"""Passage windows of long texts, cut from the tokenizer's ids, and the write stage that embeds them: a text cut at
+the embedder's window gets its main vector (as before) and passage vectors; a text that fits costs no extra row."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pytest
+
+from models.base import TokenBatch
+from models.embedder import HFEmbedder, further_windows
+from models.testing import build_tiny_encoder
+from server.engine.ingest import EmbedStage
+from server.text import indexed_text
+from tests.unit.engine.test_embed_stage import _run
+
+
+def test_windows_cover_the_rest_in_half_steps_and_the_last_ends_at_the_end() -> None:
+    ids = np.array([101, 7, *range(1000, 1050), 102])         # special, 1 prefix token, 50 body tokens, special
+    rows = further_windows(ids, max_length=12, keep=1, limit=20)   # 9 body tokens a window, stride 4
+    bodies = [r[2:-1].tolist() for r in rows]
+    assert all(r[0] == 101 and r[1] == 7 and r[-1] == 102 and len(r) == 12 for r in rows)
+    assert [b[0] - 1000 for b in bodies] == [4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 41]
+    assert bodies[-1][-1] == 1049
+    assert further_windows(ids[:12], max_length=12, keep=1, limit=20) == []   # fits: nothing more
+
+
+def test_a_cap_widens_the_stride_up_to_no_overlap_and_no_further() -> None:
+    ids = np.array([101, *range(1000, 1100), 102])                # 100 body tokens, 10 a window
+    rows = further_windows(ids, max_length=12, keep=0, limit=3)
+    assert [r[1] - 1000 for r in rows] == [10, 20, 30]            # stride = window: no gap, the rest unread
+    rows = further_windows(ids, max_length=12, keep=0, limit=6)
+    assert [r[1] - 1000 for r in rows] == [10, 20, 30, 40, 50, 60]
+    ids = np.array([101, *range(1000, 1029), 102])                # 29 body tokens: 4 windows at stride 5 ...
+    rows = further_windows(ids, max_length=12, keep=0, limit=3)   # ... so 3 at stride 7, the last at the end
+    assert [r[1] - 1000 for r in rows] == [7, 14, 19] and rows[-1][-2] == 1028
+
+
+class Counting(HFEmbedder):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rows = 0
+
+    def forward(self, batch: TokenBatch) -> Any:
+        self.rows += len(batch)
+        return super().forward(batch)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Counting:
+    path = build_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
+    loaded = HFEmbedder.load(path, dtype="float32", max_length=32)
+    return Counting(tokenizer=loaded._tokenizer, model=loaded._model, origin=loaded._origin,
+                    device=loaded._torch_device, dtype=loaded._dtype, max_length=32, batch_size=8,
+                    pooling=loaded.pooling)
+
+
+def test_stage_adds_passage_rows_to_long_texts_only(model: Counting) -> None:
+    short = ["the garden in spring", "a walk by the river"]
+    long = " ".join(f"sentence {i} about the trip and the weather on the coast" for i in range(20))
+    with ThreadPoolExecutor(1) as pool:
+        stage = EmbedStage(embedder=model, device_pool=pool, passages=3)
+        model.rows = 0
+        (plain,) = _run(stage, [short])
+        assert isinstance(plain, np.ndarray) and plain.shape == (2, model.dim) and model.rows == 2
+        model.rows = 0
+        mixed, alone = _run(stage, [[short[0], long], [short[1]]])
+    assert model.rows == 3 + 3                                    # three texts, three windows of the long one
+    assert mixed[0].shape == (model.dim,) and mixed[1].shape == (4, model.dim) and alone[0].shape == (model.dim,)
+    np.testing.assert_allclose(mixed[1][0], model.embed([long])[0], atol=1e-5)   # the main vector as before
+    windows = model.passage_windows([long], limit=3)[0]
+    np.testing.assert_allclose(mixed[1][1:], model.forward(TokenBatch(
+        input_ids=tuple(windows), token_type_ids=tuple(np.zeros_like(w) for w in windows))), atol=1e-5)
+    with ThreadPoolExecutor(1) as pool:
+        (off,) = _run(EmbedStage(embedder=model, device_pool=pool, passages=0), [[long]])
+    assert isinstance(off, np.ndarray) and off.shape == (1, model.dim)
+
+
+def test_windows_read_a_memorys_content_never_its_context(model: Counting) -> None:
+    long = " ".join(f"sentence {i} about the trip and the weather on the coast" for i in range(20))
+    short_after_long = indexed_text("Caroline: sounds lovely", dated=False, created_at_ms=0, context=long)
+    long_with_context = indexed_text(long, dated=False, created_at_ms=0, context="Melanie: how was the trip?")
+    with ThreadPoolExecutor(1) as pool:
+        model.rows = 0
+        (sets,) = _run(EmbedStage(embedder=model, device_pool=pool, passages=3), [[short_after_long, long_with_context]])
+    assert sets[0].shape == (model.dim,)   # the short turn threaded to a long one: one vector
+    assert model.rows == 2 + len(model.passage_windows([long], limit=3)[0])
+    assert len(sets) == 2 and np.asarray(sets[1]).shape == (4, model.dim)
