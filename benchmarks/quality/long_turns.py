@@ -1,13 +1,17 @@
-"""Evidence deep in a long turn: the LoCoMo dev conversations with every evidence turn (and a third of the others)
-wrapped inside a 1–2 KB assistant-style turn, the original line placed after about 1 KB of filler.
+"""Evidence deep in a long turn: LoCoMo conversations with every evidence turn (and a third of the others) wrapped
+inside a 1–2 KB assistant-style turn, the original line placed after about 1 KB of filler.
 
-    .venv/bin/python -m benchmarks.quality.long_turns [--out benchmarks/results/quality/long_turns.json]
+    .venv/bin/python -m benchmarks.quality.long_turns [--split dev|held_out] [--first-tokens] [--out PATH]
 
 Built at run time from ../shared/data (nothing of LoCoMo is written into the repository); the filler sentences are
-written for this project. Dev conversations only (benchmarks/quality/block.py LOCOMO_DEV). One in-process server at
-its defaults; each question is searched top 10 and as the SDK's recall (the context block), with the cross-encoder
-reading each long memory's best passage (server/engine/passages.py, the default) and, in the same run, its first
-tokens (``PASSAGE_CHARS`` raised past every memory's length on the in-process server).
+written for this project. ``--split dev`` (the default): the dev conversations (benchmarks/quality/block.py
+LOCOMO_DEV); ``held_out``: the others, the same construction, never tuned on. One in-process server at its defaults
+ingests them once (long turns get passage vectors: server/index/memory_vectors.py); each question is searched top
+10 and as the SDK's recall (the context block) with the dense side reading every vector of a memory (the default)
+and, in the same run on the same index, its main vector alone (``tiered.SEARCH_PASSAGES`` off in process: the
+first ``embed_max_length`` tokens, as before passage vectors). ``--first-tokens`` adds the cross-encoder reading
+each long memory's first tokens instead of its best passage (server/engine/passages.py; ``PASSAGE_CHARS`` raised
+past every memory's length).
 """
 
 from __future__ import annotations
@@ -65,36 +69,56 @@ def inputs(conv, rng: random.Random, evidence: set[str]) -> list[tuple[str, pb.M
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=repo_root() / "benchmarks" / "results" / "quality" / "long_turns.json")
+    parser.add_argument("--split", choices=("dev", "held_out"), default="dev")
+    parser.add_argument("--first-tokens", action="store_true", help="also the cross-encoder on first tokens")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default benchmarks/results/quality/long_turns[_held_out].json")
     args = parser.parse_args(argv)
+    out_path = args.out or repo_root() / "benchmarks" / "results" / "quality" / (
+        "long_turns.json" if args.split == "dev" else "long_turns_held_out.json")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     for noisy in ("server", "models"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from server.engine import passages
+    from server.index import tiered
 
-    conversations = [c for c in load_locomo() if c.id in LOCOMO_DEV]
+    conversations = [c for c in load_locomo() if (c.id in LOCOMO_DEV) == (args.split == "dev")]
     rng = random.Random(20260101)
-    results: dict = {"conversations": [c.id for c in conversations], "variants": {}}
+    results: dict = {"split": args.split, "conversations": [c.id for c in conversations], "variants": {}}
     # Near-duplicate merging off: the filler makes long turns' vectors alike (at the default threshold 79 of conv-26's
     # 419 turns merged into others), which would measure merging, not reading.
     overrides = {"memory": {"audit_searches": False, "dedupe_cosine": 1.01}}
+    variants = [("passage vectors + best passage (default)", True, None),
+                ("main vector only + best passage (before)", False, None)]
+    if args.first_tokens:
+        variants.append(("passage vectors + first tokens", True, 10**9))
     with tempfile.TemporaryDirectory(prefix="engram-long-") as tmp, EvalServer(Path(tmp) / "data",
                                                                                overrides=overrides) as server:
         tenants, qrels, queries = {}, {}, {}
         long_chars = []
+        ingest_s = 0.0
         for conv in conversations:
             evidence = {d for q in conv.questions for d in q.evidence}
             items = inputs(conv, rng, evidence)
             long_chars += [len(m.content) for _, m in items if len(m.content) > 1000]
             tenants[conv.id] = server.ingest(f"long-{conv.id}", items)
+            ingest_s += tenants[conv.id].seconds
             queries[conv.id] = [Query(id=q.id, text=q.text) for q in conv.questions]
             qrels.update({q.id: {d: 1 for d in q.evidence} for q in conv.questions})
+        turns = sum(len(c.turns) for c in conversations)
+        registry = server._app.engine.registry   # type: ignore[union-attr]
+        shards = [registry.shard(t.tenant) for t in tenants.values()]
+        results["turns"] = turns
         results["long_turns"] = len(long_chars)
         results["long_turn_chars_mean"] = round(sum(long_chars) / len(long_chars))
-        saved = passages.PASSAGE_CHARS
+        results["passage_vectors"] = sum(s.dense.passage_vectors for s in shards)
+        results["memories_with_passages"] = sum(len(s.store.passage_counts()) for s in shards)
+        results["ingest_memories_per_s"] = round(turns / ingest_s, 1)
+        saved = passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES
         try:
-            for name, chars in (("best passage (default)", saved), ("first tokens", 10**9)):
-                passages.PASSAGE_CHARS = chars
+            for name, dense_passages, chars in variants:
+                passages.PASSAGE_CHARS = chars or saved[0]
+                tiered.SEARCH_PASSAGES = dense_passages
                 run, block, ms = {}, {}, []
                 t0 = time.perf_counter()
                 for conv in conversations:
@@ -110,9 +134,9 @@ def main(argv: list[str] | None = None) -> int:
                                              "p50_ms": round(sorted(ms)[len(ms) // 2], 1)}
                 log.info("long turns, %s: %s", name, results["variants"][name])
         finally:
-            passages.PASSAGE_CHARS = saved
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+            passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES = saved
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
