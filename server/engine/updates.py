@@ -24,6 +24,7 @@ link or makes one by hand; both are audited (AUDIT_OP_UNLINK / AUDIT_OP_UPDATE_L
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -181,29 +182,58 @@ def _frames(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """What :func:`judge` reads of one text, worked out once per text (:func:`_analysed`)."""
+
+    cjk: bool
+    speaker: str
+    statement: bool              # not a question, at most MAX_WORDS words: a text that can link at all
+    relations: frozenset[str]
+    words: frozenset[str]
+    attributes: frozenset[str]
+    cue: str
+    frames: frozenset[str]
+
+
+# A Write's new memories are each judged against up to a dozen neighbours, and the same stored neighbours come
+# back Write after Write: each text is analysed once, not once a pair (the linker was ~40 ms of a Write of 128
+# short turns when every pair re-ran the regular expressions of both texts).
+_ANALYSED_TEXTS = 8192
+
+
+@functools.lru_cache(maxsize=_ANALYSED_TEXTS)
+def _analysed(text: str) -> _Text:
+    speaker, body = split_speaker(text)
+    return _Text(cjk=has_cjk(text), speaker=speaker,
+                 statement=not ("?" in body or "？" in body or len(body.split()) > MAX_WORDS),
+                 relations=relations(body), words=content_words(body), attributes=attributes(body),
+                 cue=change_cue(body), frames=_frames(body))
+
+
 def judge(newer: Memory, older: Memory, cosine: float, *, min_cosine: float) -> Evidence | None:
     """The evidence that ``newer`` updates ``older`` (same subject, same attribute, a different value), or None."""
-    if has_cjk(newer.content) or has_cjk(older.content):
-        min_cosine += LINK_COSINE_CJK_SHIFT
-    if cosine < min_cosine or newer.scope != older.scope or family(newer.type) != family(older.type):
+    if newer.scope != older.scope or family(newer.type) != family(older.type):
         return None
-    new_speaker, new_body = split_speaker(newer.content)
-    old_speaker, old_body = split_speaker(older.content)
-    if any("?" in b or "？" in b or len(b.split()) > MAX_WORDS for b in (new_body, old_body)):
+    new, old = _analysed(newer.content), _analysed(older.content)
+    if new.cjk or old.cjk:
+        min_cosine += LINK_COSINE_CJK_SHIFT
+    if cosine < min_cosine:
+        return None
+    if not (new.statement and old.statement):
         return None   # a question restates nothing; a long narrative turn is not an attribute's statement
-    if new_speaker != old_speaker or relations(new_body) != relations(old_body):
+    if new.speaker != old.speaker or new.relations != old.relations:
         return None
     if newer.entities and older.entities and set(newer.entities) != set(older.entities):
         return None
-    new_words, old_words = content_words(new_body), content_words(old_body)
-    if not (new_words - old_words):
+    if not (new.words - old.words):
         return None   # nothing new: a restatement, not an update
-    shared = tuple(sorted(attributes(new_body) & attributes(old_body)))
+    shared = tuple(sorted(new.attributes & old.attributes))
     if not shared:
         return None   # not the same everyday attribute (or one this linker does not know: no link)
-    cue = change_cue(new_body)
+    cue = new.cue
     if not cue:
-        frame = _frames(new_body) & _frames(old_body)
+        frame = new.frames & old.frames
         if not frame:
             return None
         cue = f"my {sorted(frame)[0]} is"
@@ -216,6 +246,9 @@ def find_updated(new: Memory, neighbours: Sequence[tuple[float, Memory]], *,
     memories that nothing updates yet, created before ``new``; a memory with a key is left to the key slots."""
     if new.key or new.status not in LIVE_STATUSES:
         return None
+    text = _analysed(new.content)
+    if not (text.statement and text.attributes):
+        return None   # judge refuses every pair: no attribute (most turns) or not a statement
     for cosine, old in neighbours:
         if cosine < min_cosine:
             break
