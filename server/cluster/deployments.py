@@ -413,8 +413,9 @@ class TenantShard:
     async def __del__(self) -> None:
         if not hasattr(self, "_flusher"):
             return   # the constructor failed before the engine started
+        # Serve drained its own calls; direct calls still running finish (new ones are refused: the ring moved on).
         if hasattr(self, "direct"):
-            await self.direct.stop(None)
+            await self.direct.stop(self.config.grace_s)
         for task in (self._flusher, self._publisher):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
