@@ -1,7 +1,8 @@
 """What the Ray hops add to one call: a single node against engram on Ray at one client, search and Write,
 optionally against engram on Ray built from other checkouts (``--before DIR``, e.g. a ``git worktree`` of an
 earlier commit; ``--variant NAME=DIR``), all up at once and measured in alternating rounds so that load on the
-machine hits each alike.
+machine hits each alike; ``--single-bucket`` adds a single node whose logs are in the bucket (no Ray), so that
+a Write's extra splits into the bucket's share (its conditional PUTs) and the hops'.
 
 Each Ray side is its own ``engram serve --ray`` edge that starts its own local Ray (two TenantShard
 replicas, one Encoder replica) from its checkout (its ``PYTHONPATH`` reaches every Ray worker), its logs in
@@ -43,10 +44,15 @@ log = logging.getLogger("benchmarks.cluster.hops")
 
 
 def start_sides(workdir: Path, endpoint: str, variants: dict[str, Path],
-                envs: dict[str, dict[str, str]]) -> dict[str, EngramProcess]:
+                envs: dict[str, dict[str, str]], *, single_bucket: bool = False) -> dict[str, EngramProcess]:
     """The single node, engram on Ray from this checkout and from each of ``variants`` (name: checkout), each
-    side with its ``envs`` on top."""
+    side with its ``envs`` on top; ``single_bucket``: also a single node whose logs are in the bucket (no Ray),
+    which tells the bucket's share of a Write's extra from the hops'."""
     sides = {"single": EngramProcess("single", workdir=workdir, env=envs.get("single", {}))}
+    if single_bucket:
+        sides["single_bucket"] = EngramProcess("single_bucket", workdir=workdir, env={
+            "ENGRAM_OBJECT_STORE__BUCKET": BUCKET, "ENGRAM_OBJECT_STORE__ENDPOINT": endpoint,
+            "ENGRAM_OBJECT_STORE__PREFIX": "single_bucket/", **S3_ENV, **envs.get("single_bucket", {})})
     roots = {"ray": ROOT, **{name: root.resolve() for name, root in variants.items()}}
     for name, root in roots.items():
         env = {"ENGRAM_OBJECT_STORE__BUCKET": BUCKET, "ENGRAM_OBJECT_STORE__ENDPOINT": endpoint,
@@ -67,7 +73,7 @@ def bench(args: argparse.Namespace, workdir: Path, endpoint: str) -> dict[str, A
     queries = query_texts(5000)
     lock = CpuLock(args.lock)
     lock.shared()
-    servers = start_sides(workdir, endpoint, args.variants, args.envs)
+    servers = start_sides(workdir, endpoint, args.variants, args.envs, single_bucket=args.single_bucket)
     out: dict[str, Any] = {"sides": list(servers), "search": {s: [] for s in servers},
                            "writes": {s: [] for s in servers}, "search_ms": {s: [] for s in servers},
                            "write_ms": {s: [] for s in servers}}
@@ -176,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", type=Path, default=None, help="another checkout, run as 'ray_before'")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=DIR",
                         help="another checkout, run as NAME (repeatable); NAME=. is this checkout")
+    parser.add_argument("--single-bucket", action="store_true",
+                        help="also a single node on the bucket (no Ray), run as 'single_bucket'")
     parser.add_argument("--env", action="append", default=[], metavar="NAME:KEY=VALUE",
                         help="an environment variable for side NAME's server (repeatable)")
     parser.add_argument("--out", type=Path, default=RESULTS)
