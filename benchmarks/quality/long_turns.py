@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--split", choices=("dev", "held_out"), default="dev")
     parser.add_argument("--first-tokens", action="store_true", help="also the cross-encoder on first tokens")
+    parser.add_argument("--discounts", default="", help="comma-separated tiered.PASSAGE_DISCOUNT values to add")
     parser.add_argument("--out", type=Path, default=None,
                         help="default benchmarks/results/quality/long_turns[_held_out].json")
     args = parser.parse_args(argv)
@@ -88,10 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     # Near-duplicate merging off: the filler makes long turns' vectors alike (at the default threshold 79 of conv-26's
     # 419 turns merged into others), which would measure merging, not reading.
     overrides = {"memory": {"audit_searches": False, "dedupe_cosine": 1.01}}
-    variants = [("passage vectors + best passage (default)", True, None),
-                ("main vector only + best passage (before)", False, None)]
+    default_discount = tiered.PASSAGE_DISCOUNT
+    variants = [("passage vectors + best passage (default)", True, None, default_discount),
+                ("main vector only + best passage (before)", False, None, default_discount)]
+    variants += [(f"passage vectors, discount {d}", True, None, float(d)) for d in args.discounts.split(",")
+                 if d.strip() and float(d) != default_discount]
     if args.first_tokens:
-        variants.append(("passage vectors + first tokens", True, 10**9))
+        variants.append(("passage vectors + first tokens", True, 10**9, default_discount))
     with tempfile.TemporaryDirectory(prefix="engram-long-") as tmp, EvalServer(Path(tmp) / "data",
                                                                                overrides=overrides) as server:
         tenants, qrels, queries = {}, {}, {}
@@ -114,11 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         results["passage_vectors"] = sum(s.dense.passage_vectors for s in shards)
         results["memories_with_passages"] = sum(len(s.store.passage_counts()) for s in shards)
         results["ingest_memories_per_s"] = round(turns / ingest_s, 1)
-        saved = passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES
+        saved = passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT
         try:
-            for name, dense_passages, chars in variants:
+            for name, dense_passages, chars, discount in variants:
                 passages.PASSAGE_CHARS = chars or saved[0]
-                tiered.SEARCH_PASSAGES = dense_passages
+                tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = dense_passages, discount
                 run, block, ms = {}, {}, []
                 t0 = time.perf_counter()
                 for conv in conversations:
@@ -134,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                                              "p50_ms": round(sorted(ms)[len(ms) // 2], 1)}
                 log.info("long turns, %s: %s", name, results["variants"][name])
         finally:
-            passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES = saved
+            passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = saved
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -11,7 +11,14 @@ function swapped for :func:`server.text.memory_text` (what every memory read bef
 variants so neither has the warmer caches; the pair-score cache is keyed by the pair's text, so each variant's
 pairs are scored by the model.
 
+The dense side: every variant but one reads a memory's passage vectors (server/index/memory_vectors.py, the
+default); "main vector only" searches the same index with its first-window vectors alone (``tiered.SEARCH_PASSAGES``
+off in process: what the dense side read before passage vectors). ``--docs N`` ingests a subset of the corpus: every
+abstract judged for the chosen splits' claims and a seeded sample of the others, N in all (an ingest of the whole
+corpus with passage vectors takes longer than a CPU-lock hold on a 2-core machine).
+
     .venv/bin/python -m benchmarks.quality.scifact_passages [--rounds 1] [--margins 2,3] [--splits train,test]
+                                                            [--docs 1500]
 
 Writes ``benchmarks/results/quality/scifact_passages.json``.
 """
@@ -22,6 +29,7 @@ import argparse
 import json
 import logging
 import platform
+import random
 import subprocess
 import tempfile
 import time
@@ -34,6 +42,7 @@ from engram_proto.v1 import messages_pb2 as pb
 from server.engine import passages
 from server.engine import search as search_module
 from server.engine.passages import PASSAGE_CHARS
+from server.index import tiered
 from server.text import memory_text
 
 log = logging.getLogger(__name__)
@@ -50,6 +59,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--margins", default="", help="comma-separated PASSAGE_MARGIN values to run beside the default")
     parser.add_argument("--splits", default="test", help="comma-separated: test, train")
+    parser.add_argument("--docs", type=int, default=0, help="ingest N abstracts (the judged ones first); 0 = all")
+    parser.add_argument("--discounts", default="", help="comma-separated tiered.PASSAGE_DISCOUNT values to add")
     parser.add_argument("--out", type=Path, default=repo_root() / "benchmarks" / "results" / "quality"
                         / "scifact_passages.json")
     args = parser.parse_args()
@@ -57,35 +68,50 @@ def main() -> int:
     splits = [s.strip() for s in args.splits.split(",") if s.strip()]
     sets = {split: load_scifact(split=split) for split in splits}   # type: ignore[arg-type]
     test = sets[splits[0]]
-    long_docs = sum(len(d.text) > PASSAGE_CHARS for d in test.docs)
-    items = [(d.id, pb.MemoryInput(content=d.text, type=pb.MEMORY_TYPE_SEMANTIC, source_ref=d.id)) for d in test.docs]
+    docs = list(test.docs)
+    if args.docs:
+        judged = {d for data in sets.values() for rels in data.qrels.values() for d in rels}
+        rest = [d for d in docs if d.id not in judged]
+        keep = judged | {d.id for d in random.Random(7).sample(rest, max(0, min(len(rest), args.docs - len(judged))))}
+        docs = [d for d in docs if d.id in keep]
+    long_docs = sum(len(d.text) > PASSAGE_CHARS for d in docs)
+    items = [(d.id, pb.MemoryInput(content=d.text, type=pb.MEMORY_TYPE_SEMANTIC, source_ref=d.id)) for d in docs]
     default = search_module.rerank_text
     margin = passages.PASSAGE_MARGIN
-    variants = {f"best passage (default, margin {margin})": (default, margin),
-                "first tokens": (lambda _query, memory: memory_text(memory), margin),
-                **{f"best passage, margin {m}": (default, int(m)) for m in args.margins.split(",")
-                   if m.strip() and int(m) != margin}}
+    discount = tiered.PASSAGE_DISCOUNT
+    variants = {f"best passage (default, margin {margin})": (default, margin, True, discount),
+                "best passage, main vector only (before passage vectors)": (default, margin, False, discount),
+                "first tokens": (lambda _query, memory: memory_text(memory), margin, True, discount),
+                **{f"best passage, margin {m}": (default, int(m), True, discount) for m in args.margins.split(",")
+                   if m.strip() and int(m) != margin},
+                **{f"best passage, passage discount {d}": (default, margin, True, float(d))
+                   for d in args.discounts.split(",") if d.strip() and float(d) != discount}}
     results: dict[str, dict[str, list[dict]]] = {split: {name: [] for name in variants} for split in splits}
     with tempfile.TemporaryDirectory() as tmp, EvalServer(Path(tmp)) as server:
         tenant = server.ingest("scifact", items)
+        shard = server._app.engine.registry.shard("scifact")   # type: ignore[union-attr]
+        ingest = {"seconds": round(tenant.seconds, 1), "memories_per_s": round(len(items) / tenant.seconds, 2),
+                  "passage_vectors": shard.dense.passage_vectors}
         for split, data in sets.items():
             for r in range(args.rounds):
                 order = list(variants) if r % 2 == 0 else list(reversed(variants))
                 for name in order:
-                    search_module.rerank_text, passages.PASSAGE_MARGIN = variants[name]
+                    (search_module.rerank_text, passages.PASSAGE_MARGIN, tiered.SEARCH_PASSAGES,
+                     tiered.PASSAGE_DISCOUNT) = variants[name]
                     try:
                         t0 = time.perf_counter()
                         run = server.search(tenant, data.queries, DEFAULTS, now_ms=FIXED_NOW_MS, top_k=100)
                         seconds = time.perf_counter() - t0
                     finally:
                         search_module.rerank_text, passages.PASSAGE_MARGIN = default, margin
+                        tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = True, discount
                     scores = _scores(run, data.qrels, (10, 100))
                     results[split][name].append({**scores, "seconds": round(seconds, 1)})
                     log.info("%s %s round %d: %s", split, name, r, scores)
     out = {"date": time.strftime("%Y-%m-%d"), "machine": _cpu(), "cores": __import__("os").cpu_count(),
-           "command": "python -m benchmarks.quality.scifact_passages --rounds %d --margins %s --splits %s"
-                      % (args.rounds, args.margins, args.splits),
-           "docs": len(test.docs), "docs_over_passage_chars": long_docs, "passage_chars": PASSAGE_CHARS,
+           "command": "python -m benchmarks.quality.scifact_passages --rounds %d --margins %s --splits %s --docs %d "
+                      "--discounts %s" % (args.rounds, args.margins, args.splits, args.docs, args.discounts),
+           "docs": len(docs), "docs_over_passage_chars": long_docs, "passage_chars": PASSAGE_CHARS, "ingest": ingest,
            "queries": {split: len(data.queries) for split, data in sets.items()},
            "variants": results["test"] if splits == ["test"] else results}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -81,10 +81,12 @@ def fetch_depth(k: int, *, passages: int, most: int) -> int:
     return k if passages <= 0 or k <= 0 else min(k + passages, k * (1 + most))
 
 
-def pool(scores: np.ndarray, ids: np.ndarray, k: int, *, passages: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def pool(scores: np.ndarray, ids: np.ndarray, k: int, *, passages: bool = True,
+         discount: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Rows of (scores, ids), best first, cut to ``k`` memories each: every id mapped to its memory, each memory
-    kept once at its first (best) place — max pooling over its vectors. ``passages`` False: passage rows are
-    dropped instead (main vectors only). Missing slots: score -inf, id -1."""
+    kept once at its best score — max pooling over its vectors, a passage's cosine less ``discount`` (0: plain
+    max). ``passages`` False: passage rows are dropped instead (main vectors only). Missing slots: score -inf,
+    id -1."""
     nq = scores.shape[0]
     out_s = np.full((nq, k), -np.inf, dtype=np.float32)
     out_i = np.full((nq, k), -1, dtype=np.int64)
@@ -93,9 +95,16 @@ def pool(scores: np.ndarray, ids: np.ndarray, k: int, *, passages: bool = True) 
         keep = row >= 0
         if not passages:
             keep &= row <= DOC_MASK
-        docs = row[keep] & DOC_MASK
+        row_s = scores[q][keep]
+        if discount and passages:
+            row_s = np.where(row[keep] > DOC_MASK, row_s - np.float32(discount), row_s)
+            order = np.argsort(-row_s, kind="stable")
+            row_s, kept = row_s[order], row[keep][order]
+        else:
+            kept = row[keep]
+        docs = kept & DOC_MASK
         _, first = np.unique(docs, return_index=True)
         first = np.sort(first)[:k]
-        out_s[q, :len(first)] = scores[q][keep][first]
+        out_s[q, :len(first)] = row_s[first]
         out_i[q, :len(first)] = docs[first]
     return out_s, out_i

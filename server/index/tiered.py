@@ -49,6 +49,7 @@ class VectorIndex(Protocol):
 _Op = tuple[str, np.ndarray, np.ndarray | None]   # ("add", ids, vectors) | ("del", ids, None)
 
 SEARCH_PASSAGES = True   # whether a search reads passage vectors (benchmarks switch it off in process to compare)
+PASSAGE_DISCOUNT = 0.0   # a passage vector's cosine counts this much less than a main vector's (memory_vectors.pool)
 
 
 class TieredDenseIndex:
@@ -144,7 +145,7 @@ class TieredDenseIndex:
             use = SEARCH_PASSAGES if passages is None else passages
             depth, total = fetch_depth(k, passages=held, most=self._passage_most), len(self._active)
             while True:
-                found = pool(*self._active.search(queries, depth), k, passages=use)
+                found = pool(*self._active.search(queries, depth), k, passages=use, discount=PASSAGE_DISCOUNT)
                 # main vectors only: passages may crowd the rows fetched; fetch deeper until k memories (or all)
                 if use or depth >= total or (found[1] >= 0).all():
                     return found

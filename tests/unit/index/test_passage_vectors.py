@@ -99,3 +99,10 @@ def test_promotion_keeps_passages_and_deletes_made_during_and_after_it(builder: 
     index.remove([2])
     _, ids = index.search(deep[[2, 52]], 10)
     assert 2 not in set(ids.ravel().tolist()) and len(index) == 700 - 3 + 94
+
+
+def test_a_discount_ranks_a_passage_below_an_equal_main_vector() -> None:
+    ids = np.array([[passage_ids(7, 1)[0], 3, 7]])
+    scores = np.array([[0.80, 0.79, 0.50]], dtype=np.float32)
+    s, i = pool(scores, ids, 2, discount=0.02)
+    assert i.tolist() == [[3, 7]] and s[0].tolist() == pytest.approx([0.79, 0.78])
