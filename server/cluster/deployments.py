@@ -451,7 +451,8 @@ async def _model_targets(handle: DeploymentHandle, n: int) -> ModelTargets:
     """A model deployment's replicas' direct targets (asked ``n`` times: each answer is one replica's), and how
     to ask again from an executor thread."""
     def discover() -> list[Target]:
-        return [t for _ in range(n) if (t := Target.from_dict(handle.direct_target.remote().result(timeout_s=10)))]
+        asked = [handle.direct_target.remote() for _ in range(n)]
+        return [t for r in asked if (t := Target.from_dict(r.result(timeout_s=10))) is not None]
 
     found = await asyncio.gather(*(handle.direct_target.remote() for _ in range(n)))
     return ModelTargets(discover, found=[t for d in found if (t := Target.from_dict(d)) is not None])

@@ -38,6 +38,12 @@ MODEL_CALL = "/engram.cluster.Model/Forward"
 TOKEN_HEADER = "x-engram-hop-token"
 # No limit beyond the Serve path's (none): a Write's memories, a search's results, a batch's vectors.
 UNLIMITED = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+# A peer that went away without closing its connections (a lost machine, a partition) is noticed by a ping
+# unanswered within ~4 s: the call in flight fails UNAVAILABLE instead of waiting out its deadline.
+CLIENT_OPTIONS = [*UNLIMITED, ("grpc.keepalive_time_ms", 2000), ("grpc.keepalive_timeout_ms", 2000),
+                  ("grpc.keepalive_permit_without_calls", 1)]
+SERVER_OPTIONS = [*UNLIMITED, ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_ping_strikes", 0),
+                  ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000)]
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,7 @@ class DirectServer:
         self.target: Target | None = None
 
     async def start(self, host: str) -> Target:
-        server = grpc.aio.server(options=UNLIMITED)
+        server = grpc.aio.server(options=SERVER_OPTIONS)
         rpc = grpc.unary_unary_rpc_method_handler(self._serve)   # no (de)serializers: bytes as they came
         service, _, method = self._path.strip("/").partition("/")
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {method: rpc}),))
@@ -130,7 +136,7 @@ class ShardChannels:
         self._targets = targets
         live = {t.address for t in targets.values()}
         for address in live - set(self._channels):
-            channel = grpc.aio.insecure_channel(address, options=UNLIMITED)
+            channel = grpc.aio.insecure_channel(address, options=CLIENT_OPTIONS)
             channel.get_state(try_to_connect=True)
             self._channels[address] = (channel, channel.unary_unary(SHARD_CALL))
         return [self._channels.pop(a)[0] for a in set(self._channels) - live]

@@ -29,13 +29,18 @@ import grpc
 import numpy as np
 
 from models.base import TextPair, TokenBatch
-from server.cluster.direct import MODEL_CALL, UNLIMITED, Target, metadata
+from server.cluster.direct import CLIENT_OPTIONS, MODEL_CALL, Target, metadata
 from server.tracing import hop_traces
 
 log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 120.0   # one forward pass queued behind others on a loaded 2-core box; the edge's deadline is shorter
 REFRESH_S = 30.0         # how often the model replicas' direct targets are asked for again (scaled, replaced)
+RETRY_S = 2.0            # ... when none is known
+# A direct forward's own limit, then through Serve: a model replica that stopped answering without closing its
+# connections (its node lost, the process not yet gone) would otherwise hold each forward for CALL_TIMEOUT_S,
+# while Serve knows the replica died. Under load a forward waits for the passes queued before it (~1-2 s here).
+DIRECT_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -60,8 +65,9 @@ def model_info(model: Any) -> dict[str, Any]:
 
 class ModelTargets:
     """A TenantShard replica's channels to the model replicas' direct methods, used in turn. ``discover`` asks the
-    deployment for its replicas' targets (blocking; at most one thread at a time, every :data:`REFRESH_S` or when
-    none is left); a target whose call failed is dropped until then."""
+    deployment for its replicas' targets (blocking: on a thread of its own, never a forward's, every
+    :data:`REFRESH_S`, or :data:`RETRY_S` after one failed or when none is left); a target whose call failed is
+    dropped until then."""
 
     def __init__(self, discover: Callable[[], Sequence[Target]], *, found: Sequence[Target] = ()) -> None:
         self._discover = discover
@@ -79,22 +85,26 @@ class ModelTargets:
             if t.address in old and old[t.address][0] == t:
                 stubs.append(old.pop(t.address))
             else:
-                channel = grpc.insecure_channel(t.address, options=UNLIMITED)
+                channel = grpc.insecure_channel(t.address, options=CLIENT_OPTIONS)
                 stubs.append((t, channel.unary_unary(MODEL_CALL), channel))
         self._stubs = stubs
         self._found_s = time.monotonic()
         for _, _, channel in old.values():
             channel.close()
 
+    def _refresh(self) -> None:
+        try:
+            self._use(self._discover())
+        except Exception as exc:  # noqa: BLE001 - the Serve path still works; asked again later
+            self._found_s = time.monotonic()
+            log.info("could not learn the model replicas' direct targets (%s: %s)", type(exc).__name__, exc)
+        finally:
+            self._lock.release()
+
     def pick(self) -> tuple[Target, Any] | None:
-        if (not self._stubs or time.monotonic() - self._found_s >= REFRESH_S) and self._lock.acquire(blocking=False):
-            try:
-                self._use(self._discover())
-            except Exception as exc:  # noqa: BLE001 - the Serve path still works; asked again later
-                self._found_s = time.monotonic()
-                log.info("could not learn the model replicas' direct targets (%s: %s)", type(exc).__name__, exc)
-            finally:
-                self._lock.release()
+        due_s = REFRESH_S if self._stubs else RETRY_S
+        if time.monotonic() - self._found_s >= due_s and self._lock.acquire(blocking=False):
+            threading.Thread(target=self._refresh, name="model-targets", daemon=True).start()
         stubs = self._stubs
         if not stubs:
             return None
@@ -104,6 +114,8 @@ class ModelTargets:
 
     def drop(self, target: Target) -> None:
         self._stubs = [s for s in self._stubs if s[0] != target]
+        if not self._stubs:
+            self._found_s = time.monotonic()   # the replica is likely being replaced: asked again after RETRY_S
 
 
 class _Remote:
@@ -132,7 +144,8 @@ class _Remote:
         if direct is not None:
             target, stub = direct
             try:
-                raw = stub(json.dumps([items, traces]).encode(), timeout=CALL_TIMEOUT_S, metadata=metadata(target.token))
+                raw = stub(json.dumps([items, traces]).encode(), timeout=DIRECT_TIMEOUT_S,
+                           metadata=metadata(target.token))
                 return self._rows(np.frombuffer(raw, dtype=np.float32).copy(), len(items))
             except grpc.RpcError as exc:
                 self._targets.drop(target)   # type: ignore[union-attr]

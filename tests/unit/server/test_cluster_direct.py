@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from server.cluster.direct import MODEL_CALL, SHARD_CALL, DirectServer, ShardChannels, Target, metadata, ring_owner
+from server.cluster import remote_models
 from server.cluster.remote_models import ModelTargets, RemoteEmbedder
 
 
@@ -91,7 +92,7 @@ class _ServeHandle:
         return SimpleNamespace(result=lambda timeout_s: rows)
 
 
-def test_a_model_stand_in_uses_the_direct_method_then_falls_back_to_serve() -> None:
+def test_a_model_stand_in_uses_the_direct_method_then_falls_back_to_serve(monkeypatch: pytest.MonkeyPatch) -> None:
     dim = 4
 
     async def forward(body: bytes) -> bytes:
@@ -115,7 +116,16 @@ def test_a_model_stand_in_uses_the_direct_method_then_falls_back_to_serve() -> N
         await server.stop(None)
         rows = await asyncio.to_thread(embedder.embed, ["a", "abc"])   # the direct call fails: sent through Serve
         assert rows.shape == (2, dim) and rows[0, 0] == -1.0 and handle.calls == 1
-        rows = await asyncio.to_thread(embedder.embed, ["x"])   # none left: asked again, then Serve
-        assert handle.calls == 2 and asked == [1]
+        rows = await asyncio.to_thread(embedder.embed, ["x"])   # none left: Serve, not asked again at once
+        assert handle.calls == 2 and asked == []
+        remote_models.RETRY_S = 0.0
+        rows = await asyncio.to_thread(embedder.embed, ["x"])   # asked again on a thread of its own; Serve meanwhile
+        assert handle.calls == 3
+        for _ in range(250):
+            if asked:
+                break
+            await asyncio.sleep(0.02)
+        assert asked == [1]
 
+    monkeypatch.setattr(remote_models, "RETRY_S", remote_models.RETRY_S)   # restored after the test
     asyncio.run(scenario())
