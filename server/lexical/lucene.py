@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -342,13 +343,47 @@ def _read_seq(directory: Any) -> int:
     return int(value) if value is not None else 0
 
 
-def warm_up() -> None:
+# The first Writes after a start paid for the JVM compiling Lucene's indexing code: Writes of 128 short turns
+# spent 58 ms each in Lucene over the first ten and 22 ms from the fortieth on (one client, 2-core AMD EPYC). The
+# start indexes this many generated documents, in Writes of WARM_UP_WRITE each refreshed as a Write is, so that
+# code runs compiled from the first Write (about a second of one core at the start).
+WARM_UP_DOCS = 6144
+WARM_UP_WRITE = 128
+_WARM_SYLLABLES = ("ka", "lo", "mi", "ren", "sa", "tor", "vel", "an", "ber", "cho", "di", "el", "fa", "gun", "ho",
+                   "is", "jo", "ku", "lan", "mor")
+_WARM_CJK = ("预算", "会议", "工作", "搬家", "周末", "手机", "朋友", "电脑")
+
+
+def warm_up_texts(n: int) -> list[str]:
+    """``n`` generated chat turns for the start's indexing warm-up: a speaker, 6-24 words of 1-3 syllables,
+    sometimes a number, a code-like token or Chinese words (every field's analyzer runs). Deterministic."""
+    rng = random.Random(7)
+    texts = []
+    for i in range(n):
+        words = ["".join(rng.choices(_WARM_SYLLABLES, k=rng.randint(1, 3))) for _ in range(rng.randint(6, 24))]
+        if i % 3 == 0:
+            words.append(str(rng.randint(1, 99999)))
+        if i % 7 == 0:
+            words.append(f"XJ-{rng.randint(1000, 9999)}-{i}")
+        if i % 5 == 0:
+            words.append("".join(rng.choices(_WARM_CJK, k=3)))
+        texts.append(f"{words[0].title()}: {' '.join(words[1:])}.")
+    return texts
+
+
+def warm_up(*, docs: int = WARM_UP_DOCS) -> None:
     """Every Java call that :class:`LuceneIndex` makes, once, on a throwaway index (see
     ``server.lexical.jvm.start_jvm``): open, upsert, English / Chinese / code / empty queries through
-    the batch helper and the per-query path, count, sizes, delete, commit, close."""
+    the batch helper and the per-query path, count, sizes, delete, commit, close; before them, ``docs``
+    generated documents written and refreshed as Writes are (WARM_UP_DOCS)."""
     with tempfile.TemporaryDirectory(prefix="engram-jvm-warm-up-") as tmp:
         index = LuceneIndex.open(Path(tmp) / "index")
         try:
+            texts = warm_up_texts(docs)
+            for start in range(0, docs, WARM_UP_WRITE):
+                index.upsert([(1000 + i, texts[i]) for i in range(start, min(docs, start + WARM_UP_WRITE))],
+                             refresh=False)
+                index.refresh()
             index.upsert([(1, "warm up the lexical index"), (2, "预算会议 XJ-2026-0421 warm")])
             queries = ["warm up", "预算", "XJ-2026-0421 budget", ""]
             index.search_many(queries, 10)
