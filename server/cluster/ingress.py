@@ -68,6 +68,7 @@ REPLICA_GONE: tuple[type[BaseException], ...] = (
 # UNAVAILABLE, as a Serve call lost with its replica does (it may have been applied).
 READ_CALLS = frozenset({"search", "get", "list_memories", "history", "audit"})
 _SERVE = object()   # a direct call's answer: take the Serve path
+CLOSE_GRACE_S = 30.0   # a dropped channel's calls in flight end on their own (their replica's error, or deadline)
 
 
 class ReplicaUnavailable(NotReady):
@@ -141,8 +142,8 @@ class ClusterEngine:
             if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise DeadlineExceeded("the deadline passed while the tenant's shard replica worked") from None
             channel = self.channels.drop(target.address)   # until the replica's next record
-            if channel is not None:
-                asyncio.get_running_loop().create_task(channel.close())
+            if channel is not None:   # with a grace: closing cancels the calls still on it, which then never answer
+                asyncio.get_running_loop().create_task(channel.close(CLOSE_GRACE_S))
             log.warning("tenant %s: direct %s to %s failed (%s)", tenant_id, method, target.address, exc.code())
             if method in READ_CALLS:
                 return _SERVE
@@ -379,7 +380,7 @@ class ClusterApp:
             log.warning("could not read the replicas' figures (%s)", exc)
             return
         for channel in self.engine.channels.update(self.engine.board_records):   # the direct path's targets
-            await channel.close()
+            asyncio.get_running_loop().create_task(channel.close(CLOSE_GRACE_S))
 
     async def _refresh_every(self, interval_s: float) -> None:
         while True:
