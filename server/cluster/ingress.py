@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-import grpc
 import ray
 from ray import serve
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, TaskCancelledError
@@ -44,7 +43,7 @@ from ray.serve.handle import DeploymentHandle
 from server.app import open_bucket, serve_until_signal
 from server.cluster.board import BOARD_INTERVAL_S, Board, ReplicaCollector, merge_stats
 from server.cluster.deployments import DIRECT_CALLS, Failure, TenantShard, build_application
-from server.cluster.direct import Crashed, Refused, ShardChannels, metadata, ring_owner
+from server.cluster.direct import Crashed, HopFailed, Refused, ShardChannels, ring_owner, send
 from server.config import ServerConfig
 from server.console.frontend import ConsoleFrontend
 from server.domain import AuditOp, Filter, ForgetSpec, KeyScope, MemoryInput, SearchQuery
@@ -136,15 +135,15 @@ class ClusterEngine:
         (refused, or a read lost in flight)."""
         (target, call), method, tenant_id, remaining_s = route, request[0], request[2], request[5]
         try:
-            reply = await call(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL), timeout=remaining_s,
-                               metadata=metadata(target.token))
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            reply = await send(call, pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL), token=target.token,
+                               timeout=remaining_s)
+        except HopFailed as exc:
+            if exc.deadline:
                 raise DeadlineExceeded("the deadline passed while the tenant's shard replica worked") from None
             channel = self.channels.drop(target.address)   # until the replica's next record
             if channel is not None:   # with a grace: closing cancels the calls still on it, which then never answer
                 asyncio.get_running_loop().create_task(channel.close(CLOSE_GRACE_S))
-            log.warning("tenant %s: direct %s to %s failed (%s)", tenant_id, method, target.address, exc.code())
+            log.warning("tenant %s: direct %s to %s failed (%s)", tenant_id, method, target.address, exc.code)
             if method in READ_CALLS:
                 return _SERVE
             self.replica_failures += 1

@@ -25,11 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
 import numpy as np
 
 from models.base import TextPair, TokenBatch
-from server.cluster.direct import CLIENT_OPTIONS, MODEL_CALL, Target, metadata
+from server.cluster.direct import MODEL_CALL, HopFailed, Target, blocking_channel, send_blocking
 from server.tracing import hop_traces
 
 log = logging.getLogger(__name__)
@@ -72,7 +71,7 @@ class ModelTargets:
     def __init__(self, discover: Callable[[], Sequence[Target]], *, found: Sequence[Target] = ()) -> None:
         self._discover = discover
         self._lock = threading.Lock()
-        self._stubs: list[tuple[Target, Any, grpc.Channel]] = []
+        self._stubs: list[tuple[Target, Any, Callable[[], None]]] = []
         self._turn = 0
         self._found_s = float("-inf")
         if found:
@@ -85,12 +84,11 @@ class ModelTargets:
             if t.address in old and old[t.address][0] == t:
                 stubs.append(old.pop(t.address))
             else:
-                channel = grpc.insecure_channel(t.address, options=CLIENT_OPTIONS)
-                stubs.append((t, channel.unary_unary(MODEL_CALL), channel))
+                stubs.append((t, *blocking_channel(t.address, MODEL_CALL)))
         self._stubs = stubs
         self._found_s = time.monotonic()
-        for _, _, channel in old.values():
-            channel.close()
+        for _, _, close in old.values():
+            close()
 
     def _refresh(self) -> None:
         try:
@@ -144,12 +142,12 @@ class _Remote:
         if direct is not None:
             target, stub = direct
             try:
-                raw = stub(json.dumps([items, traces]).encode(), timeout=DIRECT_TIMEOUT_S,
-                           metadata=metadata(target.token))
+                raw = send_blocking(stub, json.dumps([items, traces]).encode(), token=target.token,
+                                    timeout=DIRECT_TIMEOUT_S)
                 return self._rows(np.frombuffer(raw, dtype=np.float32).copy(), len(items))
-            except grpc.RpcError as exc:
+            except HopFailed as exc:
                 self._targets.drop(target)   # type: ignore[union-attr]
-                log.info("model replica %s: direct call failed (%s); through Serve", target.address, exc.code())
+                log.info("model replica %s: direct call failed (%s); through Serve", target.address, exc.code)
         return np.asarray(self._call.remote(items, traces).result(timeout_s=CALL_TIMEOUT_S), dtype=np.float32)
 
     def _rows(self, flat: np.ndarray, n: int) -> np.ndarray:
