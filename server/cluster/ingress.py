@@ -141,8 +141,8 @@ class ClusterEngine:
             if exc.deadline:
                 raise DeadlineExceeded("the deadline passed while the tenant's shard replica worked") from None
             channel = self.channels.drop(target.address)   # until the replica's next record
-            if channel is not None:   # with a grace: closing cancels the calls still on it, which then never answer
-                asyncio.get_running_loop().create_task(channel.close(CLOSE_GRACE_S))
+            if channel is not None:
+                self.channels.retire(channel, CLOSE_GRACE_S)
             log.warning("tenant %s: direct %s to %s failed (%s)", tenant_id, method, target.address, exc.code)
             if method in READ_CALLS:
                 return _SERVE
@@ -379,7 +379,7 @@ class ClusterApp:
             log.warning("could not read the replicas' figures (%s)", exc)
             return
         for channel in self.engine.channels.update(self.engine.board_records):   # the direct path's targets
-            asyncio.get_running_loop().create_task(channel.close(CLOSE_GRACE_S))
+            self.engine.channels.retire(channel, CLOSE_GRACE_S)
 
     async def _refresh_every(self, interval_s: float) -> None:
         while True:

@@ -6,6 +6,7 @@ as :class:`HopFailed`, never as a gRPC type.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -125,6 +126,7 @@ class ShardChannels:
     def __init__(self) -> None:
         self._targets: dict[str, Target] = {}
         self._channels: dict[str, tuple[grpc.aio.Channel, Any]] = {}   # address -> (channel, unary callable)
+        self._closing: set[asyncio.Task[None]] = set()   # held until done: the loop keeps only weak references
 
     def update(self, records: Sequence[Mapping[str, Any]]) -> list[grpc.aio.Channel]:
         """The live replicas' targets (the board's records); returns the channels no replica uses any more,
@@ -145,6 +147,13 @@ class ShardChannels:
                 del self._targets[replica]
         entry = self._channels.pop(address, None)
         return None if entry is None else entry[0]
+
+    def retire(self, channel: grpc.aio.Channel, grace_s: float) -> None:
+        """Closes a channel :meth:`update` or :meth:`drop` gave back, with a grace: closing at once cancels the
+        calls still on it, whose callers would then never be answered."""
+        task = asyncio.get_running_loop().create_task(channel.close(grace_s))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     def route(self, replica: str | None) -> tuple[Target, Any] | None:
         """The replica's target and unary callable when it published one and its channel is connected."""
