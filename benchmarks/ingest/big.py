@@ -42,6 +42,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from benchmarks.ingest.texts import long_turns, synthetic_lines
 from benchmarks.serving.build import ADMIN_KEY
 from benchmarks.serving.run import ROOT, free_port
@@ -178,8 +180,11 @@ def build(args: argparse.Namespace) -> int:
         if new_files:
             writes_out.writerow(["wall", "write", "seconds", "memories"])
             stats_out.writerow(["wall", "memories", "state", "dense_index", "ram_bytes", "log_bytes"])
-        if TENANT not in {t.tenant_id for t in client.stats().tenants}:
+        try:   # Stats lists loaded tenants only: after a restart the built tenant is on disk, not yet loaded
             client.create_tenant(TENANT)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.ALREADY_EXISTS:
+                raise
 
         def poll() -> None:
             while not stop.wait(5.0):
