@@ -11,17 +11,28 @@ takeovers, reads the same objects.
   a higher epoch on its way was itself replaced. Fences are never deleted (the slot after an owner's last
   object is always its taker's fence; see :mod:`server.store.objectlog`).
 * **Durable before the acknowledgement.** A change's line (write, merge, supersede, delete, confirm, archive,
-  expiry, consolidation, links) is uploaded before ``append`` returns: the engine appends it under the
-  tenant's write lock right after the commit, before the call answers. Concurrent appenders share one upload.
-  Search and use lines are buffered and uploaded by the periodic flush (``sync``), by the next change's
-  upload, and before a read; a replica killed between two flushes loses at most that interval's search lines.
+  expiry, consolidation, links) is durable before the call answers: the engine appends it under the tenant's
+  write lock right after the commit. Most lines are uploaded there and then (concurrent appenders share one
+  upload). A Write's line is *carried by its commit* instead: when the line names exactly the memories the
+  tenant's last commit put (``Commit.created``: op WRITE, no note), the commit object already holds what the
+  line says (the memories, their ``source_refs``, its time ``"at"``), so the line waits in the buffer and the
+  Write costs one conditional PUT, not two. Buffered lines (carried ones, searches and uses) are uploaded by
+  the periodic flush (``sync``), by the next upload, before a read, before a compaction, on close, and at once
+  when ``MAX_CARRIED`` carried lines wait; a replica killed between two flushes loses at most that interval's
+  search lines.
 * **Exactly once across a kill.** Each change line carries the store seq of the commit it describes
-  (``"s"``), and each object the highest such seq (``covered``). An owner that died between a commit and its
-  audit upload left a commit with no line; the taker, once fenced, finds the commits past ``covered`` in its
-  replay and uploads one line for each memory they created (WRITE) or deleted (DELETE), noted
-  ``recovered``. Because the fence comes first, the dead owner's upload either landed before it (then
-  ``covered`` says so and nothing is recovered) or never lands. A recovered line names memories; an update's
-  kind (merge, supersede, archive ...) is not in the log, so updates are not recovered.
+  (``"s"``), and each object the highest such seq (``covered``). Commits past ``covered`` are those whose line
+  never reached the audit log: a carried line still in a dead owner's buffer, or a commit whose owner died
+  before its line's upload. The taker, once fenced, finds them in its replay (``ObjectBackedLog.open`` keeps
+  the last ``AUDIT_TAIL`` commits) and uploads, noted ``recovered``, one WRITE line per commit naming the
+  memories it created (puts of ids the replay had not seen before: a put again of a known memory, the
+  extractor's re-index, creates nothing) and one DELETE line for those it deleted, at the commit's time (its
+  object's ``"at"``). Because the fence comes first, the dead owner's upload either landed before it (then
+  ``covered`` says so and nothing is recovered) or never lands. A recovered line has no key id. An update's
+  kind (merge, supersede, archive ...) is not in the log, so those lines are never carried (always uploaded
+  before the answer) and not recovered. A compaction first uploads every buffered line and has the lines of
+  commits it folds into its base uploaded at once (``carry_after``): a base holds no commits, so nothing
+  below it could be recovered.
 * **Retention and cap** as on one node: objects whose last line is older than ``retention_s`` go, then the
   oldest while the tenant's audit objects exceed ``max_bytes`` (never the newest, never a fence), applied by
   the owner's periodic flush.
@@ -47,7 +58,6 @@ from typing import Any
 from server.domain import AuditEntry, AuditOp, AuditRef
 from server.errors import NotOwner, StoreUnavailable
 from server.store.audit import encode_line, entry_matches, parse_line, segments
-from server.store.codec import memory_from_json
 from server.store.objectlog import CorruptObject, decode_object, encode_object
 from server.store.s3 import Blob, ObjectStore, Taken
 from server.store.wal import Record
@@ -59,6 +69,7 @@ MAX_LINES = 4096                  # lines per object (entry ids keep 16 bits for
 ASYNC_OPS = frozenset({AuditOp.SEARCH, AuditOp.USE})   # reads: uploaded by the flush, not before the answer
 FENCE_MAX_BYTES = 512             # a fence object is ~200 bytes; smaller objects are read before retention
 READ_AHEAD = 8                    # objects a read fetches at once
+MAX_CARRIED = 256                 # carried Write lines buffered at most; then they are uploaded with the next one
 
 
 @dataclass
@@ -73,22 +84,50 @@ def _lines(body: bytes) -> list[bytes]:
     return [raw for raw in body.split(b"\n") if raw]
 
 
-def recovered_lines(tail: Sequence[tuple[int, Sequence[Record]]], *, covered: int, at_ms: int) -> list[bytes]:
-    """Audit lines for the commits past ``covered`` (store seq): the memories each created or deleted."""
+@dataclass(frozen=True)
+class Commit:
+    """What the audit log knows of one commit of the tenant's memory log: its store seq, its time (ms; 0:
+    unknown), the memories it put (``created``: as a WRITE line names them) and the ids it deleted."""
+
+    seq: int = 0
+    at_ms: int = 0
+    created: tuple[AuditRef, ...] = ()
+    deleted: tuple[str, ...] = ()
+
+
+def put_ref(memory: dict[str, Any]) -> AuditRef:
+    """A put record's memory (its JSON) as an audit line names it."""
+    return AuditRef(memory_id=memory["id"], source_refs=tuple(memory.get("source_refs", ())))
+
+
+def commit_of(records: Sequence[Record], *, seq: int, at_ms: int, seen: set[str] | None = None) -> Commit:
+    """A group's Commit. ``seen``: the memory ids put before it (a replay's); a put of one of them creates
+    nothing (the set is extended). None: every put counts (the group a live owner just committed)."""
+    created: list[AuditRef] = []
+    deleted: list[str] = []
+    for meta, _ in records:
+        op = meta.get("op")
+        if op == "put" and (seen is None or meta["m"]["id"] not in seen):
+            created.append(put_ref(meta["m"]))
+        if op in ("put", "upd") and seen is not None:
+            seen.add(meta["m"]["id"])
+        elif op == "del":
+            deleted += meta["ids"]
+    return Commit(seq=seq, at_ms=at_ms, created=tuple(created), deleted=tuple(deleted))
+
+
+def recovered_lines(tail: Sequence[Commit], *, covered: int, at_ms: int) -> list[bytes]:
+    """Audit lines for the commits past ``covered`` (store seq): the memories each created or deleted, at the
+    commit's time (``at_ms`` when the commit object did not record one)."""
     out: list[bytes] = []
-    for seq, group in tail:
-        if seq <= covered:
+    for commit in tail:
+        if commit.seq <= covered:
             continue
-        created, deleted = [], []
-        for meta, _ in group:
-            if meta.get("op") == "put":
-                m = memory_from_json(meta["m"])
-                created.append(AuditRef(memory_id=m.memory_id, source_refs=tuple(m.source_refs)))
-            elif meta.get("op") == "del":
-                deleted += [AuditRef(memory_id=i) for i in meta["ids"]]
-        for op, refs in ((AuditOp.WRITE, created), (AuditOp.DELETE, deleted)):
+        deleted = [AuditRef(memory_id=i) for i in commit.deleted]
+        for op, refs in ((AuditOp.WRITE, commit.created), (AuditOp.DELETE, deleted)):
             if refs:
-                out.append(encode_line(op, refs, at_ms=at_ms, note="recovered", extra={"s": seq}))
+                out.append(encode_line(op, refs, at_ms=commit.at_ms or at_ms, note="recovered",
+                                       extra={"s": commit.seq}))
     return out
 
 
@@ -96,7 +135,7 @@ class BucketAuditLog:
     """The AuditLog interface (append, sync, maintain, size_bytes, read, close) over one tenant's audit objects."""
 
     def __init__(self, store: ObjectStore, root: str, *, tenant_id: str, epoch: int, owner_id: str,
-                 tenant_seq: Callable[[], int], retention_s: float = 0.0, max_bytes: int = 0,
+                 last_commit: Callable[[], Commit], retention_s: float = 0.0, max_bytes: int = 0,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.root = root                  # tenants/{tenant}/audit/
@@ -105,7 +144,7 @@ class BucketAuditLog:
         self.owner_id = owner_id
         self.retention_s = retention_s
         self.max_bytes = max_bytes
-        self._tenant_seq = tenant_seq     # the store seq of the tenant's last commit
+        self._last_commit = last_commit   # the tenant's last commit (its store seq and what it put)
         self._clock = clock
         self._objects: dict[int, _Object] = {}
         self.next_seq = 0
@@ -116,6 +155,8 @@ class BucketAuditLog:
         self._upload_lock = threading.Lock()   # one upload at a time, in seq order
         self._pending: list[bytes] = []
         self._pending_covered = 0
+        self._carried = 0                 # carried Write lines among the pending ones
+        self.carry_after = 0              # lines of commits up to this store seq are uploaded, never carried
         self._appended = 0                # lines appended since open
         self._uploaded = 0                # of which uploaded (or dropped by a failure)
         self.lost_lines = 0
@@ -128,15 +169,15 @@ class BucketAuditLog:
     # -- opening: fence, recover, import ----------------------------------------------------------------
     @classmethod
     def open(cls, store: ObjectStore, root: str, *, tenant_id: str, epoch: int, owner_id: str,
-             tenant_seq: Callable[[], int], tail: Sequence[tuple[int, Sequence[Record]]], directory: Path,
+             last_commit: Callable[[], Commit], tail: Sequence[Commit], directory: Path,
              retention_s: float = 0.0, max_bytes: int = 0) -> BucketAuditLog:
-        audit = cls(store, root, tenant_id=tenant_id, epoch=epoch, owner_id=owner_id, tenant_seq=tenant_seq,
+        audit = cls(store, root, tenant_id=tenant_id, epoch=epoch, owner_id=owner_id, last_commit=last_commit,
                     retention_s=retention_s, max_bytes=max_bytes)
         audit.directory = directory
         audit._take_over(tail)
         return audit
 
-    def _take_over(self, tail: Sequence[tuple[int, Sequence[Record]]]) -> None:
+    def _take_over(self, tail: Sequence[Commit]) -> None:
         for item in self.store.listing(self.root):
             name = item.key[len(self.root):]
             if name.isdigit():
@@ -148,13 +189,14 @@ class BucketAuditLog:
                 break
         # An audit log no owner of this version opened: the commits before it are an older version's (their
         # lines are local segments, imported below), so the first fence covers them.
-        self._fence(max(self._objects, default=0) + 1, covered=self.covered if ever_written else self._tenant_seq())
+        self._fence(max(self._objects, default=0) + 1,
+                    covered=self.covered if ever_written else self._last_commit().seq)
         if ever_written:
             lines = recovered_lines(tail, covered=self.covered, at_ms=int(self._clock() * 1000))
             if lines:
                 log.warning("tenant %s: %d audit line(s) recovered for commits their owner left without one",
                             self.tenant_id, len(lines))
-                self._upload_lines(lines, covered=max(seq for seq, _ in tail))
+                self._upload_lines(lines, covered=max(c.seq for c in tail))
         self._import_local()
 
     def _note(self, seq: int, blob: Blob) -> str:
@@ -244,24 +286,48 @@ class BucketAuditLog:
                         del self._pending[:len(lines)]
                         self._uploaded += len(lines)
                         self.lost_lines += len(lines)
+                        if not self._pending:
+                            self._carried = 0
                     raise
                 with self._lock:
                     del self._pending[:len(lines)]
                     self._uploaded += len(lines)
+                    if not self._pending:
+                        self._carried = 0
 
     def append(self, op: AuditOp, refs: Iterable[AuditRef], *, at_ms: int, key_id: str = "", query: str = "",
                note: str = "") -> None:
+        refs = tuple(refs)
         change = op not in ASYNC_OPS
-        seq = self._tenant_seq() if change else 0
+        commit = self._last_commit() if change else Commit()
         line = encode_line(op, refs, at_ms=at_ms, key_id=key_id, query=query, note=note,
-                           extra={"s": seq} if change else None)
+                           extra={"s": commit.seq} if change else None)
+        carried = change and self._carries(op, refs, note=note, commit=commit)
         with self._lock:
             self._pending.append(line)
             self._appended += 1
-            self._pending_covered = max(self._pending_covered, seq)
+            self._pending_covered = max(self._pending_covered, commit.seq)
+            self._carried += carried
             mine = self._appended
-        if change:
+            upload = change and (not carried or self._carried >= MAX_CARRIED)
+        if upload:
             self._upload_through(mine)
+
+    def _carries(self, op: AuditOp, refs: Sequence[AuditRef], *, note: str, commit: Commit) -> bool:
+        """Whether the commit object stands for this line until it is uploaded: a WRITE naming exactly what
+        the last commit put (a recovery would write the same line from the commit)."""
+        return (op == AuditOp.WRITE and not note and commit.seq > self.carry_after and bool(refs)
+                and sorted((r.memory_id, tuple(r.source_refs), r.related_id) for r in refs)
+                == sorted((r.memory_id, tuple(r.source_refs), "") for r in commit.created))
+
+    def upload_pending(self, *, carry_after: int) -> None:
+        """Before a compaction folds the commits up to store seq ``carry_after`` into a base: their lines are no
+        longer carried (later ones for them are uploaded at once) and the buffered ones are uploaded now.
+        Raises NotOwner or StoreUnavailable (the compaction then waits for the next one)."""
+        with self._lock:
+            self.carry_after = max(self.carry_after, carry_after)
+            target = self._appended
+        self._upload_through(target)
 
     def sync(self) -> None:
         """Uploads the buffered search and use lines. A failure is logged (the lines are lost; a fenced or

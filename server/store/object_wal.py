@@ -14,6 +14,7 @@ first ``upto`` bytes is a base for exactly the segments they hold.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -27,8 +28,8 @@ from typing import TYPE_CHECKING
 from server.errors import StoreUnavailable
 from server.store.durable_log import CATALOG_FILE, TenantLog
 from server.store.memory_store import LOG_FILE
-from server.store.object_audit import BucketAuditLog
-from server.store.objectlog import CATALOG_ROOT, ObjectLog, tenant_root
+from server.store.object_audit import BucketAuditLog, Commit, commit_of
+from server.store.objectlog import CATALOG_ROOT, ObjectLog, Replay, tenant_root
 from server.store.s3 import ObjectStore, Taken, make_client, verify_conditional_writes
 from server.store.wal import Record, WriteAheadLog, encode_group, encode_record, fsync_dir
 
@@ -53,10 +54,10 @@ class ObjectBackedLog:
         self._seq_at = seq_at       # cache byte offset at a segment's end → that segment's wal seq
         self._cache_ok = True       # False after a cache write failed (ENOSPC): reads go to the bucket
         self._lock = threading.Lock()
-        # The replay's last groups by store seq (the audit log's taker recovers lines for commits past what its
-        # lines cover: server/store/object_audit.py), and the store seq of the last commit since.
-        self._tail: list[tuple[int, list[Record]]] = []
-        self.last_store_seq = 0
+        # The replay's last commits (the audit log's taker recovers lines for commits past what its lines cover,
+        # carried Write lines among them: server/store/object_audit.py), and the last commit since.
+        self._tail: list[Commit] = []
+        self.last_commit = Commit()
         self._audit: BucketAuditLog | None = None
 
     @classmethod
@@ -83,8 +84,8 @@ class ObjectBackedLog:
         fsync_dir(directory)
         compacted = max((int(meta.get("seq", 0)) for meta, _ in replay.base), default=0)
         opened = cls(objects, WriteAheadLog(path), seq_at, compacted_seq=compacted, artefacts=replay.artefacts)
-        opened._tail = [(_store_seq(group), group) for _, group in replay.segments[-AUDIT_TAIL:] if group]
-        opened.last_store_seq = max([compacted, *(seq for seq, _ in opened._tail)])
+        opened._tail = _tail_commits(replay)
+        opened.last_commit = Commit(seq=max([compacted, *(c.seq for c in opened._tail)]))
         return opened, replay.records()
 
     def open_audit(self, directory: Path, *, retention_s: float, max_bytes: int) -> BucketAuditLog:
@@ -92,7 +93,7 @@ class ObjectBackedLog:
         tail, self._tail = self._tail, []
         self._audit = BucketAuditLog.open(
             self.objects.store, self.objects.root + "audit/", tenant_id=self.objects.tenant_id,
-            epoch=self.objects.epoch, owner_id=self.objects.owner_id, tenant_seq=lambda: self.last_store_seq,
+            epoch=self.objects.epoch, owner_id=self.objects.owner_id, last_commit=lambda: self.last_commit,
             tail=tail, directory=directory, retention_s=retention_s, max_bytes=max_bytes)
         return self._audit
 
@@ -108,8 +109,11 @@ class ObjectBackedLog:
         return artefacts
 
     def append(self, records: Sequence[Record]) -> None:
-        seq = self.objects.append(records)   # durable (acknowledged by the object store) from here on
-        self.last_store_seq = max(self.last_store_seq, _store_seq(records))
+        at_ms = int(self.objects.clock() * 1000)
+        seq = self.objects.append(records, at_ms=at_ms)   # durable (acknowledged by the object store) from here on
+        store_seq = _store_seq(records)
+        if store_seq >= self.last_commit.seq:
+            self.last_commit = commit_of(records, seq=store_seq, at_ms=at_ms)
         with self._lock:
             if not self._cache_ok:
                 return
@@ -145,6 +149,8 @@ class ObjectBackedLog:
             if upto is None:
                 raise ValueError("a base in object storage needs the log size it stands for (upto)")
             seq = self._seq_at[upto]
+        if self._audit is not None:   # no line of a commit folded into the base may wait in the buffer
+            self._audit.upload_pending(carry_after=self.last_commit.seq)
         self.objects.compact(records, upto_seq=seq, artefacts=artefacts)
         self.objects.collect()
         return self._cache.write_replacement(records)
@@ -167,7 +173,20 @@ class ObjectBackedLog:
         self._cache.close()
 
 
-AUDIT_TAIL = 64   # replayed groups kept for the audit log's recovery (an owner leaves at most one unaudited)
+# Replayed commits kept for the audit log's recovery: an owner leaves at most object_audit.MAX_CARRIED carried
+# lines and its last commit's line unuploaded, plus the commits audited by no line (access counts, re-indexes).
+AUDIT_TAIL = 4096
+
+
+def _tail_commits(replay: Replay) -> list[Commit]:
+    """The replay's last AUDIT_TAIL commits, each with the memories it created (ids put before it in the
+    replay, base included, are not created again)."""
+    groups = [(seq, group) for seq, group in replay.segments if group]
+    tail, before = groups[-AUDIT_TAIL:], groups[:-AUDIT_TAIL]
+    wanted = {meta["m"]["id"] for _, group in tail for meta, _ in group if meta.get("op") == "put"}
+    earlier = itertools.chain(replay.base, (record for _, group in before for record in group))
+    seen = {meta["m"]["id"] for meta, _ in earlier if meta.get("op") in ("put", "upd") and meta["m"]["id"] in wanted}
+    return [commit_of(group, seq=_store_seq(group), at_ms=replay.at_ms.get(seq, 0), seen=seen) for seq, group in tail]
 
 
 def _store_seq(records: Sequence[Record]) -> int:

@@ -4,7 +4,9 @@ Keys under ``tenants/{tenant}/`` (the tenant id URL-quoted):
 
 * ``wal/{seq:020d}``: one immutable object per group commit (or a fence), created with ``If-None-Match: *``
   at the next sequence number, acknowledged only once the store said 200. Sequence numbers are dense: a
-  key is only ever created right after the one before it, so the log is every segment in order.
+  key is only ever created right after the one before it, so the log is every segment in order. A commit's
+  header records its time (``"at"``, ms): it stands for the Write's audit line until that is uploaded
+  (:mod:`server.store.object_audit`).
 * ``owner``: ``{"owner", "epoch", "nonce"}``, taken by compare-and-swap (``If-Match`` the ETag read, or
   ``If-None-Match: *`` for the first owner); each taker gets a higher epoch.
 * ``manifest``: ``{"base", "base_seq", "epoch", "swapped_s", "artefacts", "fences"}`` by compare-and-swap:
@@ -79,6 +81,7 @@ class Replay:
     base_seq: int = 0
     base: list[Record] = field(default_factory=list)
     segments: list[tuple[int, list[Record]]] = field(default_factory=list)   # (seq, the group's records)
+    at_ms: dict[int, int] = field(default_factory=dict)   # a commit's seq → its time ("at"), when it recorded one
     artefacts: dict[str, bytes] = field(default_factory=dict)
 
     @property
@@ -206,6 +209,7 @@ class ObjectLog:
         header, body = decode_object(blob.body)
         if header.get("kind") == "commit":
             replay.segments.append((seq, parse_records(body)))
+            replay.at_ms[seq] = int(header.get("at", 0))
         elif header.get("kind") == "fence":
             replay.segments.append((seq, []))
             with self._lock:
@@ -270,8 +274,9 @@ class ObjectLog:
         raise StoreUnavailable(f"tenant {self.tenant_id}: the manifest stayed contended; retry")
 
     # -- appends ------------------------------------------------------------------------------------
-    def append(self, records: Sequence[Record]) -> int:
+    def append(self, records: Sequence[Record], *, at_ms: int = 0) -> int:
         """Makes one group commit durable as segment ``next_seq``; returns its seq once the store said so.
+        ``at_ms``: the commit's time, kept in its object (a recovered audit line's time).
         Raises NotOwner when fenced, StoreUnavailable when the store failed (``outcome_unknown``: it may
         have landed; the log refuses further appends until reloaded)."""
         if self.fenced:
@@ -282,7 +287,8 @@ class ObjectLog:
         if not self.next_seq:
             raise RuntimeError("append before acquire")
         seq = self.next_seq
-        body = encode_object({"kind": "commit", "epoch": self.epoch, "nonce": uuid.uuid4().hex}, encode_group(records))
+        body = encode_object({"kind": "commit", "epoch": self.epoch, "at": at_ms, "nonce": uuid.uuid4().hex},
+                             encode_group(records))
         try:
             self.store.create(self._seg(seq), body)
         except Taken as exc:

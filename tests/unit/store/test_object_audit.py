@@ -1,10 +1,12 @@
 """The audit log in the bucket (moto): it follows its tenant from owner to owner, a deposed owner's upload is
 fenced, a commit whose owner died before its audit line gets one line at the takeover (and only one),
 search lines wait for the flush, pages resume by entry id, retention and the cap keep the fences, and local
-segments of an older version are moved into the bucket."""
+segments of an older version are moved into the bucket. A Write's line is carried by its commit: one PUT a
+Write, recovered from the commit object when its owner died before the flush, never twice."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from server.store.audit import AuditLog, AuditPolicy
 from server.store.memory_store import TenantStore
 from server.store.object_audit import BucketAuditLog
 from server.store.object_wal import ObjectLogBackend
+from server.store.s3 import ObjectStore
 from tests.unit.store.s3_support import mocked, new_store
 from tests.unit.store.test_compaction import DIM, memory, vec
 
@@ -66,6 +69,7 @@ def test_a_commit_left_without_its_line_gets_exactly_one_at_the_takeover(backend
                                                                          tmp_path: Path) -> None:
     a_store, a = open_tenant(backend, tmp_path / "a")
     write(a_store, a, 0)
+    a.sync()                                             # the flush uploads the carried line
     write(a_store, a, 1, audited=False)                  # the owner died between the commit and its line
     _, b = open_tenant(backend, tmp_path / "b")
     assert written(b) == [memory(0).memory_id, memory(1).memory_id]
@@ -108,6 +112,7 @@ def test_retention_and_the_cap_keep_fences_and_the_newest(backend: ObjectLogBack
     a_store, a = open_tenant(backend, tmp_path / "a", policy=policy)
     for i in range(4):
         write(a_store, a, i)
+        a.sync()                                         # one object a line
     _, b = open_tenant(backend, tmp_path / "b", policy=policy)
     assert b.maintain() == 4                             # a's four lines: the newest object is b's fence
     kinds = [o.fence for o in sorted(b._objects.values(), key=lambda o: o.seq)]
@@ -132,3 +137,83 @@ def test_local_segments_move_into_the_bucket_once(backend: ObjectLogBackend, tmp
     assert not list(directory.glob("audit-*.log"))
     _, again = open_tenant(backend, tmp_path / "b")
     assert written(again) == ["old"]
+
+
+class CountedPuts:
+    """Counts the conditional creates an ObjectStore makes (each is one PUT), by key prefix."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.keys: list[str] = []
+        self._create = store.create
+        store.create = self._count  # type: ignore[method-assign]
+
+    def _count(self, key: str, body: bytes) -> str:
+        self.keys.append(key)
+        return self._create(key, body)
+
+
+def test_a_write_makes_one_put_and_its_line_reaches_the_log_with_the_flush(backend: ObjectLogBackend,
+                                                                           tmp_path: Path) -> None:
+    store, audit = open_tenant(backend, tmp_path / "a")
+    puts = CountedPuts(backend.store)
+    for i in range(3):
+        store.commit(puts=[(dataclasses.replace(memory(i), source_refs=(f"chat:{i}",)), vec(i))])
+        audit.append(AuditOp.WRITE, [AuditRef(memory_id=memory(i).memory_id, source_refs=(f"chat:{i}",))],
+                     at_ms=100 + i, key_id="k1")
+    assert [k.split("/")[2] for k in puts.keys] == ["wal", "wal", "wal"]   # the commits alone
+    store.commit(puts=[(memory(3), vec(3))])
+    audit.append(AuditOp.WRITE, [AuditRef(memory_id=memory(3).memory_id)], at_ms=103, note="consolidation")
+    assert [k.split("/")[2] for k in puts.keys[3:]] == ["wal", "audit"]    # not what the commit put: uploaded
+    entries, _ = audit.read(after=0, limit=100)
+    assert [(e.refs[0].memory_id, e.at_ms, e.key_id, e.note) for e in entries] == [
+        (memory(0).memory_id, 100, "k1", ""), (memory(1).memory_id, 101, "k1", ""),
+        (memory(2).memory_id, 102, "k1", ""), (memory(3).memory_id, 103, "", "consolidation")]
+    assert entries[0].refs[0].source_refs == ("chat:0",)
+    store.commit(puts=[(memory(4), vec(4))])
+    audit.append(AuditOp.WRITE, [AuditRef(memory_id=memory(4).memory_id)], at_ms=104)
+    store.commit(updates=[memory(4, content="again")])                   # a merge: not in the commit, uploaded
+    audit.append(AuditOp.MERGE, [AuditRef(memory_id=memory(4).memory_id)], at_ms=105)
+    assert [k.split("/")[2] for k in puts.keys[5:]] == ["wal", "wal", "audit"]   # one object for both lines
+    assert [e.op for e in audit.read(after=0, limit=100)[0][-2:]] == [AuditOp.WRITE, AuditOp.MERGE]
+
+
+def test_a_carried_line_is_recovered_from_its_commit_once(backend: ObjectLogBackend, tmp_path: Path) -> None:
+    a_store, a = open_tenant(backend, tmp_path / "a")
+    write(a_store, a, 0)
+    a.sync()
+    for i in (1, 2):
+        write(a_store, a, i)                             # carried; the owner dies before the flush
+    a_store.commit(puts=[(memory(0, content="re-indexed"), vec(0))])   # a put again of a known memory
+    _, b = open_tenant(backend, tmp_path / "b")
+    entries, _ = b.read(after=0, limit=100)
+    assert [(e.refs[0].memory_id, e.note) for e in entries] == [
+        (memory(0).memory_id, ""), (memory(1).memory_id, "recovered"), (memory(2).memory_id, "recovered")]
+    assert all(e.at_ms > 10**12 for e in entries[1:])   # the commit object's time, not the taker's guess
+    with pytest.raises(NotOwner):                        # a's late flush meets b's fence: nothing twice
+        a._upload_through(a._appended)
+    _, c = open_tenant(backend, tmp_path / "c")
+    assert written(c) == [memory(i).memory_id for i in range(3)]
+
+
+def test_a_flushed_carried_line_is_not_recovered_again(backend: ObjectLogBackend, tmp_path: Path) -> None:
+    a_store, a = open_tenant(backend, tmp_path / "a")
+    for i in range(3):
+        write(a_store, a, i)
+    a.sync()                                             # then the owner dies
+    _, b = open_tenant(backend, tmp_path / "b")
+    entries, _ = b.read(after=0, limit=100)
+    assert [(e.refs[0].memory_id, e.at_ms, e.note) for e in entries] == [(memory(i).memory_id, i, "") for i in range(3)]
+
+
+def test_a_compaction_uploads_the_carried_lines_it_folds_into_its_base(backend: ObjectLogBackend,
+                                                                       tmp_path: Path) -> None:
+    a_store, a = open_tenant(backend, tmp_path / "a")
+    for i in range(3):
+        write(a_store, a, i)
+    a_store.compact()                                    # the commits are now in a base, not segments
+    write(a_store, a, 3)                                 # a line of a commit after the base stays carried
+    assert len(a._pending) == 1
+    _, b = open_tenant(backend, tmp_path / "b")          # a died: 3's line is recovered from its segment
+    entries, _ = b.read(after=0, limit=100)
+    assert [(e.refs[0].memory_id, e.note) for e in entries] == [(memory(i).memory_id, "") for i in range(3)] + [
+        (memory(3).memory_id, "recovered")]
