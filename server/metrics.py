@@ -64,6 +64,9 @@ CLUSTER_REPLICA_USED = "engram_cluster_replica_used_bytes"
 CLUSTER_REPLICA_RSS = "engram_cluster_replica_rss_bytes"
 CLUSTER_REPLICA_DISK = "engram_cluster_replica_disk_bytes"
 CLUSTER_REPLICA_LOADED = "engram_cluster_replica_loaded_tenants"
+# The Ray edge's tenant calls by path (server/cluster/board.py HopCollector), by method (and outcome)
+CLUSTER_DIRECT_CALLS = "engram_cluster_direct_calls"     # counter → _total: outcome answered | refused | failed
+CLUSTER_SERVE_CALLS = "engram_cluster_serve_calls"       # counter → _total: through Ray Serve
 
 STAGES = ("queue", "embed", "ann", "bm25", "fusion", "rerank", "decay", "total")
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

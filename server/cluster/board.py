@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.core import Metric
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
@@ -159,3 +159,28 @@ class ReplicaCollector(Collector):
                                  float(value))
             yield gauge
         yield from merge_metrics([str(r.get("metrics", "")) for r in records if r.get("metrics")])
+
+
+class HopCollector(Collector):
+    """The edge's own share: its tenant calls by method and path (``counts``: (method, outcome) → calls, the
+    ClusterEngine's). A direct call was answered, refused (the replica does not hold the tenant: then sent
+    through Serve) or failed (HopFailed: a read then goes through Serve, a change answers UNAVAILABLE); a Serve
+    call is any that went through Serve. Labels: method and outcome only (never a tenant)."""
+
+    def __init__(self, counts: Callable[[], Mapping[tuple[str, str], int]]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        counts = dict(self.counts())
+        direct = CounterMetricFamily(metrics.CLUSTER_DIRECT_CALLS, "Tenant calls the edge sent on the direct path, "
+                                     "by method and outcome (answered, refused, failed).", labels=["method", "outcome"])
+        serve = CounterMetricFamily(metrics.CLUSTER_SERVE_CALLS, "Tenant calls the edge sent through Ray Serve "
+                                    "(no direct route, refused, or a read lost on the direct path), by method.",
+                                    labels=["method"])
+        for (method, outcome), n in sorted(counts.items()):
+            if outcome == "serve":
+                serve.add_metric([method], float(n))
+            else:
+                direct.add_metric([method, outcome], float(n))
+        yield direct
+        yield serve

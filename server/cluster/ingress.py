@@ -24,6 +24,7 @@ import math
 import os
 import pickle
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -41,7 +42,7 @@ from ray.serve.exceptions import (
 from ray.serve.handle import DeploymentHandle
 
 from server.app import open_bucket, serve_until_signal
-from server.cluster.board import BOARD_INTERVAL_S, Board, ReplicaCollector, merge_stats
+from server.cluster.board import BOARD_INTERVAL_S, Board, HopCollector, ReplicaCollector, merge_stats
 from server.cluster.deployments import DIRECT_CALLS, Failure, TenantShard, build_application
 from server.cluster.direct import Crashed, HopFailed, Refused, ShardChannels, ring_owner, send
 from server.config import ServerConfig
@@ -89,6 +90,9 @@ class ClusterEngine:
         self.forwarded = 0
         self.direct_calls = 0      # of ``forwarded``: answered by the replica's direct method
         self.direct_refused = 0    # direct calls a replica refused (the tenant not loaded there): through Serve
+        # (method, outcome) → calls, for /metrics (HopCollector): outcome "answered" | "refused" | "failed" of a
+        # direct call, "serve" of a call that went through Serve (no direct route, refused, or a read lost)
+        self.hop_counts: Counter[tuple[str, str]] = Counter()
         self.replica_failures = 0
         self.channels = ShardChannels()
         self.board_records: list[dict[str, Any]] = []   # the replicas' figures (ClusterApp refreshes them)
@@ -114,6 +118,7 @@ class ClusterEngine:
                 out = await self._direct(route, request)
                 if out is not _SERVE:
                     return out
+        self.hop_counts[(method, "serve")] += 1
         response = self.shards.options(session_id=tenant_id).call.remote(*request)
         try:
             out = await (asyncio.wait_for(_awaited(response), remaining_s) if remaining_s is not None else response)
@@ -138,6 +143,7 @@ class ClusterEngine:
             reply = await send(call, pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL), token=target.token,
                                timeout=remaining_s)
         except HopFailed as exc:
+            self.hop_counts[(method, "failed")] += 1
             if exc.deadline:
                 raise DeadlineExceeded("the deadline passed while the tenant's shard replica worked") from None
             channel = self.channels.drop(target.address)   # until the replica's next record
@@ -152,8 +158,10 @@ class ClusterEngine:
         out = pickle.loads(reply)
         if isinstance(out, Refused):
             self.direct_refused += 1
+            self.hop_counts[(method, "refused")] += 1
             return _SERVE
         self.direct_calls += 1
+        self.hop_counts[(method, "answered")] += 1
         if isinstance(out, Crashed):
             raise RuntimeError(f"the shard replica failed {method} for tenant {tenant_id!r} (its log has why)")
         if isinstance(out, Failure):
@@ -411,6 +419,7 @@ async def build_cluster_app(config: ServerConfig, *, deploy: bool = True) -> Clu
     if config.metrics_listen or config.console_listen:   # the edge's RPC and query figures, the replicas'
         metrics = Metrics()
         metrics.registry.register(ReplicaCollector(lambda: engine.board_records))
+        metrics.registry.register(HopCollector(lambda: engine.hop_counts))
     frontend = GrpcFrontend(engine, listen=config.listen, tls_cert=config.tls_cert,  # type: ignore[arg-type]
                             tls_key=config.tls_key, tls_client_ca=config.tls_client_ca, metrics=metrics)
     # The console calls the engine methods the servicers call: ClusterEngine's, so every page reads the replicas.

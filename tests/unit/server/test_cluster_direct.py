@@ -129,3 +129,67 @@ def test_a_model_stand_in_uses_the_direct_method_then_falls_back_to_serve(monkey
 
     monkeypatch.setattr(remote_models, "RETRY_S", remote_models.RETRY_S)   # restored after the test
     asyncio.run(scenario())
+
+
+def test_the_edge_counts_its_calls_by_path_for_metrics() -> None:
+    """/metrics at the edge: direct calls answered, refused (then through Serve) and failed (a read then through
+    Serve), by method, and the Serve path's calls; no tenant label."""
+    import pickle
+    from dataclasses import dataclass
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from server.cluster.board import HopCollector
+    from server.cluster.direct import Refused
+    from server.cluster.ingress import ClusterEngine
+    from server.config import ServerConfig
+    from server.domain import KeyScope
+
+    async def handle(body: bytes) -> bytes:
+        method = pickle.loads(body)[0]
+        if method == "history":
+            raise RuntimeError("the replica broke mid-call")
+        return pickle.dumps(Refused("not loaded here") if method == "get" else f"direct {method}")
+
+    @dataclass(frozen=True)
+    class Settings:
+        k: float | None = None
+
+    async def through_serve(*request: Any) -> str:
+        return f"serve {request[0]}"
+
+    ring = SimpleNamespace(_lookup_ranked_replicas=lambda key: [SimpleNamespace(unique_id="r1")])
+    shards = SimpleNamespace(_router=SimpleNamespace(_asyncio_router=SimpleNamespace(request_router=ring)),
+                             options=lambda **_: SimpleNamespace(call=SimpleNamespace(remote=through_serve)))
+    catalog = SimpleNamespace(settings=lambda tenant_id: Settings(), has_tenant=lambda tenant_id: True)
+
+    async def scenario() -> tuple[list[str], str]:
+        server = DirectServer(SHARD_CALL, handle)
+        target = await server.start("127.0.0.1")
+        engine = ClusterEngine(config=ServerConfig(), shards=shards, catalog=catalog, info={})  # type: ignore[arg-type]
+        engine.channels.update([{"replica": "r1", "direct": target.as_dict()}])
+        for _ in range(200):
+            if engine.channels.route("r1") is not None:
+                break
+            await asyncio.sleep(0.02)
+        admin = KeyScope(key_id="k", name="admin", tenant_ids=frozenset(), tenant_prefixes=(), admin=True)
+        out = [await engine.search(admin, "tenant-a", []), await engine.search(admin, "tenant-b", []),
+               await engine.get(admin, "tenant-a", ["m1"]), await engine.history(admin, "tenant-a", "m1"),
+               await engine.search(admin, "tenant-a", [])]   # the channel was dropped after the failure
+        await server.stop(None)
+        registry = CollectorRegistry()
+        registry.register(HopCollector(lambda: engine.hop_counts))
+        return out, generate_latest(registry).decode()
+
+    out, text = asyncio.run(scenario())
+    assert out == ["direct search", "direct search", "serve get", "serve history", "serve search"]
+    samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("engram_cluster_") and "_total" in line and not line.startswith("#")}
+    assert samples == {
+        'engram_cluster_direct_calls_total{method="search",outcome="answered"}': 2.0,
+        'engram_cluster_direct_calls_total{method="get",outcome="refused"}': 1.0,
+        'engram_cluster_direct_calls_total{method="history",outcome="failed"}': 1.0,
+        'engram_cluster_serve_calls_total{method="get"}': 1.0,
+        'engram_cluster_serve_calls_total{method="history"}': 1.0,
+        'engram_cluster_serve_calls_total{method="search"}': 1.0}
+    assert "tenant-a" not in text and "tenant-b" not in text
