@@ -68,6 +68,7 @@ def serve(args: argparse.Namespace) -> int:
     from server.config import load_config
     from server.grpc.interceptors import REQUEST_ID
     from server.logs import configure_logging
+    from server.store.dirlock import hold_data_dir
 
     overrides: dict[str, object] = {}
     for name in ("listen", "log_level", "metrics_listen", "console_listen", "log_format"):
@@ -79,6 +80,8 @@ def serve(args: argparse.Namespace) -> int:
         overrides["cluster"] = {"address": args.ray_address}
     config = load_config(toml_path=Path(args.config) if args.config else None, overrides=overrides)
     configure_logging(level=config.log_level, fmt=config.log_format, request_id=REQUEST_ID)
+    # Before any model loads: a second server on this directory stops here, in a second, with the holder's pid.
+    held = None if getattr(args, "ray", False) else hold_data_dir(config.data_dir)
 
     async def main() -> None:
         if getattr(args, "ray", False):
@@ -100,7 +103,11 @@ def serve(args: argparse.Namespace) -> int:
             sys.stdout.flush()
         await app.serve_until_signal()
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        if held is not None:
+            held.close()
     return 0
 
 
