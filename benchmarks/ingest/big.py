@@ -170,55 +170,59 @@ def build(args: argparse.Namespace) -> int:
     todo = [i for i in range(total) if i not in done]
     server = Server(root / "data", root / "server.log", nice=args.nice)
     (root / "pids").write_text(f"{server.proc.pid}\n{os.getpid()}\n")
-    ready_s = server.wait_ready()
-    log.info("server ready in %.1f s; %d of %d Writes to go", ready_s, len(todo), total)
-    stop = threading.Event()
-    lock = threading.Lock()
-    new_files = not writes_csv.exists()
-    with server.client() as client, writes_csv.open("a", newline="") as wf, stats_csv.open("a", newline="") as sf:
-        writes_out, stats_out = csv.writer(wf), csv.writer(sf)
-        if new_files:
-            writes_out.writerow(["wall", "write", "seconds", "memories"])
-            stats_out.writerow(["wall", "memories", "state", "dense_index", "ram_bytes", "log_bytes"])
-        try:   # Stats lists loaded tenants only: after a restart the built tenant is on disk, not yet loaded
-            client.create_tenant(TENANT)
-        except grpc.RpcError as e:
-            if e.code() != grpc.StatusCode.ALREADY_EXISTS:
-                raise
+    try:   # a failed build stops its server too: an orphan would hold the data directory
+        ready_s = server.wait_ready()
+        log.info("server ready in %.1f s; %d of %d Writes to go", ready_s, len(todo), total)
+        stop = threading.Event()
+        lock = threading.Lock()
+        new_files = not writes_csv.exists()
+        with server.client() as client, writes_csv.open("a", newline="") as wf, stats_csv.open("a", newline="") as sf:
+            writes_out, stats_out = csv.writer(wf), csv.writer(sf)
+            if new_files:
+                writes_out.writerow(["wall", "write", "seconds", "memories"])
+                stats_out.writerow(["wall", "memories", "state", "dense_index", "ram_bytes", "log_bytes"])
+            try:   # Stats lists loaded tenants only: after a restart the built tenant is on disk, not yet loaded
+                client.create_tenant(TENANT)
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.ALREADY_EXISTS:
+                    raise
 
-        def poll() -> None:
-            while not stop.wait(5.0):
-                t = _tenant_stats(client)
+            def poll() -> None:
+                while not stop.wait(5.0):
+                    t = _tenant_stats(client)
+                    with lock:
+                        stats_out.writerow([round(time.time(), 2), t.memories, t.state, t.dense_index, t.ram_bytes,
+                                            t.log_bytes])
+                        sf.flush()
+
+            def send(i: int) -> None:
+                lo, hi = i * args.batch, min(args.n, (i + 1) * args.batch)
+                t0 = time.perf_counter()
+                client.write(TENANT, [{"content": memory(j), "type": "semantic"} for j in range(lo, hi)],
+                             idempotency_key=f"big-{args.kind}-{i}")
+                seconds = time.perf_counter() - t0
                 with lock:
-                    stats_out.writerow([round(time.time(), 2), t.memories, t.state, t.dense_index, t.ram_bytes,
-                                        t.log_bytes])
-                    sf.flush()
+                    writes_out.writerow([round(time.time(), 3), i, round(seconds, 4), hi - lo])
+                    wf.flush()
 
-        def send(i: int) -> None:
-            lo, hi = i * args.batch, min(args.n, (i + 1) * args.batch)
-            t0 = time.perf_counter()
-            client.write(TENANT, [{"content": memory(j), "type": "semantic"} for j in range(lo, hi)],
-                         idempotency_key=f"big-{args.kind}-{i}")
-            seconds = time.perf_counter() - t0
-            with lock:
-                writes_out.writerow([round(time.time(), 3), i, round(seconds, 4), hi - lo])
-                wf.flush()
-
-        poller = threading.Thread(target=poll, daemon=True)
-        poller.start()
-        t0, sent = time.perf_counter(), 0
-        try:
-            with ThreadPoolExecutor(args.in_flight) as pool:
-                for _ in pool.map(send, todo):
-                    sent += 1
-                    if sent % 100 == 0:
-                        log.info("%d / %d Writes, %.1f memories/s", len(done) + sent, total,
-                                 sent * args.batch / (time.perf_counter() - t0))
-        finally:
-            stop.set()
-            poller.join()
-            final = _tenant_stats(client)
-            log.info("tenant %s: %d memories, %s", TENANT, final.memories, final.dense_index)
+            poller = threading.Thread(target=poll, daemon=True)
+            poller.start()
+            t0, sent = time.perf_counter(), 0
+            try:
+                with ThreadPoolExecutor(args.in_flight) as pool:
+                    for _ in pool.map(send, todo):
+                        sent += 1
+                        if sent % 100 == 0:
+                            log.info("%d / %d Writes, %.1f memories/s", len(done) + sent, total,
+                                     sent * args.batch / (time.perf_counter() - t0))
+            finally:
+                stop.set()
+                poller.join()
+                final = _tenant_stats(client)
+                log.info("tenant %s: %d memories, %s", TENANT, final.memories, final.dense_index)
+                server.stop()
+    finally:
+        if server.proc.poll() is None:
             server.stop()
     return 0
 
