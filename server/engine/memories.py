@@ -246,6 +246,7 @@ class Memories:
                 return answer
             if spec.mode == ForgetMode.DELETE:
                 shard.purge_locked(ids, key_id=key_id, now_ms=now_ms, compact=True, note="forget", done=done)
+                update_links.forget_texts()   # no purged text stays in the linker's cache
             else:
                 archived = [dataclasses.replace(m, status=MemoryStatus.ARCHIVED, updated_at_ms=now_ms) for m in chosen]
                 shard.apply(updates=archived, done=done)
@@ -261,7 +262,10 @@ class Memories:
             missing = [i for i in memory_ids if shard.store.get(i) is None]
             found = len(dict.fromkeys(i for i in memory_ids if shard.store.get(i) is not None))
             done = None if call is None else call.done(count_answer((found, missing)), at_ms=now_ms)
-            return shard.purge_locked(memory_ids, key_id=key_id, now_ms=now_ms, compact=False, done=done), missing
+            purged = shard.purge_locked(memory_ids, key_id=key_id, now_ms=now_ms, compact=False, done=done)
+            if purged:
+                update_links.forget_texts()   # no purged text stays in the linker's cache
+            return purged, missing
 
 
 def _audit_superseded(shard: TenantShard, superseded: Sequence[tuple[str, Sequence[str]]], *, key_id: str,

@@ -136,6 +136,25 @@ def test_delete_reports_unknown_ids_and_a_dropped_shard_answers_not_found(tmp_pa
             call()
 
 
+def test_a_purge_empties_the_update_linkers_text_cache(tmp_path: Path) -> None:
+    from server.engine import updates
+
+    shard = make_shard(tmp_path / "t")
+    memories = Memories(config=config())
+    (a, b) = write(shard, [MemoryInput(content="Alex: my car is blue"), MemoryInput(content="Alex: my car is red")],
+                   now_ms=T0)
+    updates.analyse(["Alex: my car is blue", "Alex: my car is red"])
+    assert updates._analysed.cache_info().currsize >= 2
+    memories.delete(shard, ["m-unknown"], key_id="k", now_ms=T0)      # nothing purged: the cache stays
+    assert updates._analysed.cache_info().currsize >= 2
+    memories.delete(shard, [a.memory_id], key_id="k", now_ms=T0)
+    assert updates._analysed.cache_info().currsize == 0
+    updates.analyse(["Alex: my car is red"])
+    spec = ForgetSpec(filter=Filter(), all=True, mode=ForgetMode.DELETE)
+    assert memories.forget(shard, spec, key_id="k", now_ms=T0) == (1, [b.memory_id])
+    assert updates._analysed.cache_info().currsize == 0
+
+
 def test_list_pages_in_doc_order_and_refuses_foreign_tokens(tmp_path: Path) -> None:
     shard = make_shard(tmp_path / "t")
     memories = Memories(config=config())
