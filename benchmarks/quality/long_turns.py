@@ -1,17 +1,20 @@
 """Evidence deep in a long turn: LoCoMo conversations with every evidence turn (and a third of the others) wrapped
 inside a 1–2 KB assistant-style turn, the original line placed after about 1 KB of filler.
 
-    .venv/bin/python -m benchmarks.quality.long_turns [--split dev|held_out] [--first-tokens] [--out PATH]
+    .venv/bin/python -m benchmarks.quality.long_turns [--split dev|held_out] [--first-tokens] [--where] [--out PATH]
 
 Built at run time from ../shared/data (nothing of LoCoMo is written into the repository); the filler sentences are
 written for this project. ``--split dev`` (the default): the dev conversations (benchmarks/quality/block.py
 LOCOMO_DEV); ``held_out``: the others, the same construction, never tuned on. One in-process server at its defaults
 ingests them once (long turns get passage vectors: server/index/memory_vectors.py); each question is searched top
 10 and as the SDK's recall (the context block) with the dense side reading every vector of a memory (the default)
-and, in the same run on the same index, its main vector alone (``tiered.SEARCH_PASSAGES`` off in process: the
-first ``embed_max_length`` tokens, as before passage vectors). ``--first-tokens`` adds the cross-encoder reading
-each long memory's first tokens instead of its best passage (server/engine/passages.py; ``PASSAGE_CHARS`` raised
-past every memory's length).
+and, in the same run on the same index, its main vector alone (``--main-only``: ``tiered.SEARCH_PASSAGES`` off in
+process, the first ``embed_max_length`` tokens, as before passage vectors); and with BM25 reading each memory's own document
+alone, not its windows (``lucene.SEARCH_WINDOWS`` off in process: server/lexical/windows.py). ``--first-tokens``
+adds the cross-encoder reading each long memory's first tokens instead of its best passage
+(server/engine/passages.py; ``PASSAGE_CHARS`` raised past every memory's length). ``--where`` adds, for the default
+and the BM25-without-windows variants, where each evidence turn ranks in the dense, BM25 and fused lists (top 100,
+no rerank) and at the defaults (top 50).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from benchmarks.quality.block import LOCOMO_DEV, block_recall
 from benchmarks.quality.datasets import Query, evaluate, load_locomo, repo_root
-from benchmarks.quality.harness import DEFAULTS, EvalServer
+from benchmarks.quality.harness import BM25, DEFAULTS, DENSE, HYBRID, EvalServer, Stage
 from engram_proto.v1 import messages_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -67,11 +70,41 @@ def inputs(conv, rng: random.Random, evidence: set[str]) -> list[tuple[str, pb.M
     return out
 
 
+BUCKETS = (5, 10, 20, 50, 100)
+
+
+def positions(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict[str, int]:
+    """Evidence turns by where ``run`` ranks them: in the top 5, 6-10, ..., 51-100, or not in the run."""
+    out = {f"top {b}": 0 for b in BUCKETS} | {"missing": 0}
+    for qid, rel in qrels.items():
+        ranked = run.get(qid, [])
+        for doc in rel:
+            rank = ranked.index(doc) + 1 if doc in ranked else None
+            out[next((f"top {b}" for b in BUCKETS if rank is not None and rank <= b), "missing")] += 1
+    return out
+
+
+def where(server: EvalServer, conversations, tenants, queries, qrels) -> dict[str, dict[str, int]]:  # type: ignore[no-untyped-def]
+    """Evidence positions in each first-stage list (top 100 of 100 candidates) and at the defaults (top 50)."""
+    out = {}
+    lists: tuple[tuple[str, Stage, int], ...] = (("dense", DENSE, 100), ("bm25", BM25, 100), ("fused", HYBRID, 100),
+                                                 ("defaults", DEFAULTS, 50))
+    for name, stage, k in lists:
+        run: dict[str, list[str]] = {}
+        for conv in conversations:
+            run.update(server.search(tenants[conv.id], queries[conv.id], stage, now_ms=conv.now * 1000, top_k=k,
+                                     candidates=100 if k == 100 else 0))
+        out[name] = positions(run, qrels)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--split", choices=("dev", "held_out"), default="dev")
     parser.add_argument("--first-tokens", action="store_true", help="also the cross-encoder on first tokens")
     parser.add_argument("--discounts", default="", help="comma-separated tiered.PASSAGE_DISCOUNT values to add")
+    parser.add_argument("--where", action="store_true", help="also where the evidence ranks in each list")
+    parser.add_argument("--main-only", action="store_true", help="also the dense side on main vectors alone")
     parser.add_argument("--out", type=Path, default=None,
                         help="default benchmarks/results/quality/long_turns[_held_out].json")
     args = parser.parse_args(argv)
@@ -82,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from server.engine import passages
     from server.index import tiered
+    from server.lexical import lucene
 
     conversations = [c for c in load_locomo() if (c.id in LOCOMO_DEV) == (args.split == "dev")]
     rng = random.Random(20260101)
@@ -90,12 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     # 419 turns merged into others), which would measure merging, not reading.
     overrides = {"memory": {"audit_searches": False, "dedupe_cosine": 1.01}}
     default_discount = tiered.PASSAGE_DISCOUNT
-    variants = [("passage vectors + best passage (default)", True, None, default_discount),
-                ("main vector only + best passage (before)", False, None, default_discount)]
-    variants += [(f"passage vectors, discount {d}", True, None, float(d)) for d in args.discounts.split(",")
+    # (name, dense side reads passage vectors, PASSAGE_CHARS or None, passage discount, BM25 reads windows)
+    variants = [("passage vectors + BM25 windows + best passage (default)", True, None, default_discount, True),
+                ("passage vectors, BM25 without windows", True, None, default_discount, False)]
+    if args.main_only:
+        variants.append(("main vector only, BM25 without windows (before passages)", False, None, default_discount,
+                         False))
+    variants += [(f"passage vectors, discount {d}", True, None, float(d), True) for d in args.discounts.split(",")
                  if d.strip() and float(d) != default_discount]
     if args.first_tokens:
-        variants.append(("passage vectors + first tokens", True, 10**9, default_discount))
+        variants.append(("passage vectors + first tokens", True, 10**9, default_discount, True))
     with tempfile.TemporaryDirectory(prefix="engram-long-") as tmp, EvalServer(Path(tmp) / "data",
                                                                                overrides=overrides) as server:
         tenants, qrels, queries = {}, {}, {}
@@ -118,11 +156,13 @@ def main(argv: list[str] | None = None) -> int:
         results["passage_vectors"] = sum(s.dense.passage_vectors for s in shards)
         results["memories_with_passages"] = sum(len(s.store.passage_counts()) for s in shards)
         results["ingest_memories_per_s"] = round(turns / ingest_s, 1)
-        saved = passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT
+        results["bm25_documents"] = sum(s.lexical.count() for s in shards)
+        saved = passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS
         try:
-            for name, dense_passages, chars, discount in variants:
+            for name, dense_passages, chars, discount, bm25_windows in variants:
                 passages.PASSAGE_CHARS = chars or saved[0]
                 tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = dense_passages, discount
+                lucene.SEARCH_WINDOWS = bm25_windows
                 run, block, ms = {}, {}, []
                 t0 = time.perf_counter()
                 for conv in conversations:
@@ -137,8 +177,11 @@ def main(argv: list[str] | None = None) -> int:
                                              "queries": len(qrels), "seconds": round(time.perf_counter() - t0, 1),
                                              "p50_ms": round(sorted(ms)[len(ms) // 2], 1)}
                 log.info("long turns, %s: %s", name, results["variants"][name])
+                if args.where and chars is None and discount == default_discount and dense_passages:
+                    results["variants"][name]["where"] = where(server, conversations, tenants, queries, qrels)
+                    log.info("where the evidence ranks: %s", results["variants"][name]["where"])
         finally:
-            passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = saved
+            passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS = saved
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0

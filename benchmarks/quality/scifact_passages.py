@@ -18,7 +18,7 @@ abstract judged for the chosen splits' claims and a seeded sample of the others,
 corpus with passage vectors takes longer than a CPU-lock hold on a 2-core machine).
 
     .venv/bin/python -m benchmarks.quality.scifact_passages [--rounds 1] [--margins 2,3] [--splits train,test]
-                                                            [--docs 1500]
+                                                            [--docs 1500] [--bm25-windows]
 
 Writes ``benchmarks/results/quality/scifact_passages.json``.
 """
@@ -43,6 +43,7 @@ from server.engine import passages
 from server.engine import search as search_module
 from server.engine.passages import PASSAGE_CHARS
 from server.index import tiered
+from server.lexical import lucene
 from server.text import memory_text
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,8 @@ def main() -> int:
     parser.add_argument("--splits", default="test", help="comma-separated: test, train")
     parser.add_argument("--docs", type=int, default=0, help="ingest N abstracts (the judged ones first); 0 = all")
     parser.add_argument("--discounts", default="", help="comma-separated tiered.PASSAGE_DISCOUNT values to add")
+    parser.add_argument("--bm25-windows", action="store_true",
+                        help="run only the default and BM25 without long memories' windows (lucene.SEARCH_WINDOWS)")
     parser.add_argument("--out", type=Path, default=repo_root() / "benchmarks" / "results" / "quality"
                         / "scifact_passages.json")
     args = parser.parse_args()
@@ -79,13 +82,17 @@ def main() -> int:
     default = search_module.rerank_text
     margin = passages.PASSAGE_MARGIN
     discount = tiered.PASSAGE_DISCOUNT
-    variants = {f"best passage (default, margin {margin})": (default, margin, True, discount),
-                "best passage, main vector only (before passage vectors)": (default, margin, False, discount),
-                "first tokens": (lambda _query, memory: memory_text(memory), margin, True, discount),
-                **{f"best passage, margin {m}": (default, int(m), True, discount) for m in args.margins.split(",")
+    # (rerank text, margin, passage vectors searched, passage discount, BM25 reads long memories' windows)
+    variants = {f"best passage (default, margin {margin})": (default, margin, True, discount, True),
+                "best passage, main vector only (before passage vectors)": (default, margin, False, discount, True),
+                "first tokens": (lambda _query, memory: memory_text(memory), margin, True, discount, True),
+                **{f"best passage, margin {m}": (default, int(m), True, discount, True) for m in args.margins.split(",")
                    if m.strip() and int(m) != margin},
-                **{f"best passage, passage discount {d}": (default, margin, True, float(d))
+                **{f"best passage, passage discount {d}": (default, margin, True, float(d), True)
                    for d in args.discounts.split(",") if d.strip() and float(d) != discount}}
+    if args.bm25_windows:   # the default beside BM25 without windows (server/lexical/windows.py) alone
+        variants = {f"best passage (default, margin {margin})": variants[f"best passage (default, margin {margin})"],
+                    "BM25 without windows": (default, margin, True, discount, False)}
     results: dict[str, dict[str, list[dict]]] = {split: {name: [] for name in variants} for split in splits}
     with tempfile.TemporaryDirectory() as tmp, EvalServer(Path(tmp)) as server:
         tenant = server.ingest("scifact", items)
@@ -97,20 +104,21 @@ def main() -> int:
                 order = list(variants) if r % 2 == 0 else list(reversed(variants))
                 for name in order:
                     (search_module.rerank_text, passages.PASSAGE_MARGIN, tiered.SEARCH_PASSAGES,
-                     tiered.PASSAGE_DISCOUNT) = variants[name]
+                     tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS) = variants[name]
                     try:
                         t0 = time.perf_counter()
                         run = server.search(tenant, data.queries, DEFAULTS, now_ms=FIXED_NOW_MS, top_k=100)
                         seconds = time.perf_counter() - t0
                     finally:
                         search_module.rerank_text, passages.PASSAGE_MARGIN = default, margin
-                        tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = True, discount
+                        tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS = True, discount, True
                     scores = _scores(run, data.qrels, (10, 100))
                     results[split][name].append({**scores, "seconds": round(seconds, 1)})
                     log.info("%s %s round %d: %s", split, name, r, scores)
     out = {"date": time.strftime("%Y-%m-%d"), "machine": _cpu(), "cores": __import__("os").cpu_count(),
            "command": "python -m benchmarks.quality.scifact_passages --rounds %d --margins %s --splits %s --docs %d "
-                      "--discounts %s" % (args.rounds, args.margins, args.splits, args.docs, args.discounts),
+                      "--discounts %s%s" % (args.rounds, args.margins, args.splits, args.docs, args.discounts,
+                                               " --bm25-windows" if args.bm25_windows else ""),
            "docs": len(docs), "docs_over_passage_chars": long_docs, "passage_chars": PASSAGE_CHARS, "ingest": ingest,
            "queries": {split: len(data.queries) for split, data in sets.items()},
            "variants": results["test"] if splits == ["test"] else results}

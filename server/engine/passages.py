@@ -4,7 +4,8 @@ Long chat turns (an assistant's 1–3 KB answer) are common, and the cross-encod
 its window (256 tokens: about the first 800 characters of English beside a short question); evidence deep in such a
 turn was never read. :func:`rerank_text` gives the cross-encoder, for a memory whose content is longer than
 ``PASSAGE_CHARS``, the memory's header (date, unnamed entities) and the window of its content that shares the most
-of the query's words (overlapping windows every ``PASSAGE_STRIDE`` characters, cut at word boundaries; ties: the
+of the query's words (overlapping windows every ``PASSAGE_STRIDE`` characters, cut at word boundaries: the
+windows BM25 indexes too, server/lexical/windows.py; ties: the
 earliest) when that window holds at least ``PASSAGE_MARGIN`` more of them than the first window, else the first
 window. A short memory reads exactly as before (:func:`~server.text.memory_text`). One function for every place that
 builds a rerank pair: the rerank stage and the rerank cost model count the same text. Pure; no model runs here.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import re
 
 from server.domain import Memory, MemoryType
+from server.lexical.windows import passages
 from server.text import indexed_text, is_cjk_char, memory_text
 
 PASSAGE_CHARS = 800     # about what the cross-encoder's 256-token window holds beside a short question
@@ -33,27 +35,6 @@ def terms(text: str) -> frozenset[str]:
         elif len(word) >= 3:
             out.add(word)
     return frozenset(out)
-
-
-def passages(text: str, *, size: int = PASSAGE_CHARS, stride: int = PASSAGE_STRIDE) -> list[str]:
-    """``text`` in windows of at most ``size`` characters starting every ``stride``, each cut back to a whitespace
-    boundary where there is one (CJK text without spaces is cut at the character); ``[text]`` when it fits."""
-    if len(text) <= size:
-        return [text]
-    out: list[str] = []
-    start = 0
-    while start < len(text):
-        end = min(len(text), start + size)
-        if end < len(text):
-            space = text.rfind(" ", start + size // 2, end)
-            end = space if space > 0 else end
-        out.append(text[start:end].strip())
-        if end >= len(text):
-            break
-        nxt = start + stride
-        space = text.find(" ", nxt, nxt + 40)
-        start = space + 1 if space > 0 else nxt
-    return [p for p in out if p]
 
 
 def best_window(query: str, windows: list[str], *, margin: int | None = None) -> int:

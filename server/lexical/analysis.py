@@ -49,6 +49,7 @@ CODE_BOOST = 2.0  # weight of an exact code match against the text field's claus
 # ScoredDocs reads back per hit (it reads the stored field named "id").
 FIELD_ID = "id"
 FIELD_ID_NUM = "id_num"  # NumericDocValues: tie-break sort key and hit id
+FIELD_WINDOW = "window"  # unstored keyword "1" on a long memory's window documents (windows.py)
 
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
@@ -144,6 +145,7 @@ class QueryBuilder:
         self._JBoostQuery = jclass("org.apache.lucene.search.BoostQuery")
         self._JBooleanQueryBuilder = jclass("org.apache.lucene.search.BooleanQuery$Builder")
         self._SHOULD = jclass("org.apache.lucene.search.BooleanClause$Occur").SHOULD
+        self._MUST_NOT = jclass("org.apache.lucene.search.BooleanClause$Occur").MUST_NOT
         self._max_terms = int(jclass("org.apache.lucene.search.IndexSearcher").getMaxClauseCount())
         self._bag_of_words = jclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
 
@@ -167,6 +169,16 @@ class QueryBuilder:
         should = self._SHOULD
         jcall(builder, "add", text_query, should)
         return self._build_clauses(FIELD_CODE, codes, boost=CODE_BOOST, builder=builder)
+
+    def without_windows(self, query: Any) -> Any:
+        """``query`` matching a memory's own document only, never its windows' (windows.py)."""
+        builder = self._JBooleanQueryBuilder()
+        should, must_not = self._SHOULD, self._MUST_NOT
+        marker = self._JTerm(FIELD_WINDOW, "1")
+        window = self._JTermQuery(marker)
+        jcall(builder, "add", query, should)
+        jcall(builder, "add", window, must_not)
+        return jcall(builder, "build")
 
     def _build_clauses(self, field: str, terms: list[tuple[str, int]], *, boost: float = 1.0,
                        builder: Any = None) -> Any:

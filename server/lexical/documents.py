@@ -1,5 +1,6 @@
 """Lucene documents for one memory: the id keyword and doc values, the English and CJK text fields, and the
-code-like tokens (see ``analysis.py`` for the fields and their analyzers). JVM classes are looked up once."""
+code-like tokens (see ``analysis.py`` for the fields and their analyzers); a long memory's windows follow it in one
+block under the same id (``windows.py``). JVM classes are looked up once."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from typing import Any
 
 from collections.abc import Sequence
 
-from server.lexical.analysis import FIELD_CJK, FIELD_CODE, FIELD_EN, FIELD_ID, FIELD_ID_NUM, java_text
+from server.lexical.analysis import FIELD_CJK, FIELD_CODE, FIELD_EN, FIELD_ID, FIELD_ID_NUM, FIELD_WINDOW, java_text
 from server.lexical.jvm import batch_index_available, jcall, jclass
+from server.lexical.windows import windows
 from server.text import code_tokens
 
 # Field(String name, CharSequence value, IndexableFieldType type): pyjnius does not match
@@ -35,26 +37,47 @@ class DocumentFactory:
         self._JStringField = jclass("org.apache.lucene.document.StringField")
         self._JNumericDocValuesField = jclass("org.apache.lucene.document.NumericDocValuesField")
         self._YES = jclass("org.apache.lucene.document.Field$Store").YES
+        self._NO = jclass("org.apache.lucene.document.Field$Store").NO
+        self._JArrayList = jclass("java.util.ArrayList")
         self._JTerm = jclass("org.apache.lucene.index.Term")
         self._JTermQuery = jclass("org.apache.lucene.search.TermQuery")
         self._JBatchIndex = jclass("engram.BatchIndex") if batch_index_available() else None
 
-    def update_all(self, writer: Any, docs: Sequence[tuple[int, str]]) -> None:
-        """``writer.updateDocument`` of each (doc id, text)'s document: in one JNI call with the BatchIndex helper
-        (java/engram/BatchIndex.java, the fields of :meth:`document`), else a document at a time."""
+    def update_all(self, writer: Any, docs: Sequence[tuple[int, str]]) -> int:
+        """``writer.updateDocument`` of each (doc id, text)'s document, or ``updateDocuments`` of it and its windows
+        as one block when the text is long (every document of the id replaced either way): in one JNI call with the
+        BatchIndex helper (java/engram/BatchIndex.java, the fields of :meth:`document`), else a document at a time.
+        Returns the windows written."""
         if not docs:
-            return
-        ids = [check_id(doc_id) for doc_id, _ in docs]
-        texts = [java_text(str(text)) for _, text in docs]
+            return 0
+        ids: list[int] = []
+        texts: list[str] = []
+        counts: list[int] = []
+        for doc_id, text in docs:
+            value, text = check_id(doc_id), java_text(str(text))
+            extra = [java_text(w) for w in windows(text)]
+            ids += [value] * (1 + len(extra))
+            texts += [text, *extra]
+            counts += [len(extra)] + [0] * len(extra)
         if self._JBatchIndex is None:
-            for value, text in zip(ids, texts, strict=True):
-                term = self.id_term(value)
-                doc = self.document(value, text)
-                jcall(writer, "updateDocument", term, doc)
-            return
+            at = 0
+            while at < len(ids):
+                size = 1 + counts[at]
+                block = [self.document(ids[at], texts[j], window=j > at) for j in range(at, at + size)]
+                term = self.id_term(ids[at])
+                if size == 1:
+                    jcall(writer, "updateDocument", term, block[0])
+                else:
+                    listed = self._JArrayList()
+                    for doc in block:
+                        jcall(listed, "add", doc)
+                    jcall(writer, "updateDocuments", term, listed)
+                at += size
+            return len(ids) - len(docs)
         codes = [" ".join(code_tokens(text)) for text in texts]
-        self._JBatchIndex.update(writer, self._text_type, FIELD_ID, FIELD_ID_NUM, [FIELD_EN, FIELD_CJK], FIELD_CODE,
-                                 ids, texts, codes)
+        self._JBatchIndex.updateBlocks(writer, self._text_type, FIELD_ID, FIELD_ID_NUM, [FIELD_EN, FIELD_CJK],
+                                       FIELD_CODE, FIELD_WINDOW, ids, texts, codes, counts)
+        return len(ids) - len(docs)
 
     def id_term(self, doc_id: int) -> Any:
         return self._JTerm(FIELD_ID, str(doc_id))
@@ -62,7 +85,7 @@ class DocumentFactory:
     def id_query(self, doc_id: int) -> Any:
         return self._JTermQuery(self.id_term(doc_id))
 
-    def document(self, doc_id: int, text: str) -> Any:
+    def document(self, doc_id: int, text: str, *, window: bool = False) -> Any:
         # Build every field first, then add: no Java call inside a Java call's
         # argument list (see jvm.py on pyjnius method binding).
         key = self._JStringField(FIELD_ID, str(doc_id), self._YES)
@@ -76,6 +99,9 @@ class DocumentFactory:
         if codes:
             code = self._JField(FIELD_CODE, " ".join(codes), self._text_type, signature=_FIELD_SIGNATURE)
             jcall(doc, "add", code)
+        if window:   # a long memory's window (windows.py): the same id, marked
+            marker = self._JStringField(FIELD_WINDOW, "1", self._NO)
+            jcall(doc, "add", marker)
         return doc
 
 

@@ -23,6 +23,8 @@ Design (see ``analysis.py`` for fields and analyzers):
 * Thread-safe: any number of threads may search while others write. ``close`` waits
   for in-flight calls to finish; calls after ``close`` raise ``LexicalIndexClosedError``.
 * Only Python values leave this class: ``(scores float32, ids int64)`` arrays.
+* A long memory is a block: its document and its windows (``windows.py``), all under its id; a search fetches
+  deeper where windows exist and answers each memory once, at its best document.
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from server.lexical.analysis import FIELD_ID_NUM, Analysis, QueryBuilder
+from server.lexical.analysis import FIELD_ID_NUM, FIELD_WINDOW, Analysis, QueryBuilder
 from server.lexical.documents import DocumentFactory, check_id
 from server.lexical.jvm import batch_search_available, jclass, jcall
+from server.lexical.windows import MAX_WINDOWS, fold
 
 _log = logging.getLogger(__name__)
 
@@ -49,6 +52,7 @@ SEQ_KEY = "engram.seq"
 _NRT_MAX_MERGE_MB = 2.0  # only segments from merges smaller than this are cached
 
 _MAX_K = 2**31 - 1  # a Java int
+SEARCH_WINDOWS = True   # whether a search reads long memories' windows (benchmarks switch it off in process to compare)
 
 _EMPTY: tuple[np.ndarray, np.ndarray] = (
     np.empty(0, dtype=np.float32),
@@ -100,7 +104,7 @@ class LuceneIndex:
     """BM25 over one tenant's memories. Create with :meth:`open` (JVM must be started)."""
 
     def __init__(self, *, path: Path, directory: Any, writer: Any, manager: Any,
-                 similarity: Any, analysis: Analysis, committed_seq: int) -> None:
+                 similarity: Any, analysis: Analysis, committed_seq: int, windowed: bool = False) -> None:
         self._path = path
         self._directory = directory
         self._writer = writer
@@ -109,6 +113,7 @@ class LuceneIndex:
         self._queries = QueryBuilder(analysis)
         self._docs = DocumentFactory()
         self._committed_seq = committed_seq
+        self._windowed = windowed   # whether any window was ever written here: searches then fetch deeper and fold
         self._commit_lock = threading.Lock()
         self._gate = _Gate()
         JSort = jclass("org.apache.lucene.search.Sort")
@@ -155,9 +160,10 @@ class LuceneIndex:
         # Small freshly flushed segments stay in RAM until merged or committed (Lucene's
         # recommended setup for frequent NRT refreshes).
         directory = JNRTCachingDirectory(fs_directory, _NRT_MAX_MERGE_MB, float(nrt_cache_mb))
-        committed_seq = 0
+        committed_seq, windowed = 0, False
         if JDirectoryReader.indexExists(directory):
             committed_seq = _read_seq(directory)
+            windowed = _has_windows(JDirectoryReader, directory)
         config = JIndexWriterConfig(analysis.per_field)
         mode = JOpenMode.CREATE_OR_APPEND
         jcall(config, "setOpenMode", mode)
@@ -175,19 +181,21 @@ class LuceneIndex:
             raise
         _log.info("lexical index opened at %s (committed_seq=%d)", path, committed_seq)
         return cls(path=path, directory=directory, writer=writer, manager=manager,
-                   similarity=similarity, analysis=analysis, committed_seq=committed_seq)
+                   similarity=similarity, analysis=analysis, committed_seq=committed_seq, windowed=windowed)
 
     # ----------------------------------------------------------------- writes
 
     def upsert(self, docs: Sequence[tuple[int, str]], *, refresh: bool = True) -> None:
-        """Insert or replace documents by id. Visible to search on return if ``refresh``."""
+        """Insert or replace documents by id (a long text with its windows, windows.py). Visible to search on return
+        if ``refresh``."""
         with self._gate.enter():
-            self._docs.update_all(self._writer, docs)
+            if self._docs.update_all(self._writer, docs):
+                self._windowed = True
             if refresh and docs:
                 jcall(self._manager, "maybeRefreshBlocking")
 
     def delete(self, ids: Sequence[int], *, refresh: bool = True) -> None:
-        """Delete documents by id (unknown ids are ignored)."""
+        """Delete documents by id, each with its windows (unknown ids are ignored)."""
         with self._gate.enter():
             for doc_id in ids:
                 # deleteDocuments(Term...) is not reachable through pyjnius; (Query...) is.
@@ -233,14 +241,27 @@ class LuceneIndex:
         return self.search_many([query], k)[0]
 
     def search_many(self, queries: Sequence[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """:meth:`search` for several queries against one consistent snapshot."""
+        """:meth:`search` for several queries against one consistent snapshot. Where long memories' windows exist,
+        each memory once at its best document: hits are fetched deeper (twice ``k``, then four times as deep while a
+        query's hits fill the fetch with fewer than ``k`` memories) and folded."""
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         k = min(int(k), _MAX_K)  # Lucene itself caps the hit queue at maxDoc
+        windowed = self._windowed
+        depth = min(_MAX_K, 2 * k) if windowed else k
         with self._searcher() as searcher:
-            if self._batch is None:
-                return [self._search_one(searcher, q, k) for q in queries]
-            return self._search_batch(searcher, queries, k)
+            while True:
+                if self._batch is None:
+                    found = [self._search_one(searcher, q, depth, windows=SEARCH_WINDOWS) for q in queries]
+                else:
+                    found = self._search_batch(searcher, queries, depth, windows=SEARCH_WINDOWS)
+                if not windowed:
+                    return found
+                folded = [fold(scores, ids, k) for scores, ids in found]
+                short = any(len(f[1]) < k and len(raw[1]) >= depth for f, raw in zip(folded, found, strict=True))
+                if not short or depth >= min(_MAX_K, k * (1 + MAX_WINDOWS)):
+                    return folded
+                depth = min(_MAX_K, 4 * depth, k * (1 + MAX_WINDOWS))
 
     @contextmanager
     def _searcher(self) -> Iterator[Any]:
@@ -254,10 +275,15 @@ class LuceneIndex:
             finally:
                 jcall(self._manager, "release", searcher)
 
-    def _search_batch(self, searcher: Any, queries: Sequence[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    def _build(self, query: str, windows: bool) -> Any:
+        built = self._queries.build(query)
+        return built if windows or built is None or not self._windowed else self._queries.without_windows(built)
+
+    def _search_batch(self, searcher: Any, queries: Sequence[str], k: int, *,
+                      windows: bool = True) -> list[tuple[np.ndarray, np.ndarray]]:
         """Every query in one JNI call (``engram.BatchSearch``): ids come from the sort values, no
         stored fields are read. Same hits, order and scores as :meth:`_search_one`."""
-        built = [self._queries.build(q) for q in queries]
+        built = [self._build(q, windows) for q in queries]
         sort = self._sort
         batch = self._batch
         packed = np.asarray(batch.search(searcher, built, k, sort), dtype=np.int64)
@@ -271,8 +297,8 @@ class LuceneIndex:
             out.append((scores, ids) if n else _empty())
         return out
 
-    def _search_one(self, searcher: Any, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
-        lucene_query = self._queries.build(query)
+    def _search_one(self, searcher: Any, query: str, k: int, *, windows: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        lucene_query = self._build(query, windows)
         if lucene_query is None:
             return _empty()
         sort = self._sort
@@ -290,7 +316,7 @@ class LuceneIndex:
         return scores, ids
 
     def count(self) -> int:
-        """Live documents visible to search."""
+        """Live Lucene documents visible to search (a long memory's windows count too)."""
         with self._gate.enter():
             searcher = jcall(self._manager, "acquire")
             try:
@@ -333,6 +359,16 @@ class LuceneIndex:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _has_windows(JDirectoryReader: Any, directory: Any) -> bool:
+    """Whether the last commit in ``directory`` holds a window document (windows.py)."""
+    reader = JDirectoryReader.open(directory)
+    try:
+        term = jclass("org.apache.lucene.index.Term")(FIELD_WINDOW, "1")
+        return int(jcall(reader, "docFreq", term)) > 0
+    finally:
+        jcall(reader, "close")
 
 
 def _read_seq(directory: Any) -> int:
@@ -384,12 +420,14 @@ def warm_up(*, docs: int = WARM_UP_DOCS) -> None:
                 index.upsert([(1000 + i, texts[i]) for i in range(start, min(docs, start + WARM_UP_WRITE))],
                              refresh=False)
                 index.refresh()
-            index.upsert([(1, "warm up the lexical index"), (2, "预算会议 XJ-2026-0421 warm")])
-            queries = ["warm up", "预算", "XJ-2026-0421 budget", ""]
+            long_text = " ".join(texts[:40])   # a long memory: a block of its document and its windows (windows.py)
+            index.upsert([(1, "warm up the lexical index"), (2, "预算会议 XJ-2026-0421 warm"), (3, long_text)])
+            queries = ["warm up", "预算", "XJ-2026-0421 budget", "", texts[20]]
             index.search_many(queries, 10)
             with index._searcher() as searcher:  # the per-query path too, whichever search_many took
                 for query in queries:
                     index._search_one(searcher, query, 10)
+                    index._search_one(searcher, query, 10, windows=False)
             index.count()
             index.ram_bytes()
             index.disk_bytes()

@@ -23,7 +23,9 @@ public final class BatchIndex {
     private static volatile Constructor<?> term;
     private static volatile Method add;
     private static volatile Method update;
+    private static volatile Method updateBlock;
     private static volatile Object storeYes;
+    private static volatile Object storeNo;
 
     private BatchIndex() {}
 
@@ -38,6 +40,7 @@ public final class BatchIndex {
         Class<?> docClass = Class.forName("org.apache.lucene.document.Document", false, loader);
         Class<?> termClass = Class.forName("org.apache.lucene.index.Term", false, loader);
         storeYes = store.getField("YES").get(null);
+        storeNo = store.getField("NO").get(null);
         stringField = Class.forName("org.apache.lucene.document.StringField", false, loader)
                 .getConstructor(String.class, String.class, store);
         numericField = Class.forName("org.apache.lucene.document.NumericDocValuesField", false, loader)
@@ -47,6 +50,7 @@ public final class BatchIndex {
         document = docClass.getConstructor();
         term = termClass.getConstructor(String.class, String.class);
         add = docClass.getMethod("add", indexable);
+        updateBlock = writer.getClass().getMethod("updateDocuments", termClass, Iterable.class);
         update = writer.getClass().getMethod("updateDocument", termClass, Iterable.class);
     }
 
@@ -57,19 +61,46 @@ public final class BatchIndex {
      */
     public static void update(Object writer, Object textType, String idField, String idNumField, String[] textFields,
                               String codeField, long[] ids, String[] texts, String[] codes) throws Exception {
+        updateBlocks(writer, textType, idField, idNumField, textFields, codeField, null, ids, texts, codes,
+                     new int[ids.length]);
+    }
+
+    /**
+     * {@link #update}, where each document i is followed by windows[i] documents of the same id (a long memory's
+     * windows, server/lexical/windows.py), the j-th of them at index i + j of the arrays with {@code windowField} =
+     * "1" (an unstored keyword); a document and its windows replace every document of their id as one block
+     * ({@code updateDocuments}).
+     */
+    public static void updateBlocks(Object writer, Object textType, String idField, String idNumField,
+                                    String[] textFields, String codeField, String windowField, long[] ids,
+                                    String[] texts, String[] codes, int[] windows) throws Exception {
         bind(writer);
-        for (int i = 0; i < ids.length; i++) {
+        int i = 0;
+        while (i < ids.length) {
             String id = Long.toString(ids[i]);
-            Object doc = document.newInstance();
-            add.invoke(doc, stringField.newInstance(idField, id, storeYes));
-            add.invoke(doc, numericField.newInstance(idNumField, ids[i]));
-            for (String field : textFields) {
-                add.invoke(doc, textField.newInstance(field, texts[i], textType));
+            int size = 1 + windows[i];
+            java.util.List<Object> block = new java.util.ArrayList<>(size);
+            for (int j = i; j < i + size; j++) {
+                Object doc = document.newInstance();
+                add.invoke(doc, stringField.newInstance(idField, id, storeYes));
+                add.invoke(doc, numericField.newInstance(idNumField, ids[i]));
+                for (String field : textFields) {
+                    add.invoke(doc, textField.newInstance(field, texts[j], textType));
+                }
+                if (codes[j] != null && !codes[j].isEmpty()) {
+                    add.invoke(doc, textField.newInstance(codeField, codes[j], textType));
+                }
+                if (j > i) {
+                    add.invoke(doc, stringField.newInstance(windowField, "1", storeNo));
+                }
+                block.add(doc);
             }
-            if (codes[i] != null && !codes[i].isEmpty()) {
-                add.invoke(doc, textField.newInstance(codeField, codes[i], textType));
+            if (size == 1) {
+                update.invoke(writer, term.newInstance(idField, id), block.get(0));
+            } else {
+                updateBlock.invoke(writer, term.newInstance(idField, id), block);
             }
-            update.invoke(writer, term.newInstance(idField, id), doc);
+            i += size;
         }
     }
 }
