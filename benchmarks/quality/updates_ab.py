@@ -1,6 +1,7 @@
 """Side by side: the server's defaults with and without updates and time intent (docs/concepts/updates.md).
 
     .venv/bin/python -m benchmarks.quality.updates_ab [--off | --without intent,links,siblings,importance] [--query-rules]
+        [--newest-first]
         [--sets updates,recency,recency_held,zh,locomo] [--links]
 
 One in-process server at its defaults (as benchmarks/quality/run.py starts it), the *defaults* stage only.
@@ -58,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--without", default="", help=f"comma-separated features to turn off: {','.join(FEATURES)}")
     parser.add_argument("--query-rules", action="store_true",
                         help="turn on ranking.SIBLING_RULE (sibling statements, off by default) in process")
+    parser.add_argument("--newest-first", action="store_true",
+                        help="turn on ranking.NEWEST_FIRST (siblings.newest_first, off by default) in process")
     parser.add_argument("--sets", default="updates,recency,recency_held,zh,locomo")
     parser.add_argument("--links", action="store_true", help="print the links the writes made")
     args = parser.parse_args(argv)
@@ -68,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.query_rules:
         from server.engine import ranking
         ranking.SIBLING_RULE = True
+    if args.newest_first:
+        from server.engine import ranking
+        ranking.NEWEST_FIRST = True
     _turn_off(without)
     sets = args.sets.split(",")
     now_ms = suites.RECENCY_NOW_MS

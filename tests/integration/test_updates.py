@@ -99,3 +99,29 @@ def test_link_update_undoes_the_link_and_makes_it_again_audited(linked) -> None:
     stranger = spb.LinkUpdateRequest(tenant_id=T, memory_id=new.memory_id, updates_id=thinkpad_id, unlink=True)
     assert status_of(lambda: client.memory.LinkUpdate(stranger, metadata=[("authorization", f"Bearer {other}")])
                      ) == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_newest_first_orders_unlinked_statements_of_one_attribute_in_the_slots_they_held(linked, monkeypatch) -> None:
+    # ranking.NEWEST_FIRST (off by default: docs/concepts/updates.md) through the real ranking stage: two market trips
+    # (both true, never linked) answer "what did I buy at the market?" newest first, at top_k 1 as at top_k 3.
+    from server.engine import ranking
+    _, client, _, _ = linked
+    tenant = "acme/newest-first"
+    client.create_tenant(tenant)
+    now = int(time.time() * 1000)
+    older, newer, _ = client.write(
+        tenant, pb.MemoryInput(content="Bought apples and cheese at the market", created_at_ms=now - 90 * DAY_MS),
+        pb.MemoryInput(content="Bought fresh figs and sourdough at the market", created_at_ms=now - 2 * DAY_MS),
+        pb.MemoryInput(content="My cat is called Miso", created_at_ms=now - 30 * DAY_MS)).results
+    q = "what did I buy at the market?"
+    off = [h.memory.memory_id for h in client.search(tenant, q, top_k=3).hits]
+    assert off.index(older.memory_id) < off.index(newer.memory_id)   # relevance prefers the apples (0.57 vs 0.27)
+    monkeypatch.setattr(ranking, "NEWEST_FIRST", True)
+    hits = client.search(tenant, q, top_k=3).hits
+    order = [h.memory.memory_id for h in hits]
+    assert sorted(order.index(m) for m in (older.memory_id, newer.memory_id)) == sorted(
+        off.index(m) for m in (older.memory_id, newer.memory_id))   # the pair holds the slots it held
+    assert order.index(newer.memory_id) < order.index(older.memory_id)
+    assert hits[order.index(older.memory_id)].breakdown.update < 1.0
+    assert [h.breakdown.final for h in hits] == sorted((h.breakdown.final for h in hits), reverse=True)
+    assert client.search(tenant, q, top_k=1).hits[0].memory.memory_id == order[0]

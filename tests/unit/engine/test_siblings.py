@@ -72,3 +72,103 @@ def test_a_set_without_a_single_newest_member_is_left_alone() -> None:
     assert sibling_sets("where did I go hiking?", _at(mems), np.array([0.6, 0.3])) == []
     mems = _mems(("Went hiking in the Lake District", 100), ("Went hiking on Snowdon", 500), ("Went hiking in Wales", 500))
     assert sibling_sets("where did I go hiking?", _at(mems), np.array([0.6, 0.3, 0.2])) == []
+
+
+# -- newest_first: groups of statements about one attribute hold their slots newest first -------------------------
+
+def _unit(*rows: list[float]) -> np.ndarray:
+    v = np.asarray(rows, dtype=np.float64)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _close(n: int, *, group: tuple[int, ...], cosine: float) -> np.ndarray:
+    """n unit vectors: those in ``group`` at ``cosine`` to each other, every other pair orthogonal."""
+    import math
+    out = np.zeros((n, n + 1))
+    for i in range(n):
+        if i in group:
+            out[i, 0] = math.sqrt(cosine)
+            out[i, i + 1] = math.sqrt(1 - cosine)
+        else:
+            out[i, i + 1] = 1.0
+    return out
+
+
+def test_a_newer_statement_the_query_matches_alike_takes_the_older_ones_slot() -> None:
+    from server.engine.siblings import newest_first
+    mems = _mems(("Bought apples and cheese at the market", 100), ("My cat is called Miso", 500),
+                 ("Bought fresh figs and sourdough at the market", 900))
+    assert newest_first("what did I buy at the market?", TimeIntent.NONE, mems) == [2, 1, 0]
+    assert newest_first("what did I buy at the market now?", TimeIntent.CURRENT, mems) == [2, 1, 0]
+    # "apples" tells them apart: the query names a value one of them holds
+    assert newest_first("did I buy apples at the market?", TimeIntent.NONE, mems) == [0, 1, 2]
+    # nothing in common with the query: nothing moves
+    assert newest_first("what is my cat called?", TimeIntent.NONE, mems) == [0, 1, 2]
+
+
+def test_a_word_most_top_statements_hold_is_their_subject_not_the_attribute() -> None:
+    from server.engine.siblings import matched_words, newest_first
+    texts = ["The user prefers aisle seats", "The user's blood type is O", "The user's car is a BYD Seal",
+             "The user's coffee is a flat white"]
+    assert matched_words("what car does the user have?", texts) == [frozenset(), frozenset(), frozenset({"car"}),
+                                                                     frozenset()]
+    mems = _mems(*((t, 100 * (i + 1)) for i, t in enumerate(texts)))
+    assert newest_first("what does the user like?", TimeIntent.NONE, mems) == [0, 1, 2, 3]
+    # Chinese: character bigrams are the words; single characters are no evidence
+    zh = _mems(("我去黄山爬山了", 100), ("我去泰山爬山了", 900), ("我的狗叫旺财", 500))
+    assert newest_first("我去哪里爬山了？", TimeIntent.NONE, zh) == [1, 0, 2]
+    assert matched_words("山在哪？", ["我去黄山爬山了", "我去泰山爬山了"]) == [frozenset(), frozenset()]
+
+
+def test_pair_cosine_is_evidence_only_when_asked_for_and_higher_for_chinese() -> None:
+    from server.engine.siblings import newest_first
+    from server.engine.updates import LINK_COSINE_CJK_SHIFT
+    mems = _mems(("I work as an analyst at Deloitte", 100), ("I take the 8:15 train every morning", 500),
+                 ("I started a new job as a data engineer at Spotify", 900))
+    close = _close(3, group=(0, 2), cosine=0.9)
+    assert newest_first("where am I employed?", TimeIntent.NONE, mems, close) == [0, 1, 2]   # PAIR_COSINE None
+    assert newest_first("where am I employed?", TimeIntent.NONE, mems, close, min_cosine=0.86) == [2, 1, 0]
+    assert newest_first("where am I employed?", TimeIntent.NONE, mems, close, min_cosine=0.92) == [0, 1, 2]
+    zh = _mems(("我在读《活着》", 100), ("我在读《三体》", 900))
+    just_below = _close(2, group=(0, 1), cosine=0.86 + LINK_COSINE_CJK_SHIFT - 0.01)
+    above = _close(2, group=(0, 1), cosine=0.86 + LINK_COSINE_CJK_SHIFT + 0.01)
+    assert newest_first("我在看什么？", TimeIntent.NONE, zh, just_below, min_cosine=0.86) == [0, 1]
+    assert newest_first("我在看什么？", TimeIntent.NONE, zh, above, min_cosine=0.86) == [1, 0]
+
+
+def test_past_first_other_subjects_links_questions_and_equal_ages_stay_in_place() -> None:
+    import dataclasses
+
+    from server.engine.siblings import newest_first, statement_words
+    q = "where did I go hiking?"
+    pair = _mems(("Went hiking in the Lake District", 100), ("Went hiking on Snowdon", 900))
+    assert newest_first(q, TimeIntent.NONE, pair) == [1, 0]
+    for intent in (TimeIntent.PAST, TimeIntent.FIRST):
+        assert newest_first(q, intent, pair) == [0, 1]
+    for a, b in [("My sister went hiking in Wales", "My brother went hiking in Spain"),     # other people
+                 ("Caroline: I went hiking in Wales", "Melanie: I went hiking in Spain"),   # other speakers
+                 ("I went hiking in Wales", "Did you go hiking in Spain?"),                  # a question
+                 ("I went hiking in Wales", "I went hiking in Wales"),                       # a restatement
+                 ("I went hiking in Wales", "I went hiking in Spain " + "and more " * 20)]:  # a narrative
+        assert newest_first(q, TimeIntent.NONE, _mems((a, 100), (b, 900))) == [0, 1], (a, b)
+    other_scope = [pair[0], dataclasses.replace(pair[1], scope="work")]
+    linked = [pair[0], dataclasses.replace(pair[1], updates=("m_0000",))]
+    same_age = _mems(("Went hiking in the Lake District", 500), ("Went hiking on Snowdon", 500))
+    for mems in (other_scope, linked, same_age, [pair[0], None]):
+        assert newest_first(q, TimeIntent.NONE, mems) == [0, 1]
+    assert statement_words("我跳槽到字节跳动上班了") == 11
+    long_zh = _mems(("用户团队计划下半年将核心数据库从自建集群改为云上托管服务，当前最关注迁移成本与停机时间", 100),
+                    ("用户团队计划下半年将核心数据库从自建集群改为云上托管服务，当前最关注停机时间", 900))
+    assert newest_first("数据库迁移", TimeIntent.NONE, long_zh) == [0, 1]   # 40 characters: no statement
+
+
+def test_groups_keep_the_slots_they_held() -> None:
+    from server.engine.siblings import newest_first
+    mems = _mems(("Cooked lasagna for dinner", 300), ("My cat is called Miso", 50), ("I like jazz", 60),
+                 ("Planted tomatoes in the garden", 70), ("Cooked a green curry for dinner", 900))
+    # the two dinners held slots 0 and 4: they still do, newest first; slots 1 to 3 untouched
+    assert newest_first("what did I have for dinner?", TimeIntent.NONE, mems) == [4, 1, 2, 3, 0]
+    # three of the top five holding "dinner": the word is what they all are about, not a value that changed
+    three = [*mems[:4], mems[4]]
+    three[1] = _mems(("Cooked risotto for dinner", 600))[0]
+    assert newest_first("what did I have for dinner?", TimeIntent.NONE, three) == [0, 1, 2, 3, 4]
