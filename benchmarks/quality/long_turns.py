@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--discounts", default="", help="comma-separated tiered.PASSAGE_DISCOUNT values to add")
     parser.add_argument("--where", action="store_true", help="also where the evidence ranks in each list")
     parser.add_argument("--main-only", action="store_true", help="also the dense side on main vectors alone")
+    parser.add_argument("--ce-windows", default="", help="comma-separated passages.PASSAGE_WINDOW values to add")
     parser.add_argument("--out", type=Path, default=None,
                         help="default benchmarks/results/quality/long_turns[_held_out].json")
     args = parser.parse_args(argv)
@@ -134,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                  if d.strip() and float(d) != default_discount]
     if args.first_tokens:
         variants.append(("passage vectors + first tokens", True, 10**9, default_discount, True))
+    windows = [int(w) for w in args.ce_windows.split(",") if w.strip()]
     with tempfile.TemporaryDirectory(prefix="engram-long-") as tmp, EvalServer(Path(tmp) / "data",
                                                                                overrides=overrides) as server:
         tenants, qrels, queries = {}, {}, {}
@@ -157,10 +159,13 @@ def main(argv: list[str] | None = None) -> int:
         results["memories_with_passages"] = sum(len(s.store.passage_counts()) for s in shards)
         results["ingest_memories_per_s"] = round(turns / ingest_s, 1)
         results["bm25_documents"] = sum(s.lexical.count() for s in shards)
-        saved = passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS
+        saved = (passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS,
+                 passages.PASSAGE_WINDOW)
+        variants += [(f"cross-encoder window {w} chars", True, None, default_discount, True) for w in windows]
         try:
             for name, dense_passages, chars, discount, bm25_windows in variants:
                 passages.PASSAGE_CHARS = chars or saved[0]
+                passages.PASSAGE_WINDOW = int(name.split()[2]) if name.startswith("cross-encoder window") else saved[4]
                 tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = dense_passages, discount
                 lucene.SEARCH_WINDOWS = bm25_windows
                 run, block, ms = {}, {}, []
@@ -181,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                     results["variants"][name]["where"] = where(server, conversations, tenants, queries, qrels)
                     log.info("where the evidence ranks: %s", results["variants"][name]["where"])
         finally:
-            passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS = saved
+            (passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS,
+             passages.PASSAGE_WINDOW) = saved
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -20,6 +20,7 @@ from server.lexical.windows import passages
 from server.text import indexed_text, is_cjk_char, memory_text
 
 PASSAGE_CHARS = 800     # about what the cross-encoder's 256-token window holds beside a short question
+PASSAGE_WINDOW = PASSAGE_CHARS   # the window read of a longer content (windows start every half window)
 PASSAGE_STRIDE = 400    # windows overlap by half, so a sentence cut by one lies whole in the next
 PASSAGE_MARGIN = 1      # a later window is read only when it holds this many more query terms than the first
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -51,7 +52,7 @@ def best_window(query: str, windows: list[str], *, margin: int | None = None) ->
 
 def best_passage(query: str, text: str, *, size: int = PASSAGE_CHARS, margin: int | None = None) -> str:
     """The window of ``text`` (:func:`passages`) that :func:`best_window` picks."""
-    windows = passages(text, size=size)
+    windows = passages(text, size=size, stride=size // 2)
     return windows[best_window(query, windows, margin=margin)]
 
 
@@ -60,5 +61,5 @@ def rerank_text(query: str, memory: Memory) -> str:
     fits ``PASSAGE_CHARS``, else the same header and context around the content's best passage."""
     if len(memory.content) <= PASSAGE_CHARS:
         return memory_text(memory)
-    return indexed_text(best_passage(query, memory.content), dated=memory.type == MemoryType.EPISODIC,
+    return indexed_text(best_passage(query, memory.content, size=PASSAGE_WINDOW), dated=memory.type == MemoryType.EPISODIC,
                         created_at_ms=memory.created_at_ms, entities=memory.entities, context=memory.context)
