@@ -12,7 +12,10 @@ and, in the same run on the same index, its main vector alone (``--main-only``: 
 process, the first ``embed_max_length`` tokens, as before passage vectors); and with BM25 reading each memory's own document
 alone, not its windows (``lucene.SEARCH_WINDOWS`` off in process: server/lexical/windows.py). ``--first-tokens``
 adds the cross-encoder reading each long memory's first tokens instead of its best passage
-(server/engine/passages.py; ``PASSAGE_CHARS`` raised past every memory's length). ``--where`` adds, for the default
+(server/engine/passages.py; ``PASSAGE_CHARS`` raised past every memory's length); ``--ce-windows 400,600`` the
+cross-encoder reading a window of that many characters (``passages.PASSAGE_WINDOW``); ``--passage-tokens 64`` cuts
+the dense passage windows at 64 tokens for the whole run (an exploration: models.embedder.further_windows wrapped in
+process). ``--where`` adds, for the default
 and the BM25-without-windows variants, where each evidence turn ranks in the dense, BM25 and fused lists (top 100,
 no rerank) and at the defaults (top 50).
 """
@@ -106,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--where", action="store_true", help="also where the evidence ranks in each list")
     parser.add_argument("--main-only", action="store_true", help="also the dense side on main vectors alone")
     parser.add_argument("--ce-windows", default="", help="comma-separated passages.PASSAGE_WINDOW values to add")
+    parser.add_argument("--passage-tokens", type=int, default=0,
+                        help="cut dense passage windows at N tokens instead of the embedder's window (exploration)")
     parser.add_argument("--out", type=Path, default=None,
                         help="default benchmarks/results/quality/long_turns[_held_out].json")
     args = parser.parse_args(argv)
@@ -117,6 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     from server.engine import passages
     from server.index import tiered
     from server.lexical import lucene
+
+    if args.passage_tokens:   # every passage window N tokens wide (the main vector keeps the embedder's window)
+        import models.embedder as embedder_module
+
+        cut, width = embedder_module.further_windows, args.passage_tokens
+
+        def narrow(ids, *, max_length, keep, limit):  # type: ignore[no-untyped-def]
+            return cut(ids, max_length=width, keep=keep, limit=limit) if len(ids) > max_length else []
+        embedder_module.further_windows = narrow
 
     conversations = [c for c in load_locomo() if (c.id in LOCOMO_DEV) == (args.split == "dev")]
     rng = random.Random(20260101)
