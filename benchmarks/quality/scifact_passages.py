@@ -26,6 +26,7 @@ Writes ``benchmarks/results/quality/scifact_passages.json``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import platform
@@ -62,6 +63,8 @@ def main() -> int:
     parser.add_argument("--splits", default="test", help="comma-separated: test, train")
     parser.add_argument("--docs", type=int, default=0, help="ingest N abstracts (the judged ones first); 0 = all")
     parser.add_argument("--discounts", default="", help="comma-separated tiered.PASSAGE_DISCOUNT values to add")
+    parser.add_argument("--ce-windows", default="", help="comma-separated cross-encoder windows (characters) to run "
+                        "beside the default, alone")
     parser.add_argument("--bm25-windows", action="store_true",
                         help="run only the default and BM25 without long memories' windows (lucene.SEARCH_WINDOWS)")
     parser.add_argument("--out", type=Path, default=repo_root() / "benchmarks" / "results" / "quality"
@@ -90,6 +93,10 @@ def main() -> int:
                    if m.strip() and int(m) != margin},
                 **{f"best passage, passage discount {d}": (default, margin, True, float(d), True)
                    for d in args.discounts.split(",") if d.strip() and float(d) != discount}}
+    if args.ce_windows:   # the default beside the cross-encoder reading windows of other sizes (passages.PASSAGE_WINDOW)
+        variants = {f"best passage (default, margin {margin})": variants[f"best passage (default, margin {margin})"],
+                    **{f"cross-encoder window {w}": (functools.partial(default, window=int(w)), margin, True, discount,
+                                                     True) for w in args.ce_windows.split(",") if w.strip()}}
     if args.bm25_windows:   # the default beside BM25 without windows (server/lexical/windows.py) alone
         variants = {f"best passage (default, margin {margin})": variants[f"best passage (default, margin {margin})"],
                     "BM25 without windows": (default, margin, True, discount, False)}
@@ -118,7 +125,8 @@ def main() -> int:
     out = {"date": time.strftime("%Y-%m-%d"), "machine": _cpu(), "cores": __import__("os").cpu_count(),
            "command": "python -m benchmarks.quality.scifact_passages --rounds %d --margins %s --splits %s --docs %d "
                       "--discounts %s%s" % (args.rounds, args.margins, args.splits, args.docs, args.discounts,
-                                               " --bm25-windows" if args.bm25_windows else ""),
+                                               " --bm25-windows" if args.bm25_windows else "")
+                      + (f" --ce-windows {args.ce_windows}" if args.ce_windows else ""),
            "docs": len(docs), "docs_over_passage_chars": long_docs, "passage_chars": PASSAGE_CHARS, "ingest": ingest,
            "queries": {split: len(data.queries) for split, data in sets.items()},
            "variants": results["test"] if splits == ["test"] else results}

@@ -56,10 +56,10 @@ def best_passage(query: str, text: str, *, size: int = PASSAGE_CHARS, margin: in
     return windows[best_window(query, windows, margin=margin)]
 
 
-def rerank_text(query: str, memory: Memory) -> str:
+def rerank_text(query: str, memory: Memory, *, window: int | None = None) -> str:
     """What the cross-encoder reads of ``memory`` for ``query``: :func:`~server.text.memory_text` when the content
     fits ``PASSAGE_CHARS``, else the same header and context around the content's best passage."""
     if len(memory.content) <= PASSAGE_CHARS:
         return memory_text(memory)
-    return indexed_text(best_passage(query, memory.content, size=PASSAGE_WINDOW), dated=memory.type == MemoryType.EPISODIC,
+    return indexed_text(best_passage(query, memory.content, size=window or PASSAGE_WINDOW), dated=memory.type == MemoryType.EPISODIC,
                         created_at_ms=memory.created_at_ms, entities=memory.entities, context=memory.context)

@@ -61,3 +61,14 @@ def test_a_later_window_is_read_only_when_it_clearly_holds_more_query_terms() ->
     assert passages.best_passage(query, content, margin=margin + 1) == windows[0]   # not clearly: the first
     assert passages.best_passage(query, content, margin=0) == passages.best_passage(query, content, margin=1)
 
+
+
+def test_the_window_read_can_be_narrower_than_the_long_memory_threshold() -> None:
+    evidence = "Your sister Caroline said the adoption agency approved her application in June."
+    content = "assistant: " + FILLER * 8 + evidence + " " + FILLER * 6
+    query = "when was caroline's adoption application approved?"
+    text = passages.rerank_text(query, memory(content), window=400)
+    assert evidence in text and len(text) <= 400 + len("[8 May 2023] ")
+    assert len(passages.rerank_text(query, memory(content))) > 600      # the default window: 800 characters
+    short = memory("assistant: " + FILLER * 4)                            # under PASSAGE_CHARS: read whole
+    assert passages.rerank_text(query, short, window=400) == memory_text(short)
