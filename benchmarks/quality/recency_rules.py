@@ -162,7 +162,17 @@ def variants() -> dict:  # type: ignore[type-arg]
             **{f"+ pair cosine {c:.2f}": (lambda q, i, m, v, c=c: siblings.newest_first(q, i, m, v, min_cosine=c))
                for c in (0.86, 0.90)},
             "single CJK chars": lambda q, i, m, v: siblings.newest_first(q, i, m, v, single_cjk=True),
-            "no subject words removed": lambda q, i, m, v: _with_share(1, q, i, m, v)}
+            "no subject words removed": lambda q, i, m, v: _with_share(1, q, i, m, v),
+            "entities not compared": _without_entities}
+
+
+def _without_entities(*args):  # type: ignore[no-untyped-def]
+    from server.engine import siblings
+    siblings.ENTITIES = False
+    try:
+        return siblings.newest_first(*args)
+    finally:
+        siblings.ENTITIES = True
 
 
 def _with_share(share: float, *args):  # type: ignore[no-untyped-def]

@@ -1,13 +1,14 @@
 """Side by side: the server's defaults with and without updates and time intent (docs/concepts/updates.md).
 
-    .venv/bin/python -m benchmarks.quality.updates_ab [--off | --without intent,links,siblings,importance] [--query-rules]
-        [--newest-first]
+    .venv/bin/python -m benchmarks.quality.updates_ab [--off | --without intent,links,siblings,importance,newest]
+        [--query-rules]
         [--sets updates,recency,recency_held,zh,locomo] [--links]
 
 One in-process server at its defaults (as benchmarks/quality/run.py starts it), the *defaults* stage only.
 ``--off`` runs the same code with every feature off in process (``--without`` names some): ``time_intent.detect`` answers no intent, the
 write-time linker makes no link, sibling statements get no factor (server/engine/siblings.py) and no query gets the
-importance intent (server/engine/importance_intent.py), so the two runs differ in nothing else. ``--links`` prints every link the
+importance intent (server/engine/importance_intent.py), and no top 5 is reordered newest first (ranking.NEWEST_FIRST),
+so the two runs differ in nothing else. ``--links`` prints every link the
 writes made (the spot check of the false-link rate on LoCoMo). Prints recall@1 per set and cell, LoCoMo recall@10.
 """
 
@@ -35,7 +36,7 @@ def _links(server: EvalServer, tenant: Ingested) -> None:
             print(f"  link: {by_id[old].content!r}\n     -> {m.content!r}")
 
 
-FEATURES = ("intent", "links", "siblings", "importance")
+FEATURES = ("intent", "links", "siblings", "importance", "newest")
 
 
 def _turn_off(features: set[str]) -> None:
@@ -51,6 +52,9 @@ def _turn_off(features: set[str]) -> None:
         siblings.sibling_factor = lambda query, intent, memory_at, relevance, **k: np.ones(len(relevance))  # type: ignore[assignment]
     if "importance" in features:
         importance_intent.importance_weight = lambda text, default: default  # type: ignore[assignment]
+    if "newest" in features:
+        from server.engine import ranking
+        ranking.NEWEST_FIRST = False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,8 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--without", default="", help=f"comma-separated features to turn off: {','.join(FEATURES)}")
     parser.add_argument("--query-rules", action="store_true",
                         help="turn on ranking.SIBLING_RULE (sibling statements, off by default) in process")
-    parser.add_argument("--newest-first", action="store_true",
-                        help="turn on ranking.NEWEST_FIRST (siblings.newest_first, off by default) in process")
     parser.add_argument("--sets", default="updates,recency,recency_held,zh,locomo")
     parser.add_argument("--links", action="store_true", help="print the links the writes made")
     args = parser.parse_args(argv)
@@ -71,9 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.query_rules:
         from server.engine import ranking
         ranking.SIBLING_RULE = True
-    if args.newest_first:
-        from server.engine import ranking
-        ranking.NEWEST_FIRST = True
     _turn_off(without)
     sets = args.sets.split(",")
     now_ms = suites.RECENCY_NOW_MS

@@ -109,6 +109,7 @@ def sibling_factor(query: str, intent: TimeIntent, memory_at: Callable[[int], Me
 SLOTS = 5
 PAIR_COSINE: float | None = None
 SINGLE_CJK = False     # Chinese single characters are no evidence (only character bigrams are)
+ENTITIES = True
 COMMON_SHARE = 2       # a word more than SLOTS / COMMON_SHARE statements hold is their subject, not the attribute
 _CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 
@@ -199,6 +200,7 @@ def newest_first(query: str, intent: TimeIntent, memories: Sequence[Memory | Non
         for j in range(i + 1, n):
             a, b = memories[i], memories[j]
             if (a is not None and b is not None and subjects[i] is not None and subjects[i] == subjects[j]
+                    and (not ENTITIES or not (a.entities and b.entities and set(a.entities) != set(b.entities)))
                     and same_attribute(a, b, words[i], words[j], cosine=None if cos is None else float(cos[i, j]),
                                        min_cosine=min_cosine)):
                 root[find(j)] = find(i)

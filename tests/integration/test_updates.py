@@ -102,7 +102,7 @@ def test_link_update_undoes_the_link_and_makes_it_again_audited(linked) -> None:
 
 
 def test_newest_first_orders_unlinked_statements_of_one_attribute_in_the_slots_they_held(linked, monkeypatch) -> None:
-    # ranking.NEWEST_FIRST (off by default: docs/concepts/updates.md) through the real ranking stage: two market trips
+    # ranking.NEWEST_FIRST (on by default: docs/concepts/updates.md) through the real ranking stage: two market trips
     # (both true, never linked) answer "what did I buy at the market?" newest first, at top_k 1 as at top_k 3.
     from server.engine import ranking
     _, client, _, _ = linked
@@ -114,6 +114,8 @@ def test_newest_first_orders_unlinked_statements_of_one_attribute_in_the_slots_t
         pb.MemoryInput(content="Bought fresh figs and sourdough at the market", created_at_ms=now - 2 * DAY_MS),
         pb.MemoryInput(content="My cat is called Miso", created_at_ms=now - 30 * DAY_MS)).results
     q = "what did I buy at the market?"
+    assert ranking.NEWEST_FIRST
+    monkeypatch.setattr(ranking, "NEWEST_FIRST", False)
     off = [h.memory.memory_id for h in client.search(tenant, q, top_k=3).hits]
     assert off.index(older.memory_id) < off.index(newer.memory_id)   # relevance prefers the apples (0.57 vs 0.27)
     monkeypatch.setattr(ranking, "NEWEST_FIRST", True)

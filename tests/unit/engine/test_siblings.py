@@ -172,3 +172,19 @@ def test_groups_keep_the_slots_they_held() -> None:
     three = [*mems[:4], mems[4]]
     three[1] = _mems(("Cooked risotto for dinner", 600))[0]
     assert newest_first("what did I have for dinner?", TimeIntent.NONE, three) == [0, 1, 2, 3, 4]
+
+
+def test_statements_naming_different_entities_are_not_one_attribute() -> None:
+    # the linker's subject rule: when both name explicit entities, they must name the same ones
+    import dataclasses
+
+    from server.engine.siblings import newest_first
+    code = _mems(("用户用Neovim写代码", 100), ("周末用户会给开源项目写代码", 900))
+    q = "用户平时用什么工具写代码？"
+    assert newest_first(q, TimeIntent.NONE, code) == [1, 0]   # no entities: grouped by 写代/代码
+    named = [dataclasses.replace(code[0], entities=("Neovim",)), dataclasses.replace(code[1], entities=("开源", "限流库"))]
+    assert newest_first(q, TimeIntent.NONE, named) == [0, 1]
+    same = [dataclasses.replace(m, entities=("billing database",)) for m in code]
+    assert newest_first(q, TimeIntent.NONE, same) == [1, 0]
+    one_side = [named[0], code[1]]
+    assert newest_first(q, TimeIntent.NONE, one_side) == [1, 0]
