@@ -1,8 +1,6 @@
 """The Write RPC on one tenant's shard, after authorization: normalise and validate, salience (skip below the
 tenant's threshold), thread chat turns, embed in the write batcher's device step (one forward pass across
-tenants), commit (WAL fsync, then the indexes), audit and the capacity cap; the extractor counts turns. When no
-input can be skipped (a threshold of 0, the default), salience and the update linker's reading of the new texts run
-beside the forward pass instead of before and after it.
+tenants), commit (WAL fsync, then the indexes), audit and the capacity cap; the extractor counts turns.
 
 :class:`EmbedStage` is the write batcher's stage: its device step is the forward pass (length-sorted chunks on
 every device lane while no search waits) and answers each entry with its rows of vectors; it has no CPU step. A
@@ -25,7 +23,6 @@ from server.batching.batcher import Batcher, Entry, Stage
 from server.batching.scheduler import embed_chunks
 from server.config import ServerConfig
 from server.domain import MemoryInput, MemoryType, WriteResult
-from server.engine import updates
 from server.engine.conversation import thread_contexts
 from server.engine.idempotent import Call, write_answer
 from server.engine.memories import Memories
@@ -33,7 +30,7 @@ from server.engine.validation import validate_memories
 from server.engine.write import commit_writes
 from server.hygiene.extractor import EXTRACTOR_KEY_ID, Extractor
 from server.hygiene.normalise import normalise_input
-from server.hygiene.writes import Prepared, SaliencePolicy
+from server.hygiene.writes import SaliencePolicy
 from server.store.idempotency import Done
 from server.tenants.shard import TenantShard
 from server.text import indexed_text, without_context
@@ -172,23 +169,21 @@ class Ingest:
         validate_memories(memories, limits=self.config.limits)
         # salience; below the tenant's min_salience (else memory.min_salience): skipped, but not the extractor's facts
         threshold = 0.0 if key_id == EXTRACTOR_KEY_ID else self.min_salience(shard.tenant_id)
-        skips = (self.config.memory.min_salience if threshold is None else threshold) > 0.0
-        prepared = self.salience.prepare(memories, min_salience=threshold) if skips else None
+        prepared = self.salience.prepare(memories, min_salience=threshold)
 
         def answer(stored: Sequence[WriteResult]) -> list[WriteResult]:
-            assert prepared is not None
             return self.salience.assemble(prepared, stored)
 
         def done(stored: list[WriteResult]) -> Done:
             assert call is not None
             return call.done(write_answer(answer(stored)), at_ms=self.clock())
 
-        loop = asyncio.get_running_loop()
-        if prepared is not None and not prepared.inputs:
+        if not prepared.inputs:
             if call is not None:
-                await loop.run_in_executor(self.write_pool, self.commit_answer, shard, done([]))
+                await asyncio.get_running_loop().run_in_executor(self.write_pool, self.commit_answer, shard,
+                                                                 done([]))
             return answer([])
-        memories = prepared.inputs if prepared is not None else memories
+        memories = prepared.inputs
         self.check_space()
         now = self.clock()
         # A chat turn written alone is indexed with the turn before it (server/engine/conversation.py).
@@ -196,39 +191,20 @@ class Ingest:
                                    now_ms=now)
         texts = [indexed_text(m.content, dated=m.type == MemoryType.EPISODIC, created_at_ms=m.created_at_ms or now,
                               entities=m.entities, context=m.context) for m in memories]
-        embedding = self._embedded(shard.tenant_id, texts, deadline_ns)
-        if prepared is not None:
-            vectors, trace = await embedding
+        submit = self.batcher.submit(tenant_id=shard.tenant_id, tokens=self.tokens(texts), payload=texts,
+                                     deadline_ns=deadline_ns)
+        trace = None
+        if traced_now(self.tracing):
+            assert self.tracing is not None
+            with self.tracing.span("engram.embed", attributes={"engram.memories": len(texts)}):   # queue included
+                vectors: np.ndarray | list[np.ndarray] = await submit
+            trace = self.tracing.current()
         else:
-            # Nothing can be skipped (a salience is in [0, 1]), so nothing waits for it: salience and the update
-            # linker's reading of the new texts run on a write thread while the forward pass runs, instead of
-            # on one core before it and under the write lock after it. Threading reads no salience, so the
-            # memories are the same as salience first, then threading.
-            (vectors, trace), prepared = await asyncio.gather(
-                embedding, loop.run_in_executor(self.write_pool, self._prepare, memories))
-            memories = prepared.inputs
-        results = await loop.run_in_executor(
+            vectors = await submit
+        results = await asyncio.get_running_loop().run_in_executor(
             self.write_pool, self.commit, shard, memories, vectors, key_id, None if call is None else done, trace)
         self.extractor.note_write(shard, memories, results)   # counts turns; an extraction runs in the background
         return answer(results)
-
-    async def _embedded(self, tenant_id: str, texts: list[str], deadline_ns: int | None,
-                        ) -> tuple[np.ndarray | list[np.ndarray], Any]:
-        """The texts' vectors from the write batcher, and the traced request's context (None: not traced)."""
-        submit = self.batcher.submit(tenant_id=tenant_id, tokens=self.tokens(texts), payload=texts,
-                                     deadline_ns=deadline_ns)
-        if not traced_now(self.tracing):
-            return await submit, None
-        assert self.tracing is not None
-        with self.tracing.span("engram.embed", attributes={"engram.memories": len(texts)}):   # queue included
-            vectors = await submit
-        return vectors, self.tracing.current()
-
-    def _prepare(self, memories: Sequence[MemoryInput]) -> Prepared:
-        """Beside the forward pass: every input's salience (none skipped) and the linker's analysis of its text."""
-        prepared = self.salience.prepare(memories, min_salience=0.0)
-        updates.analyse(m.content for m in memories)
-        return prepared
 
     def commit(self, shard: TenantShard, memories: Sequence[MemoryInput], vectors: np.ndarray | list[np.ndarray],
                key_id: str = "", done: Callable[[list[WriteResult]], Done] | None = None,

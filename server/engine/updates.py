@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -209,12 +209,6 @@ def _analysed(text: str) -> _Text:
                  statement=not ("?" in body or "？" in body or len(body.split()) > MAX_WORDS),
                  relations=relations(body), words=content_words(body), attributes=attributes(body),
                  cue=change_cue(body), frames=_frames(body))
-
-
-def analyse(texts: Iterable[str]) -> None:
-    """Reads ``texts`` into the cache ahead of their judgements (a Write's new texts, beside its forward pass)."""
-    for text in texts:
-        _analysed(text)
 
 
 def forget_texts() -> None:

@@ -143,13 +143,13 @@ def test_a_purge_empties_the_update_linkers_text_cache(tmp_path: Path) -> None:
     memories = Memories(config=config())
     (a, b) = write(shard, [MemoryInput(content="Alex: my car is blue"), MemoryInput(content="Alex: my car is red")],
                    now_ms=T0)
-    updates.analyse(["Alex: my car is blue", "Alex: my car is red"])
+    updates._analysed("Alex: my car is blue"), updates._analysed("Alex: my car is red")
     assert updates._analysed.cache_info().currsize >= 2
     memories.delete(shard, ["m-unknown"], key_id="k", now_ms=T0)      # nothing purged: the cache stays
     assert updates._analysed.cache_info().currsize >= 2
     memories.delete(shard, [a.memory_id], key_id="k", now_ms=T0)
     assert updates._analysed.cache_info().currsize == 0
-    updates.analyse(["Alex: my car is red"])
+    updates._analysed("Alex: my car is red")
     spec = ForgetSpec(filter=Filter(), all=True, mode=ForgetMode.DELETE)
     assert memories.forget(shard, spec, key_id="k", now_ms=T0) == (1, [b.memory_id])
     assert updates._analysed.cache_info().currsize == 0
