@@ -29,8 +29,11 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 from server.domain import AuditEntry, AuditOp, AuditRef
@@ -75,6 +78,27 @@ def encode_line(op: AuditOp, refs: Iterable[AuditRef], *, at_ms: int, key_id: st
     if extra:
         record.update(extra)
     return (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+# The Write being committed on this thread: its line's fields beyond the memories ({"key", "at"}).
+_WRITE_LINE: ContextVar[dict[str, Any] | None] = ContextVar("engram_write_line", default=None)
+
+
+@contextmanager
+def writing(*, key_id: str, at_ms: int) -> Iterator[None]:
+    """Commits made inside are a Write's by ``key_id`` at ``at_ms`` (the time its WRITE line holds). A log in a
+    bucket records both in the commit object, so the line can wait for the flush and a next owner rebuilds it
+    whole (:mod:`server.store.object_audit`); a local log ignores them (its line is in the page cache)."""
+    token = _WRITE_LINE.set({"key": key_id, "at": at_ms})
+    try:
+        yield
+    finally:
+        _WRITE_LINE.reset(token)
+
+
+def write_line() -> dict[str, Any] | None:
+    """The fields :func:`writing` set for the commit being made on this thread (None: not a Write's commit)."""
+    return _WRITE_LINE.get()
 
 
 def entry_matches(entry: AuditEntry, *, ops: frozenset[AuditOp], memory_id: str) -> bool:

@@ -13,26 +13,30 @@ takeovers, reads the same objects.
 * **Durable before the acknowledgement.** A change's line (write, merge, supersede, delete, confirm, archive,
   expiry, consolidation, links) is durable before the call answers: the engine appends it under the tenant's
   write lock right after the commit. Most lines are uploaded there and then (concurrent appenders share one
-  upload). A Write's line is *carried by its commit* instead: when the line names exactly the memories the
-  tenant's last commit put (``Commit.created``: op WRITE, no note), the commit object already holds what the
-  line says (the memories, their ``source_refs``, its time ``"at"``), so the line waits in the buffer and the
-  Write costs one conditional PUT, not two. Buffered lines (carried ones, searches and uses) are uploaded by
-  the periodic flush (``sync``), by the next upload, before a read, before a compaction, on close, and at once
-  when ``MAX_CARRIED`` carried lines wait; a replica killed between two flushes loses at most that interval's
-  search lines.
+  upload). A Write's line is *carried by its commit* instead: the Write commits inside
+  :func:`server.store.audit.writing` (its key id and time), so the commit object records every field of its
+  line beyond the memories (``"line"``: who and when, beside what it put and its store seq); when the line is
+  exactly the one a recovery would build from the tenant's last commit (op WRITE, no note, the memories it put,
+  the same key id and time), it waits in the buffer and the Write costs one conditional PUT, not two. Any other
+  line, a Write committed outside ``writing`` included, is uploaded before the answer. Buffered lines (carried
+  ones, searches and uses) are uploaded by the periodic flush (``sync``), by the next upload, before a read,
+  before a compaction, on close, and at once when ``MAX_CARRIED`` carried lines wait; a replica killed between
+  two flushes loses at most that interval's search lines.
 * **Exactly once across a kill.** Each change line carries the store seq of the commit it describes
   (``"s"``), and each object the highest such seq (``covered``). Commits past ``covered`` are those whose line
   never reached the audit log: a carried line still in a dead owner's buffer, or a commit whose owner died
   before its line's upload. The taker, once fenced, finds them in its replay (``ObjectBackedLog.open`` keeps
-  the last ``AUDIT_TAIL`` commits) and uploads, noted ``recovered``, one WRITE line per commit naming the
-  memories it created (puts of ids the replay had not seen before: a put again of a known memory, the
-  extractor's re-index, creates nothing) and one DELETE line for those it deleted, at the commit's time (its
-  object's ``"at"``). Because the fence comes first, the dead owner's upload either landed before it (then
-  ``covered`` says so and nothing is recovered) or never lands. A recovered line has no key id. An update's
-  kind (merge, supersede, archive ...) is not in the log, so those lines are never carried (always uploaded
-  before the answer) and not recovered. A compaction first uploads every buffered line and has the lines of
-  commits it folds into its base uploaded at once (``carry_after``): a base holds no commits, so nothing
-  below it could be recovered.
+  the last ``AUDIT_TAIL`` commits) and uploads one WRITE line per commit naming the memories it created (puts
+  of ids the replay had not seen before: a put again of a known memory, the extractor's re-index, creates
+  nothing) and one DELETE line for those it deleted. A commit that recorded its line's fields gets that line
+  byte for byte (key id and time included: the audit reads as if the owner had flushed); an older commit
+  object (written before ``"line"``) or a delete gets a line noted ``recovered``, at the commit's time (its
+  object's ``"at"``), without a key id. Because the fence comes first, the dead owner's upload either landed
+  before it (then ``covered`` says so and nothing is recovered) or never lands. An update's kind (merge,
+  supersede, archive ...) is not in the log, so those lines are never carried (always uploaded before the
+  answer) and not recovered. A compaction first uploads every buffered line and has the lines of commits it
+  folds into its base uploaded at once (``carry_after``): a base holds no commits, so nothing below it could
+  be recovered.
 * **Retention and cap** as on one node: objects whose last line is older than ``retention_s`` go, then the
   oldest while the tenant's audit objects exceed ``max_bytes`` (never the newest, never a fence), applied by
   the owner's periodic flush.
@@ -49,7 +53,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,12 +91,15 @@ def _lines(body: bytes) -> list[bytes]:
 @dataclass(frozen=True)
 class Commit:
     """What the audit log knows of one commit of the tenant's memory log: its store seq, its time (ms; 0:
-    unknown), the memories it put (``created``: as a WRITE line names them) and the ids it deleted."""
+    unknown), the memories it put (``created``: as a WRITE line names them), the ids it deleted, and its
+    Write line's key id and time (``line_at_ms`` 0: the commit recorded no line, an older object's)."""
 
     seq: int = 0
     at_ms: int = 0
     created: tuple[AuditRef, ...] = ()
     deleted: tuple[str, ...] = ()
+    key_id: str = ""
+    line_at_ms: int = 0
 
 
 def put_ref(memory: dict[str, Any]) -> AuditRef:
@@ -100,9 +107,11 @@ def put_ref(memory: dict[str, Any]) -> AuditRef:
     return AuditRef(memory_id=memory["id"], source_refs=tuple(memory.get("source_refs", ())))
 
 
-def commit_of(records: Sequence[Record], *, seq: int, at_ms: int, seen: set[str] | None = None) -> Commit:
+def commit_of(records: Sequence[Record], *, seq: int, at_ms: int, seen: set[str] | None = None,
+              line: Mapping[str, Any] | None = None) -> Commit:
     """A group's Commit. ``seen``: the memory ids put before it (a replay's); a put of one of them creates
-    nothing (the set is extended). None: every put counts (the group a live owner just committed)."""
+    nothing (the set is extended). None: every put counts (the group a live owner just committed). ``line``:
+    the Write line fields its object recorded (:func:`server.store.audit.writing`)."""
     created: list[AuditRef] = []
     deleted: list[str] = []
     for meta, _ in records:
@@ -113,21 +122,32 @@ def commit_of(records: Sequence[Record], *, seq: int, at_ms: int, seen: set[str]
             seen.add(meta["m"]["id"])
         elif op == "del":
             deleted += meta["ids"]
-    return Commit(seq=seq, at_ms=at_ms, created=tuple(created), deleted=tuple(deleted))
+    return Commit(seq=seq, at_ms=at_ms, created=tuple(created), deleted=tuple(deleted),
+                  key_id=str((line or {}).get("key", "")), line_at_ms=int((line or {}).get("at", 0)))
+
+
+def write_line_of(commit: Commit) -> bytes:
+    """The WRITE line the commit stands for, as its owner appended it (the commit recorded its fields)."""
+    return encode_line(AuditOp.WRITE, commit.created, at_ms=commit.line_at_ms, key_id=commit.key_id,
+                       extra={"s": commit.seq})
 
 
 def recovered_lines(tail: Sequence[Commit], *, covered: int, at_ms: int) -> list[bytes]:
-    """Audit lines for the commits past ``covered`` (store seq): the memories each created or deleted, at the
-    commit's time (``at_ms`` when the commit object did not record one)."""
+    """Audit lines for the commits past ``covered`` (store seq): the memories each created (the Write's own line
+    when the commit recorded its fields) or deleted, else noted ``recovered`` at the commit's time (``at_ms``
+    when the commit object did not record one)."""
     out: list[bytes] = []
     for commit in tail:
         if commit.seq <= covered:
             continue
-        deleted = [AuditRef(memory_id=i) for i in commit.deleted]
-        for op, refs in ((AuditOp.WRITE, commit.created), (AuditOp.DELETE, deleted)):
-            if refs:
-                out.append(encode_line(op, refs, at_ms=commit.at_ms or at_ms, note="recovered",
-                                       extra={"s": commit.seq}))
+        if commit.created and commit.line_at_ms:
+            out.append(write_line_of(commit))
+        elif commit.created:
+            out.append(encode_line(AuditOp.WRITE, commit.created, at_ms=commit.at_ms or at_ms, note="recovered",
+                                   extra={"s": commit.seq}))
+        if commit.deleted:
+            out.append(encode_line(AuditOp.DELETE, [AuditRef(memory_id=i) for i in commit.deleted],
+                                   at_ms=commit.at_ms or at_ms, note="recovered", extra={"s": commit.seq}))
     return out
 
 
@@ -302,7 +322,8 @@ class BucketAuditLog:
         commit = self._last_commit() if change else Commit()
         line = encode_line(op, refs, at_ms=at_ms, key_id=key_id, query=query, note=note,
                            extra={"s": commit.seq} if change else None)
-        carried = change and self._carries(op, refs, note=note, commit=commit)
+        carried = (change and commit.line_at_ms > 0 and commit.seq > self.carry_after
+                   and line == write_line_of(commit))   # a recovery would build this very line
         with self._lock:
             self._pending.append(line)
             self._appended += 1
@@ -312,13 +333,6 @@ class BucketAuditLog:
             upload = change and (not carried or self._carried >= MAX_CARRIED)
         if upload:
             self._upload_through(mine)
-
-    def _carries(self, op: AuditOp, refs: Sequence[AuditRef], *, note: str, commit: Commit) -> bool:
-        """Whether the commit object stands for this line until it is uploaded: a WRITE naming exactly what
-        the last commit put (a recovery would write the same line from the commit)."""
-        return (op == AuditOp.WRITE and not note and commit.seq > self.carry_after and bool(refs)
-                and sorted((r.memory_id, tuple(r.source_refs), r.related_id) for r in refs)
-                == sorted((r.memory_id, tuple(r.source_refs), "") for r in commit.created))
 
     def upload_pending(self, *, carry_after: int) -> None:
         """Before a compaction folds the commits up to store seq ``carry_after`` into a base: their lines are no

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from server.errors import StoreUnavailable
 from server.store.durable_log import CATALOG_FILE, TenantLog
 from server.store.memory_store import LOG_FILE
+from server.store.audit import write_line
 from server.store.object_audit import BucketAuditLog, Commit, commit_of
 from server.store.objectlog import CATALOG_ROOT, ObjectLog, Replay, tenant_root
 from server.store.s3 import ObjectStore, Taken, make_client, verify_conditional_writes
@@ -110,10 +111,11 @@ class ObjectBackedLog:
 
     def append(self, records: Sequence[Record]) -> None:
         at_ms = int(self.objects.clock() * 1000)
-        seq = self.objects.append(records, at_ms=at_ms)   # durable (acknowledged by the object store) from here on
+        line = write_line()   # a Write's commit records its audit line's fields (audit.writing)
+        seq = self.objects.append(records, at_ms=at_ms, line=line)   # durable (the store said 200) from here on
         store_seq = _store_seq(records)
         if store_seq >= self.last_commit.seq:
-            self.last_commit = commit_of(records, seq=store_seq, at_ms=at_ms)
+            self.last_commit = commit_of(records, seq=store_seq, at_ms=at_ms, line=line)
         with self._lock:
             if not self._cache_ok:
                 return
@@ -186,7 +188,8 @@ def _tail_commits(replay: Replay) -> list[Commit]:
     wanted = {meta["m"]["id"] for _, group in tail for meta, _ in group if meta.get("op") == "put"}
     earlier = itertools.chain(replay.base, (record for _, group in before for record in group))
     seen = {meta["m"]["id"] for meta, _ in earlier if meta.get("op") in ("put", "upd") and meta["m"]["id"] in wanted}
-    return [commit_of(group, seq=_store_seq(group), at_ms=replay.at_ms.get(seq, 0), seen=seen) for seq, group in tail]
+    return [commit_of(group, seq=_store_seq(group), at_ms=replay.at_ms.get(seq, 0), seen=seen,
+                      line=replay.lines.get(seq)) for seq, group in tail]
 
 
 def _store_seq(records: Sequence[Record]) -> int:

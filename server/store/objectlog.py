@@ -5,8 +5,9 @@ Keys under ``tenants/{tenant}/`` (the tenant id URL-quoted):
 * ``wal/{seq:020d}``: one immutable object per group commit (or a fence), created with ``If-None-Match: *``
   at the next sequence number, acknowledged only once the store said 200. Sequence numbers are dense: a
   key is only ever created right after the one before it, so the log is every segment in order. A commit's
-  header records its time (``"at"``, ms): it stands for the Write's audit line until that is uploaded
-  (:mod:`server.store.object_audit`).
+  header records its time (``"at"``, ms) and, for a Write, the fields of its audit line beyond the memories
+  (``"line"``: ``{"key", "at"}``, who and when): it stands for that line until the line is uploaded
+  (:mod:`server.store.object_audit`). Commits written before ``"line"`` existed have none.
 * ``owner``: ``{"owner", "epoch", "nonce"}``, taken by compare-and-swap (``If-Match`` the ETag read, or
   ``If-None-Match: *`` for the first owner); each taker gets a higher epoch.
 * ``manifest``: ``{"base", "base_seq", "epoch", "swapped_s", "artefacts", "fences"}`` by compare-and-swap:
@@ -82,6 +83,7 @@ class Replay:
     base: list[Record] = field(default_factory=list)
     segments: list[tuple[int, list[Record]]] = field(default_factory=list)   # (seq, the group's records)
     at_ms: dict[int, int] = field(default_factory=dict)   # a commit's seq → its time ("at"), when it recorded one
+    lines: dict[int, dict[str, Any]] = field(default_factory=dict)   # a commit's seq → its Write line's fields
     artefacts: dict[str, bytes] = field(default_factory=dict)
 
     @property
@@ -210,6 +212,8 @@ class ObjectLog:
         if header.get("kind") == "commit":
             replay.segments.append((seq, parse_records(body)))
             replay.at_ms[seq] = int(header.get("at", 0))
+            if isinstance(header.get("line"), dict):
+                replay.lines[seq] = header["line"]
         elif header.get("kind") == "fence":
             replay.segments.append((seq, []))
             with self._lock:
@@ -274,9 +278,10 @@ class ObjectLog:
         raise StoreUnavailable(f"tenant {self.tenant_id}: the manifest stayed contended; retry")
 
     # -- appends ------------------------------------------------------------------------------------
-    def append(self, records: Sequence[Record], *, at_ms: int = 0) -> int:
+    def append(self, records: Sequence[Record], *, at_ms: int = 0, line: Mapping[str, Any] | None = None) -> int:
         """Makes one group commit durable as segment ``next_seq``; returns its seq once the store said so.
-        ``at_ms``: the commit's time, kept in its object (a recovered audit line's time).
+        ``at_ms``: the commit's time, ``line``: its Write's audit line fields (who, when), both kept in its object
+        (what a recovered audit line holds).
         Raises NotOwner when fenced, StoreUnavailable when the store failed (``outcome_unknown``: it may
         have landed; the log refuses further appends until reloaded)."""
         if self.fenced:
@@ -287,8 +292,10 @@ class ObjectLog:
         if not self.next_seq:
             raise RuntimeError("append before acquire")
         seq = self.next_seq
-        body = encode_object({"kind": "commit", "epoch": self.epoch, "at": at_ms, "nonce": uuid.uuid4().hex},
-                             encode_group(records))
+        header: dict[str, Any] = {"kind": "commit", "epoch": self.epoch, "at": at_ms, "nonce": uuid.uuid4().hex}
+        if line:
+            header["line"] = dict(line)
+        body = encode_object(header, encode_group(records))
         try:
             self.store.create(self._seg(seq), body)
         except Taken as exc:

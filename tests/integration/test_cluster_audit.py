@@ -1,8 +1,9 @@
 """The audit log on Ray follows its tenant: writers (idempotency keys, retried until acknowledged) and a
 searcher run while the replica owning the tenant is SIGKILLed ``CLUSTER_AUDIT_KILLS`` times (default 4), so
 the tenant moves between replicas each time; then ``Audit`` (paged through the edge) names every memory an
-acknowledged write created in exactly one WRITE line, no line names a memory that was never acknowledged
-or stored, and lines written before the first kill are still there. Figures are printed (and written to
+acknowledged write created in exactly one WRITE line, each with the writers' key id (a line rebuilt from its
+commit after a kill too), no line names a memory that was never acknowledged or stored, and lines written before
+the first kill are still there. Figures are printed (and written to
 ``$CLUSTER_TEST_REPORT`` when set). Then Stats and /metrics at the edge cover both replicas, and the single node's
 template-tenant test runs against the cluster (CreateTenant with a template).
 
@@ -172,6 +173,9 @@ def test_audit_after_moves_names_every_acknowledged_write_exactly_once(edge: Run
     merged = [r.merged_into for r in acked if r.outcome == spb.WRITE_OUTCOME_MERGED]
     stored = {m.memory_id for m in admin.list_all(TENANT)}
     written = named[spb.AUDIT_OP_WRITE]
+    created_set = set(created)
+    write_keys = Counter(e.key_id for e in entries
+                         if e.op == spb.AUDIT_OP_WRITE and any(r.memory_id in created_set for r in e.refs))
     report = {
         "kills": len(moves), "moves": moves, "acknowledged_writes": len(acked), "created": len(created),
         "merged": len(merged), "audit_entries": len(entries),
@@ -179,6 +183,7 @@ def test_audit_after_moves_names_every_acknowledged_write_exactly_once(edge: Run
         "search_lines": sum(e.op == spb.AUDIT_OP_SEARCH for e in entries), "searches_ok": searcher.ok,
         "write_lines_missing": sum(written[i] == 0 for i in created),
         "write_lines_duplicated": sum(written[i] > 1 for i in created),
+        "write_lines_by_key_id": dict(write_keys),
         "merges_without_a_merge_line": sum(named[spb.AUDIT_OP_MERGE][i] == 0 for i in merged),
         "failed_writes_by_code": dict(sum((w.failures for w in writers), Counter())),
         "failed_searches_by_code": dict(searcher.failures)}
@@ -188,6 +193,7 @@ def test_audit_after_moves_names_every_acknowledged_write_exactly_once(edge: Run
     assert len(moves) == KILLS and created
     assert [i for i in created if written[i] != 1] == [], "every created memory in exactly one WRITE line"
     assert set(written) <= set(created) | stored, "a WRITE line names a memory never acknowledged nor stored"
+    assert len(write_keys) == 1 and "" not in write_keys, "every WRITE line names the writers' key, recovered or not"
     assert any(e.at_ms < first_kill_ms and e.op == spb.AUDIT_OP_WRITE for e in entries), "history before the moves"
     assert report["search_lines"] <= searcher.ok + sum(searcher.failures.values())
     assert [e.entry_id for e in entries] == sorted({e.entry_id for e in entries})
