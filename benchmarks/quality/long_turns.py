@@ -13,7 +13,7 @@ process, the first ``embed_max_length`` tokens, as before passage vectors); and 
 alone, not its windows (``lucene.SEARCH_WINDOWS`` off in process: server/lexical/windows.py). ``--first-tokens``
 adds the cross-encoder reading each long memory's first tokens instead of its best passage
 (server/engine/passages.py; ``PASSAGE_CHARS`` raised past every memory's length); ``--ce-windows 400,600`` the
-cross-encoder reading a window of that many characters (``passages.PASSAGE_WINDOW``); ``--passage-tokens 64`` cuts
+cross-encoder reading a window of that many characters of a long turn (``passages.TURN_WINDOW``, 400 by default); ``--passage-tokens 64`` cuts
 the dense passage windows at 64 tokens for the whole run (an exploration: models.embedder.further_windows wrapped in
 process). ``--where`` adds, for the default
 and the BM25-without-windows variants, where each evidence turn ranks in the dense, BM25 and fused lists (top 100,
@@ -26,6 +26,7 @@ import argparse
 import json
 import logging
 import random
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--discounts", default="", help="comma-separated tiered.PASSAGE_DISCOUNT values to add")
     parser.add_argument("--where", action="store_true", help="also where the evidence ranks in each list")
     parser.add_argument("--main-only", action="store_true", help="also the dense side on main vectors alone")
-    parser.add_argument("--ce-windows", default="", help="comma-separated passages.PASSAGE_WINDOW values to add")
+    parser.add_argument("--ce-windows", default="", help="comma-separated passages.TURN_WINDOW values to add")
     parser.add_argument("--passage-tokens", type=int, default=0,
                         help="cut dense passage windows at N tokens instead of the embedder's window (exploration)")
     parser.add_argument("--out", type=Path, default=None,
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     default_discount = tiered.PASSAGE_DISCOUNT
     # (name, dense side reads passage vectors, PASSAGE_CHARS or None, passage discount, BM25 reads windows)
     variants = [("passage vectors + BM25 windows + best passage (default)", True, None, default_discount, True),
+                ("passage vectors + BM25 windows, cross-encoder window 800 (before)", True, None, default_discount,
+                 True),
                 ("passage vectors, BM25 without windows", True, None, default_discount, False)]
     if args.main_only:
         variants.append(("main vector only, BM25 without windows (before passages)", False, None, default_discount,
@@ -174,12 +177,13 @@ def main(argv: list[str] | None = None) -> int:
         results["ingest_memories_per_s"] = round(turns / ingest_s, 1)
         results["bm25_documents"] = sum(s.lexical.count() for s in shards)
         saved = (passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS,
-                 passages.PASSAGE_WINDOW)
+                 passages.TURN_WINDOW)
         variants += [(f"cross-encoder window {w} chars", True, None, default_discount, True) for w in windows]
         try:
             for name, dense_passages, chars, discount, bm25_windows in variants:
                 passages.PASSAGE_CHARS = chars or saved[0]
-                passages.PASSAGE_WINDOW = int(name.split()[2]) if name.startswith("cross-encoder window") else saved[4]
+                window = re.search(r"cross-encoder window (\d+)", name)
+                passages.TURN_WINDOW = int(window.group(1)) if window else saved[4]
                 tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = dense_passages, discount
                 lucene.SEARCH_WINDOWS = bm25_windows
                 run, block, ms = {}, {}, []
@@ -201,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                     log.info("where the evidence ranks: %s", results["variants"][name]["where"])
         finally:
             (passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS,
-             passages.PASSAGE_WINDOW) = saved
+             passages.TURN_WINDOW) = saved
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0

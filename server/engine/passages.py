@@ -7,7 +7,8 @@ turn was never read. :func:`rerank_text` gives the cross-encoder, for a memory w
 of the query's words (overlapping windows every ``PASSAGE_STRIDE`` characters, cut at word boundaries: the
 windows BM25 indexes too, server/lexical/windows.py; ties: the
 earliest) when that window holds at least ``PASSAGE_MARGIN`` more of them than the first window, else the first
-window. A short memory reads exactly as before (:func:`~server.text.memory_text`). One function for every place that
+window; the window is ``TURN_WINDOW`` (400) characters for an episodic memory (a chat turn), ``PASSAGE_WINDOW`` (800)
+for any other (a document, a fact). A short memory reads exactly as before (:func:`~server.text.memory_text`). One function for every place that
 builds a rerank pair: the rerank stage and the rerank cost model count the same text. Pure; no model runs here.
 """
 
@@ -21,6 +22,11 @@ from server.text import indexed_text, is_cjk_char, memory_text
 
 PASSAGE_CHARS = 800     # about what the cross-encoder's 256-token window holds beside a short question
 PASSAGE_WINDOW = PASSAGE_CHARS   # the window read of a longer content (windows start every half window)
+# The window read of a long EPISODIC memory (a chat turn, an event): the answer in a turn is a sentence or two, and the
+# cross-encoder, trained on short turns, reads it best with little around it. Chosen on the dev long turns
+# (benchmarks/quality/long_turns.py: R@10 0.525 -> 0.585, block 0.365 -> 0.478 at 400; 600 fell between 800 and 400
+# with 64- and 128-token passage vectors); SciFact abstracts (SEMANTIC) lost nDCG@10 0.005 at 400, so they keep 800.
+TURN_WINDOW = 400
 PASSAGE_STRIDE = 400    # windows overlap by half, so a sentence cut by one lies whole in the next
 PASSAGE_MARGIN = 1      # a later window is read only when it holds this many more query terms than the first
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -58,8 +64,11 @@ def best_passage(query: str, text: str, *, size: int = PASSAGE_CHARS, margin: in
 
 def rerank_text(query: str, memory: Memory, *, window: int | None = None) -> str:
     """What the cross-encoder reads of ``memory`` for ``query``: :func:`~server.text.memory_text` when the content
-    fits ``PASSAGE_CHARS``, else the same header and context around the content's best passage."""
+    fits ``PASSAGE_CHARS``, else the same header and context around the content's best passage: of ``window``
+    characters, else ``TURN_WINDOW`` for an episodic memory and ``PASSAGE_WINDOW`` for any other."""
     if len(memory.content) <= PASSAGE_CHARS:
         return memory_text(memory)
-    return indexed_text(best_passage(query, memory.content, size=window or PASSAGE_WINDOW), dated=memory.type == MemoryType.EPISODIC,
+    episodic = memory.type == MemoryType.EPISODIC
+    size = window or (TURN_WINDOW if episodic else PASSAGE_WINDOW)
+    return indexed_text(best_passage(query, memory.content, size=size), dated=episodic,
                         created_at_ms=memory.created_at_ms, entities=memory.entities, context=memory.context)

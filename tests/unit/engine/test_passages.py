@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from server.domain import Memory, MemoryStatus, MemoryType
 from server.engine import passages
 from server.text import memory_text
@@ -63,12 +65,15 @@ def test_a_later_window_is_read_only_when_it_clearly_holds_more_query_terms() ->
 
 
 
-def test_the_window_read_can_be_narrower_than_the_long_memory_threshold() -> None:
+def test_a_long_turn_reads_a_narrower_window_than_a_long_document() -> None:
     evidence = "Your sister Caroline said the adoption agency approved her application in June."
     content = "assistant: " + FILLER * 8 + evidence + " " + FILLER * 6
     query = "when was caroline's adoption application approved?"
-    text = passages.rerank_text(query, memory(content), window=400)
-    assert evidence in text and len(text) <= 400 + len("[8 May 2023] ")
-    assert len(passages.rerank_text(query, memory(content))) > 600      # the default window: 800 characters
+    text = passages.rerank_text(query, memory(content))                  # a chat turn: TURN_WINDOW characters
+    assert evidence in text and len(text) <= passages.TURN_WINDOW + len("[8 May 2023] ") < 500
+    document = dataclasses.replace(memory(content), type=MemoryType.SEMANTIC)
+    read = passages.rerank_text(query, document)                         # a document keeps PASSAGE_WINDOW (800)
+    assert evidence in read and 600 < len(read) <= passages.PASSAGE_WINDOW
+    assert len(passages.rerank_text(query, memory(content), window=600)) > 500
     short = memory("assistant: " + FILLER * 4)                            # under PASSAGE_CHARS: read whole
-    assert passages.rerank_text(query, short, window=400) == memory_text(short)
+    assert passages.rerank_text(query, short) == memory_text(short)
