@@ -31,6 +31,7 @@ from server.engine.write import commit_writes
 from server.hygiene.extractor import EXTRACTOR_KEY_ID, Extractor
 from server.hygiene.normalise import normalise_input
 from server.hygiene.writes import SaliencePolicy
+from server.store.audit import writing
 from server.store.idempotency import Done
 from server.tenants.shard import TenantShard
 from server.text import indexed_text, without_context
@@ -226,8 +227,9 @@ class Ingest:
         with shard.write_lock:
             shard.check_live()
             now = self.clock()
-            results = commit_writes(shard, memories, vectors, cfg=self.config.memory, now_ms=now, done=done,
-                                    marks=marks)
+            with writing(key_id=key_id, at_ms=now):   # the commit records its WRITE line's key id and time
+                results = commit_writes(shard, memories, vectors, cfg=self.config.memory, now_ms=now, done=done,
+                                        marks=marks)
             self.memories.after_write_locked(shard, memories, results, key_id=key_id, now_ms=now)
             return results
 
