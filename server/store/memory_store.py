@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 
 LOG_FILE = "memories.wal"   # the store's log, in the tenant's directory
+BASE_OP = "base"            # a compacted log's first record: the seq its base stands for (TenantStore.base_seq)
 _RECORD_FIXED_BYTES = 370   # header, JSON keys and fixed fields of a put (measured: 343 with 6-digit times, ~370 with ms times)
 
 
@@ -73,6 +74,7 @@ class TenantStore:
         self._columns = DocColumns()
         self.idempotency = IdempotencyTable()   # answered calls by idempotency key (server/store/idempotency.py)
         self.seq = 0
+        self.base_seq = 0   # the seq of the compacted base the log starts from: no record before it is kept
         self._compact_lock = threading.Lock()   # one compaction at a time; close waits for it
         self._live_bytes = 0
         self._passage_rows: dict[int, int] = {}   # doc id -> passage vectors its put carries (long memories only)
@@ -114,6 +116,12 @@ class TenantStore:
     def compacted_seq(self) -> int:
         """The seq below which the log kept no history (TenantLog.compacted_seq); index caches older are stale."""
         return self._wal.compacted_seq
+
+    @property
+    def history_from(self) -> int:
+        """The seq from which the log holds every change: an index cache committed before it lacks changes no
+        replay restores (deletes folded into a base) and must be rebuilt from the store."""
+        return max(self.compacted_seq, self.base_seq)
 
     # -- reads ------------------------------------------------------------------------------------
     def get(self, memory_id: str) -> Memory | None:
@@ -178,7 +186,9 @@ class TenantStore:
     def _apply(self, meta: dict, blob: bytes, replayed: Replayed | None) -> None:
         op = meta["op"]
         self.seq = max(self.seq, int(meta.get("seq", 0)))
-        if op in ("put", "upd"):
+        if op == BASE_OP:
+            self.base_seq = max(self.base_seq, int(meta["seq"]))
+        elif op in ("put", "upd"):
             memory = memory_from_json(meta["m"])
             old = self._by_id.get(memory.memory_id)
             old_bytes = self._record_bytes(old) if old is not None else 0
@@ -283,8 +293,10 @@ class TenantStore:
         ``artefacts``: index snapshots at the plan's seq, kept beside the base where the log stores them."""
         try:
             vectors = self._logged_blobs(upto=plan.upto)
-            records: list[Record] = [({"op": "put", "seq": plan.seq, "m": memory_to_json(m)}, vectors[m.doc_id])
-                                     for m in plan.live]
+            # The base's seq first: a restart whose Lucene commit is older rebuilds it (history_from).
+            records: list[Record] = [({"op": BASE_OP, "seq": plan.seq}, b"")]
+            records.extend(({"op": "put", "seq": plan.seq, "m": memory_to_json(m)}, vectors[m.doc_id])
+                           for m in plan.live)
             # The answers still inside their window: a retry after the compaction is answered as before.
             records.extend((done.record(plan.seq), b"") for done in plan.answered)
             tmp = self._wal.write_replacement(records, upto=plan.upto, artefacts=artefacts)
@@ -293,6 +305,7 @@ class TenantStore:
                     tmp.unlink(missing_ok=True)
                     return self._wal.size_bytes()
                 size = self._wal.publish(tmp, tail_from=plan.upto)
+                self.base_seq = max(self.base_seq, plan.seq)
                 self.compactions += 1
             return size
         finally:

@@ -169,8 +169,8 @@ class WriteAheadLog:
 
     @property
     def compacted_seq(self) -> int:
-        """0: this file's own index caches are always committed before it is compacted (TenantShard.compact),
-        so no cache can predate history it dropped."""
+        """0: the file's compacted base starts with its own seq (TenantStore.base_seq), which the loaders check
+        the index caches against (a compaction whose Lucene commit was skipped or failed)."""
         return 0
 
     def read(self, *, upto: int | None = None) -> list[Record]:

@@ -48,13 +48,14 @@ def restore_artefacts(directory: Path, store: TenantStore) -> None:
 
 def load_lexical(tenant_id: str, directory: Path, store: TenantStore, replayed: Replayed) -> LuceneIndex:
     """The tenant's Lucene index at the store's seq: replayed past its last commit, or rebuilt from the
-    store when it claims changes the log does not hold, or predates the history the log kept (compacted by
-    another owner since)."""
+    store when it claims changes the log does not hold, or predates the history the log kept (a compaction
+    whose Lucene commit was skipped or failed, or one by another owner): the deletes folded into the base
+    would never reach it."""
     lexical = LuceneIndex.open(directory / "lucene")
     committed = lexical.committed_seq()
-    if committed > store.seq or 0 < committed < store.compacted_seq:
+    if committed > store.seq or 0 < committed < store.history_from:
         log.warning("tenant %s: lexical index at seq %d, the log at %d (history from %d); rebuilding",
-                    tenant_id, committed, store.seq, store.compacted_seq)
+                    tenant_id, committed, store.seq, store.history_from)
         lexical.delete_all()
         lexical.upsert([(m.doc_id, memory_text(m)) for m in store.all()])
     else:

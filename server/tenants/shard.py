@@ -418,7 +418,9 @@ class TenantShard:
         self.apply(updates=list(relinked.values()), deletes=list(doomed), done=done)
         self.log_audit(AuditOp.DELETE, refs_of(list(doomed.values())), at_ms=now_ms, key_id=key_id, note=note)
         if compact:
-            self.lexical.commit(self.store.seq)
+            # Through the slot: a stale index (its writes skipped) is never committed as current. Where the
+            # commit fails the log is compacted all the same (the forget) and the next load rebuilds Lucene.
+            self._commit_lexical_locked()
             size = self.store.compact()
             log.info("tenant %s: purged %d memories; log compacted to %d bytes", self.tenant_id, len(doomed), size)
         return len(doomed)
