@@ -38,6 +38,11 @@ class TenantLog(Protocol):
     @property
     def compacted_seq(self) -> int: ...
 
+    # True where compacted_seq comes from the log's own base (object storage). Where it does not (the local file),
+    # a compaction writes its base's seq as the first record instead (TenantStore.base_seq). Object logs never get
+    # that record, so a replica of an older version still reads a base a newer one wrote (rolling upgrades).
+    keeps_base_seq: bool
+
     # True once the log refuses appends until it is reopened (object storage: a commit's outcome is unknown,
     # or another owner fenced it); the registry then reloads the tenant on its next request.
     @property

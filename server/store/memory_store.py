@@ -293,8 +293,9 @@ class TenantStore:
         ``artefacts``: index snapshots at the plan's seq, kept beside the base where the log stores them."""
         try:
             vectors = self._logged_blobs(upto=plan.upto)
-            # The base's seq first: a restart whose Lucene commit is older rebuilds it (history_from).
-            records: list[Record] = [({"op": BASE_OP, "seq": plan.seq}, b"")]
+            # The base's seq first where the log does not keep it: a restart whose Lucene commit is older rebuilds
+            # it (history_from).
+            records: list[Record] = [] if self._wal.keeps_base_seq else [({"op": BASE_OP, "seq": plan.seq}, b"")]
             records.extend(({"op": "put", "seq": plan.seq, "m": memory_to_json(m)}, vectors[m.doc_id])
                            for m in plan.live)
             # The answers still inside their window: a retry after the compaction is answered as before.

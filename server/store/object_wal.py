@@ -99,6 +99,7 @@ class ObjectBackedLog:
         return self._audit
 
     stores_artefacts = True
+    keeps_base_seq = True   # the base's seq is the replay's compacted_seq
 
     @property
     def needs_reload(self) -> bool:

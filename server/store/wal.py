@@ -162,6 +162,7 @@ class WriteAheadLog:
             return self._size
 
     stores_artefacts = False
+    keeps_base_seq = False   # compacted_seq is 0: a compaction writes a base record (TenantStore.base_seq)
     needs_reload = False   # a failed fsync raises; the file never needs reopening to know its state
 
     def take_artefacts(self) -> dict[str, bytes]:

@@ -173,3 +173,21 @@ def test_a_dropped_tenant_leaves_nothing_in_the_bucket(backend: tuple[ObjectLogB
     assert objects.store.keys("tenants/gone/") == []
     assert len(open_store(objects, tmp_path / "b", tenant="gone")) == 0
     assert len(open_store(objects, tmp_path / "k2", tenant="kept")) == 1
+
+
+def test_a_compacted_object_log_has_no_base_record_an_older_replica_could_not_read(
+        backend: tuple[ObjectLogBackend, Faults], tmp_path: Path) -> None:
+    objects, _ = backend
+    store = open_store(objects, tmp_path / "a")
+    churn(store, 30, rounds=3)
+    store.compact()
+    expected = state(store)
+    again = open_store(objects, tmp_path / "b")   # replays the base from the bucket
+    assert state(again) == expected
+    assert again.compacted_seq > 0                # where the object log keeps its base's seq
+    assert all(meta.get("op") != "base" for meta, _ in again._wal.read())
+    local, _ = TenantStore.open(tmp_path / "local", dim=DIM)   # the local file keeps no seq of its own: it does
+    churn(local, 30, rounds=3)
+    local.compact()
+    assert [meta.get("op") for meta, _ in local._wal.read()][0] == "base"
+    assert TenantStore.open(tmp_path / "local", dim=DIM)[0].history_from == local.base_seq > 0
