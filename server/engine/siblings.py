@@ -166,7 +166,12 @@ def matched_words(query: str, statements: Sequence[str | None], *, single_cjk: b
     for words in out:
         for w in words:
             counts[w] = counts.get(w, 0) + 1
-    common = frozenset(w for w, c in counts.items() if c * COMMON_SHARE > SLOTS)
+    # Where fewer statements can join than the share needs (two), a word every one of them holds is as much their
+    # subject: "what food does the user eat?" over "The user is vegetarian" and "The user asked about train times"
+    # matches both in "user" only, and must not make the newer one the answer.
+    joinable = sum(1 for text in statements if text is not None)
+    need = min(SLOTS // COMMON_SHARE + 1, joinable)
+    common = frozenset(w for w, c in counts.items() if c >= need)
     return [w - common for w in out]
 
 

@@ -141,21 +141,22 @@ def test_past_first_other_subjects_links_questions_and_equal_ages_stay_in_place(
 
     from server.engine.siblings import newest_first, statement_words
     q = "where did I go hiking?"
-    pair = _mems(("Went hiking in the Lake District", 100), ("Went hiking on Snowdon", 900))
-    assert newest_first(q, TimeIntent.NONE, pair) == [1, 0]
+    cat = ("My cat is called Miso", 500)   # a third statement: with two, no word can be told from their subject
+    pair = _mems(("Went hiking in the Lake District", 100), ("Went hiking on Snowdon", 900), cat)
+    assert newest_first(q, TimeIntent.NONE, pair) == [1, 0, 2]
     for intent in (TimeIntent.PAST, TimeIntent.FIRST):
-        assert newest_first(q, intent, pair) == [0, 1]
+        assert newest_first(q, intent, pair) == [0, 1, 2]
     for a, b in [("My sister went hiking in Wales", "My brother went hiking in Spain"),     # other people
                  ("Caroline: I went hiking in Wales", "Melanie: I went hiking in Spain"),   # other speakers
                  ("I went hiking in Wales", "Did you go hiking in Spain?"),                  # a question
                  ("I went hiking in Wales", "I went hiking in Wales"),                       # a restatement
                  ("I went hiking in Wales", "I went hiking in Spain " + "and more " * 20)]:  # a narrative
-        assert newest_first(q, TimeIntent.NONE, _mems((a, 100), (b, 900))) == [0, 1], (a, b)
-    other_scope = [pair[0], dataclasses.replace(pair[1], scope="work")]
-    linked = [pair[0], dataclasses.replace(pair[1], updates=("m_0000",))]
-    same_age = _mems(("Went hiking in the Lake District", 500), ("Went hiking on Snowdon", 500))
-    for mems in (other_scope, linked, same_age, [pair[0], None]):
-        assert newest_first(q, TimeIntent.NONE, mems) == [0, 1]
+        assert newest_first(q, TimeIntent.NONE, _mems((a, 100), (b, 900), cat)) == [0, 1, 2], (a, b)
+    other_scope = [pair[0], dataclasses.replace(pair[1], scope="work"), pair[2]]
+    linked = [pair[0], dataclasses.replace(pair[1], updates=("m_0000",)), pair[2]]
+    same_age = _mems(("Went hiking in the Lake District", 500), ("Went hiking on Snowdon", 500), cat)
+    for mems in (other_scope, linked, same_age, [pair[0], None, pair[2]]):
+        assert newest_first(q, TimeIntent.NONE, mems) == [0, 1, 2]
     assert statement_words("我跳槽到字节跳动上班了") == 11
     long_zh = _mems(("用户团队计划下半年将核心数据库从自建集群改为云上托管服务，当前最关注迁移成本与停机时间", 100),
                     ("用户团队计划下半年将核心数据库从自建集群改为云上托管服务，当前最关注停机时间", 900))
@@ -179,12 +180,24 @@ def test_statements_naming_different_entities_are_not_one_attribute() -> None:
     import dataclasses
 
     from server.engine.siblings import newest_first
-    code = _mems(("用户用Neovim写代码", 100), ("周末用户会给开源项目写代码", 900))
+    code = _mems(("用户用Neovim写代码", 100), ("周末用户会给开源项目写代码", 900), ("用户喜欢听爵士乐", 500))
     q = "用户平时用什么工具写代码？"
-    assert newest_first(q, TimeIntent.NONE, code) == [1, 0]   # no entities: grouped by 写代/代码
-    named = [dataclasses.replace(code[0], entities=("Neovim",)), dataclasses.replace(code[1], entities=("开源", "限流库"))]
-    assert newest_first(q, TimeIntent.NONE, named) == [0, 1]
-    same = [dataclasses.replace(m, entities=("billing database",)) for m in code]
-    assert newest_first(q, TimeIntent.NONE, same) == [1, 0]
-    one_side = [named[0], code[1]]
-    assert newest_first(q, TimeIntent.NONE, one_side) == [1, 0]
+    assert newest_first(q, TimeIntent.NONE, code) == [1, 0, 2]   # no entities: grouped by 写代/代码
+    named = [dataclasses.replace(code[0], entities=("Neovim",)), dataclasses.replace(code[1], entities=("开源", "限流库")),
+             code[2]]
+    assert newest_first(q, TimeIntent.NONE, named) == [0, 1, 2]
+    same = [*(dataclasses.replace(m, entities=("billing database",)) for m in code[:2]), code[2]]
+    assert newest_first(q, TimeIntent.NONE, same) == [1, 0, 2]
+    one_side = [named[0], code[1], code[2]]
+    assert newest_first(q, TimeIntent.NONE, one_side) == [1, 0, 2]
+
+
+def test_two_statements_sharing_only_their_subject_keep_their_order() -> None:
+    # With two statements, a word both hold cannot be told from their common subject: "user" here is not what
+    # the question asks about, and the newer one must not become the answer.
+    from server.engine.siblings import newest_first
+    mems = _mems(("The user is vegetarian", 100), ("The user asked about train times to Porto", 900))
+    assert newest_first("what food does the user eat?", TimeIntent.NONE, mems) == [0, 1]
+    three = _mems(("The user is vegetarian", 100), ("The user asked about train times to Porto", 900),
+                  ("The user has a cat called Miso", 500))
+    assert newest_first("what food does the user eat?", TimeIntent.NONE, three) == [0, 1, 2]   # 3 of 3: subject

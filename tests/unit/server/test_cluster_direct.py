@@ -131,9 +131,11 @@ def test_a_model_stand_in_uses_the_direct_method_then_falls_back_to_serve(monkey
     asyncio.run(scenario())
 
 
+@pytest.mark.slow   # the edge (server.cluster.ingress) imports ray: the cluster extra that make test-slow installs
 def test_the_edge_counts_its_calls_by_path_for_metrics() -> None:
     """/metrics at the edge: direct calls answered, refused (then through Serve) and failed (a read then through
     Serve), by method, and the Serve path's calls; no tenant label."""
+    pytest.importorskip("ray", reason="the cluster extra (requirements-cluster.txt) is not installed")
     import pickle
     from dataclasses import dataclass
 
