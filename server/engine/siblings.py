@@ -34,6 +34,7 @@ import numpy as np
 
 from server.domain import Memory, TimeIntent
 from server.engine import updates
+from server.groups import components
 from server.text import CJK_CHARS, has_cjk
 
 TOP_N = 10   # the candidates (by relevance) that may form sets: a sibling must already be among the relevant
@@ -193,26 +194,15 @@ def newest_first(query: str, intent: TimeIntent, memories: Sequence[Memory | Non
     if min_cosine is not None and vectors is not None:
         v = np.asarray(vectors, dtype=np.float64)
         cos = v @ v.T
-    root = list(range(n))
 
-    def find(i: int) -> int:
-        while root[i] != i:
-            root[i] = root[root[i]]
-            i = root[i]
-        return i
+    def linked(i: int, j: int) -> bool:
+        a, b = memories[i], memories[j]
+        return (a is not None and b is not None and subjects[i] is not None and subjects[i] == subjects[j]
+                and (not ENTITIES or not (a.entities and b.entities and set(a.entities) != set(b.entities)))
+                and same_attribute(a, b, words[i], words[j], cosine=None if cos is None else float(cos[i, j]),
+                                   min_cosine=min_cosine))
 
-    for i in range(n):
-        for j in range(i + 1, n):
-            a, b = memories[i], memories[j]
-            if (a is not None and b is not None and subjects[i] is not None and subjects[i] == subjects[j]
-                    and (not ENTITIES or not (a.entities and b.entities and set(a.entities) != set(b.entities)))
-                    and same_attribute(a, b, words[i], words[j], cosine=None if cos is None else float(cos[i, j]),
-                                       min_cosine=min_cosine)):
-                root[find(j)] = find(i)
-    groups: dict[int, list[int]] = {}
-    for i in range(n):
-        groups.setdefault(find(i), []).append(i)
-    for members in groups.values():
+    for members in components(n, ((i, j) for i in range(n) for j in range(i + 1, n) if linked(i, j))):
         if len(members) < 2:
             continue
         by_age = sorted(members, key=lambda i: (-memories[i].created_at_ms, i))  # type: ignore[union-attr]

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from server.domain import Memory, MemoryStatus, MemoryType
+from server.groups import components
 
 SESSION_GAP_MS = 3600 * 1000          # "over time": members at least this far apart
 # Members are at least this similar (e5 cosine; with a shared name or number). On LoCoMo dev it makes 40 clusters of
@@ -56,29 +57,21 @@ def find_clusters(memories: Sequence[Memory], vectors: np.ndarray, *, cosine: fl
     if n < 2:
         return []
     sims = vectors @ vectors.T if n <= 4096 else None
-    parent = list(range(n))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
     keys = [keys_of(m) for m in memories]
-    for i in range(n):
-        row = sims[i] if sims is not None else vectors @ vectors[i]
-        near = np.argsort(-row)[:NEIGHBOURS + 1]
-        for j in near.tolist():
-            if j <= i or row[j] < cosine:
-                continue
-            if abs(memories[i].created_at_ms - memories[j].created_at_ms) < SESSION_GAP_MS or not keys[i] & keys[j]:
-                continue
-            parent[root(j)] = root(i)
-    groups: dict[int, list[int]] = {}
-    for i in range(n):
-        groups.setdefault(root(i), []).append(i)
+
+    def links() -> Iterator[tuple[int, int]]:
+        for i in range(n):
+            row = sims[i] if sims is not None else vectors @ vectors[i]
+            near = np.argsort(-row)[:NEIGHBOURS + 1]
+            for j in near.tolist():
+                if j <= i or row[j] < cosine:
+                    continue
+                if abs(memories[i].created_at_ms - memories[j].created_at_ms) < SESSION_GAP_MS or not keys[i] & keys[j]:
+                    continue
+                yield i, j
+
     out = []
-    for idx in groups.values():
+    for idx in components(n, links()):
         if len(idx) < 2:
             continue
         sub = vectors[idx] @ vectors[idx].T
