@@ -128,6 +128,9 @@ def summarise(out: dict[str, Any]) -> dict[str, Any]:
         for op in ("search", "write"):
             for q in ("p50", "p95"):
                 row[f"{op}_added_{q}_ms"] = round(row[f"{op}_{q}_ms"] - single[f"{op}_{q}_ms"], 2)
+        if "single_bucket" in summary and side != "single_bucket":   # the same durability: what the hops add
+            for q in ("p50", "p95"):
+                row[f"write_added_bucket_{q}_ms"] = round(row[f"write_{q}_ms"] - summary["single_bucket"][f"write_{q}_ms"], 2)
     return summary
 
 
@@ -145,6 +148,11 @@ def markdown(r: dict[str, Any]) -> str:
         lines.append(f"| {label}: / single node, p50 / p95 | — | " + " | ".join(
             f"{s[x][f'{op}_p50_ms'] / one[f'{op}_p50_ms']:.2f}× / {s[x][f'{op}_p95_ms'] / one[f'{op}_p95_ms']:.2f}×"
             for x in sides[1:]) + " |")
+    ray_sides = [x for x in sides if x not in ("single", "single_bucket")]
+    if "single_bucket" in sides:
+        lines.append("| Write of 1 memory: added to the single node on the same bucket, p50 / p95 ms | — | — | " + " | ".join(
+            f"{s[x]['write_added_bucket_p50_ms']:+.1f} / {s[x]['write_added_bucket_p95_ms']:+.1f}" for x in ray_sides)
+            + " |")
     lines.append("| search: engine's own total / embed, mean ms | " + " | ".join(
         f"{s[x]['search_engine_total_mean_ms']:.1f} / {s[x]['search_engine_embed_mean_ms']:.1f}" for x in sides) + " |")
     return "\n".join(lines) + "\n"

@@ -3,7 +3,7 @@
 Three deployments in one Serve application, and engram's own ``grpc.aio`` edge as the ingress:
 
 - ``Encoder`` and ``Reranker`` (:mod:`server.cluster.deployments`): stateless, each holds one model and
-  batches the texts / pairs of every tenant's requests into one forward pass with ``@serve.batch``. They
+  batches the texts / pairs of every tenant's requests into one forward pass (:mod:`server.cluster.passes`). They
   are called without a multiplexed model id (Serve splits batches by model id).
 - ``TenantShard``: a whole engine (:class:`server.engine.engine.Engine`) for the tenants the
   consistent-hash ring (``ConsistentHashRouter``, keyed by ``session_id=tenant``) routes to it, its models

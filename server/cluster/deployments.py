@@ -27,7 +27,10 @@ from ray.serve.config import RequestRouterConfig
 from ray.serve.handle import DeploymentHandle
 
 from server.cluster.board import BOARD_INTERVAL_S, dir_bytes, publish, rss_bytes
-from server.cluster.direct import MODEL_CALL, SHARD_CALL, Crashed, DirectServer, Refused, Target, node_host
+from server.cluster.direct import Crashed, Refused, Target, node_host
+from server.cluster.frames import FrameServer
+from server.cluster.passes import Passes, Waiting
+from server.cluster.streams import StreamServer
 from server.cluster.remote_models import ModelTargets, RemoteEmbedder, RemoteReranker, model_info, split
 from server.config import ServerConfig
 from server.domain import KeyScope
@@ -46,10 +49,10 @@ ROUTER_KWARGS = {"num_virtual_nodes": 100, "num_fallback_replicas": 1}
 HEALTH_CHECK_PERIOD_S = 2.0    # Serve's default 10 s: how soon the controller replaces a replica it lost
 SHARD_MAX_ONGOING = 512      # requests one shard replica takes at once (the engine's own batchers queue them)
 MODEL_MAX_ONGOING = 512      # per Encoder / Reranker replica: every shard's concurrent forwards join one batch
-MAX_BATCH = 64               # requests per @serve.batch call (each is one engine batch's texts or pairs)
-# How long a batch waits for stragglers: none. A pass takes what queued while the last one ran (under load, every
-# shard's forwards since), so batches still form across tenants; a wait only delayed a lone forward (2 ms each).
-BATCH_WAIT_S = 0.0
+# Requests per forward pass (each is one engine batch's texts or pairs). A pass takes what queued while the last
+# one ran (under load, every shard's forwards since), so batches form across tenants and replicas without waiting
+# for stragglers (a wait only delayed a lone forward: 2 ms each with @serve.batch's).
+MAX_BATCH = 64
 # Serve's per-request work engram has no use for, in every replica process: user code runs on the replica's own
 # event loop (Serve's default hops each request to a second loop thread and back, two thread wake-ups per call on
 # each side of a hop), and no access-log line per request (the engine logs what matters).
@@ -84,6 +87,7 @@ class _BatchStats:
         self.batches = 0
         self.requests = 0
         self.largest = 0
+        self.direct = 0   # of ``requests``: sent to the direct method (the rest came through Serve)
 
     def note(self, n: int) -> None:
         self.batches += 1
@@ -91,11 +95,16 @@ class _BatchStats:
         self.largest = max(self.largest, n)
 
     def as_dict(self) -> dict[str, int]:
-        return {"batches": self.batches, "requests": self.requests, "largest_batch": self.largest}
+        return {"batches": self.batches, "requests": self.requests, "largest_batch": self.largest,
+                "direct_requests": self.direct}
 
 
 class _BatchedModel:
-    """One model in a deployment replica; the subclasses' ``@serve.batch`` method runs it on a batch."""
+    """One model in a deployment replica. Its forward passes (:class:`server.cluster.passes.Passes`) take the
+    requests of every caller waiting when a pass starts: direct forwards, each on its connection's thread
+    (server/cluster/frames.py), and Serve calls, each on an executor thread."""
+
+    span = ""   # the SERVER span a traced request gets per pass
 
     def __init__(self, config: ServerConfig, load: Callable[[ServerConfig, str], Any]) -> None:
         from server.app import resolve_device, set_process_threads
@@ -109,21 +118,30 @@ class _BatchedModel:
         self.model = model
         self.batches = _BatchStats()
         self.tracing = build_tracing(config.tracing)   # a span per traced request a pass serves
-        self.direct = DirectServer(MODEL_CALL, self._direct)
+        self.passes = Passes(self._pass, max_requests=MAX_BATCH)
+        self.direct = FrameServer(self._direct)
+        self.direct.start(node_host())
 
-    async def _batched(self, items: list[Any], traces: list[dict[str, str]]) -> np.ndarray:
+    def _forward(self, items: list[Any]) -> Any:
         raise NotImplementedError
 
-    async def _direct(self, body: bytes) -> bytes:
-        """A direct forward (server/cluster/direct.py): JSON ``[items, traces]`` in, the rows as raw float32 out,
-        through the same ``@serve.batch`` pass as the Serve calls."""
+    def _direct(self, body: bytes) -> bytes:
+        """A direct forward, on its connection's thread: JSON ``[items, traces]`` in, the rows as raw float32
+        out."""
         items, traces = json.loads(body)
-        return np.ascontiguousarray(await self._batched(items, traces), dtype=np.float32).tobytes()
+        self.batches.direct += 1
+        return np.ascontiguousarray(self.passes.run(items, traces), dtype=np.float32).tobytes()
+
+    async def _served(self, items: list[Any], traces: list[dict[str, str]]) -> np.ndarray:
+        """A forward through Serve (the fallback path): the same passes, from an executor thread."""
+        return await asyncio.to_thread(self.passes.run, items, traces)
 
     def direct_target(self) -> dict[str, str] | None:
         return None if self.direct.target is None else self.direct.target.as_dict()
 
     def __del__(self) -> None:
+        if getattr(self, "direct", None) is not None:
+            self.direct.stop()
         if getattr(self, "tracing", None) is not None:
             self.tracing.close()   # exports what is buffered
 
@@ -133,57 +151,54 @@ class _BatchedModel:
     def stats(self) -> dict[str, int]:
         return self.batches.as_dict()
 
-    async def _run(self, fn: Callable[[list[Any]], Any], requests: list[list[Any]],
-                   traces: list[list[dict[str, str]]], name: str) -> list[np.ndarray]:
-        """One pass over every request's items; with tracing on, a SERVER span ``name`` per traced request it
-        served (``traces``: each call's W3C contexts), timed by the pass."""
+    def _pass(self, requests: list[Waiting]) -> list[np.ndarray]:
+        """One pass over every request's items; with tracing on, a SERVER span :attr:`span` per traced request it
+        served, timed by the pass."""
         self.batches.note(len(requests))
-        items = [item for r in requests for item in r]
+        items = [item for r in requests for item in r.items]
         started_ns = time.monotonic_ns()
-        out = await asyncio.to_thread(fn, items)
-        carriers = [c for t in traces for c in t]
+        out = self._forward(items)
+        carriers = [c for r in requests for c in r.traces]
         if self.tracing is not None and carriers:
-            self.tracing.served(name, carriers, start_ns=started_ns, end_ns=time.monotonic_ns(),
+            self.tracing.served(self.span, carriers, start_ns=started_ns, end_ns=time.monotonic_ns(),
                                 attributes={"engram.batch.size": len(items), "engram.batch.requests": len(requests)})
-        return split(np.asarray(out, dtype=np.float32), [len(r) for r in requests])
+        return split(np.asarray(out, dtype=np.float32), [len(r.items) for r in requests])
 
 
 @serve.deployment(max_ongoing_requests=MODEL_MAX_ONGOING, logging_config=NO_ACCESS_LOG)
 class Encoder(_BatchedModel):
     """The embedder, batched across every tenant's and replica's requests (called with no model id)."""
 
-    async def __init__(self, config: ServerConfig) -> None:
+    span = "engram.cluster.Encoder/embed"
+
+    def __init__(self, config: ServerConfig) -> None:
         from server.app import load_embedder
 
         super().__init__(config, load_embedder)
-        await self.direct.start(node_host())
 
-    @serve.batch(max_batch_size=MAX_BATCH, batch_wait_timeout_s=BATCH_WAIT_S)
-    async def embed(self, requests: list[list[str]], traces: list[list[dict[str, str]]]) -> list[np.ndarray]:
-        return await self._run(self.model.embed, requests, traces, "engram.cluster.Encoder/embed")
+    def _forward(self, items: list[Any]) -> Any:
+        return self.model.embed(items)
 
-    async def _batched(self, items: list[Any], traces: list[dict[str, str]]) -> np.ndarray:
-        return await self.embed(items, traces)   # type: ignore[no-any-return]
+    async def embed(self, items: list[str], traces: list[dict[str, str]]) -> np.ndarray:
+        return await self._served(items, traces)
 
 
 @serve.deployment(max_ongoing_requests=MODEL_MAX_ONGOING, logging_config=NO_ACCESS_LOG)
 class Reranker(_BatchedModel):
     """The cross-encoder, batched across every tenant's and replica's pairs (called with no model id)."""
 
-    async def __init__(self, config: ServerConfig) -> None:
+    span = "engram.cluster.Reranker/score"
+
+    def __init__(self, config: ServerConfig) -> None:
         from server.app import load_reranker
 
         super().__init__(config, load_reranker)
-        await self.direct.start(node_host())
 
-    @serve.batch(max_batch_size=MAX_BATCH, batch_wait_timeout_s=BATCH_WAIT_S)
-    async def score(self, requests: list[list[tuple[str, str]]], traces: list[list[dict[str, str]]],
-                    ) -> list[np.ndarray]:
-        return await self._run(lambda pairs: self.model.score([tuple(p) for p in pairs]), requests, traces,
-                               "engram.cluster.Reranker/score")
+    def _forward(self, items: list[Any]) -> Any:
+        return self.model.score([tuple(p) for p in items])
 
-    async def _batched(self, items: list[Any], traces: list[dict[str, str]]) -> np.ndarray:
-        return await self.score(items, traces)   # type: ignore[no-any-return]
+    async def score(self, items: list[list[str]], traces: list[dict[str, str]]) -> np.ndarray:
+        return await self._served(items, traces)
 
 
 class _Opened:
@@ -272,7 +287,7 @@ class TenantShard:
             flush_every(config.lucene_commit_interval_s, self.engine))
         self.data_dir = data_dir
         self.metrics = engine_metrics(self.engine)
-        self.direct = DirectServer(SHARD_CALL, self._direct)   # the edge's direct calls (server/cluster/direct.py)
+        self.direct = StreamServer(self._direct)   # the edge's direct calls (server/cluster/direct.py)
         await self.direct.start(node_host())
         self._publisher = asyncio.get_running_loop().create_task(self._publish_every(BOARD_INTERVAL_S))
         log.info("TenantShard replica %s up (pid %d)", self.replica, os.getpid())

@@ -1,22 +1,25 @@
 """The direct data path of ``engram serve --ray``: the steady state's calls without a Ray actor call.
 
 A Serve handle call is a Ray actor call: pickling, the raylet / core-worker path and several thread wake-ups on
-each side, ~10 ms on two busy cores. So every TenantShard, Encoder and Reranker replica also serves one
-``grpc.aio`` method on its own event loop (:class:`DirectServer`), bytes in and bytes out, behind a random
-token the replica makes at start:
+each side, ~10 ms on two busy cores. So every TenantShard, Encoder and Reranker replica also answers calls on a
+TCP port of its own, bytes in and bytes out (length-prefixed frames, server/cluster/frames.py), behind a random
+token the replica makes at start (checked before anything else is read):
 
-- edge -> TenantShard: the call the edge already authorized, pickled as the Serve call's arguments
-  (:data:`SHARD_CALL`); the replica runs exactly its Serve method's code on it, or answers :class:`Refused`
-  when the tenant is not loaded there or another replica took its log (the edge then takes the Serve path,
-  which loads it / fails over as it always did). A replica publishes its address and token with its figures
-  (server/cluster/board.py); the edge sends a tenant's call there only when the consistent-hash ring of its own
-  Serve handle names that replica and the channel is connected (:class:`ShardChannels`).
-- TenantShard -> Encoder / Reranker: a forward's items in, the ``@serve.batch`` pass's rows out as raw float32
-  bytes (:data:`MODEL_CALL`); the same batches form across tenants and replicas (server/cluster/remote_models.py).
+- edge -> TenantShard: the call the edge already authorized, pickled as the Serve call's arguments, over
+  asyncio streams on both event loops (:class:`server.cluster.streams.StreamServer`); the replica runs exactly
+  its Serve method's code on it, or answers :class:`Refused` when the tenant is not loaded there or another
+  replica took its log (the edge then takes the Serve path, which loads it / fails over as it always did). A
+  replica publishes its address and token with its figures (server/cluster/board.py); the edge sends a tenant's
+  call there only when the consistent-hash ring of its own Serve handle names that replica and the edge reached
+  it (:class:`server.cluster.streams.ShardLinks`).
+- TenantShard -> Encoder / Reranker: a forward's items in, its rows of the model replica's pass out as raw
+  float32 bytes, a blocking call from the caller's thread answered on the connection's own thread on the model
+  replica (:class:`server.cluster.frames.FrameServer`); the same passes form across tenants, replicas and the
+  Serve path's calls (server/cluster/passes.py).
 
 Whatever goes wrong on a direct call that cannot have changed anything falls back to the Serve path; a
 mutating call lost after it was sent answers UNAVAILABLE, as a lost Serve call does. The token keeps anyone
-else on the network from calling (it is checked before anything is unpickled); it travels only over Ray and
+else on the network from calling (nothing is unpickled before it matched); it travels only over Ray and
 through the bucket, both of which a cluster already trusts.
 """
 
@@ -25,23 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from server.grpc.hop import (
-    CLIENT_OPTIONS,
-    MODEL_CALL,
-    SHARD_CALL,
-    DirectServer,
-    HopFailed,
-    ShardChannels,
-    Target,
-    blocking_channel,
-    metadata,
-    send,
-    send_blocking,
-)
+from server.cluster.frames import HopFailed, Target
 
-__all__ = ["CLIENT_OPTIONS", "MODEL_CALL", "SHARD_CALL", "Crashed", "DirectServer", "HopFailed", "Refused",
-           "ShardChannels", "Target", "blocking_channel", "metadata", "node_host", "ring_owner", "send",
-           "send_blocking"]
+__all__ = ["Crashed", "HopFailed", "Refused", "Target", "node_host", "ring_owner"]
+
 
 @dataclass(frozen=True)
 class Refused:

@@ -44,7 +44,8 @@ from ray.serve.handle import DeploymentHandle
 from server.app import open_bucket, serve_until_signal
 from server.cluster.board import BOARD_INTERVAL_S, Board, HopCollector, ReplicaCollector, merge_stats
 from server.cluster.deployments import DIRECT_CALLS, Failure, TenantShard, build_application
-from server.cluster.direct import Crashed, HopFailed, Refused, ShardChannels, ring_owner, send
+from server.cluster.direct import Crashed, HopFailed, Refused, ring_owner
+from server.cluster.streams import ShardLinks, StreamClient
 from server.config import ServerConfig
 from server.console.frontend import ConsoleFrontend
 from server.domain import AuditOp, Filter, ForgetSpec, KeyScope, MemoryInput, SearchQuery
@@ -68,7 +69,6 @@ REPLICA_GONE: tuple[type[BaseException], ...] = (
 # UNAVAILABLE, as a Serve call lost with its replica does (it may have been applied).
 READ_CALLS = frozenset({"search", "get", "list_memories", "history", "audit"})
 _SERVE = object()   # a direct call's answer: take the Serve path
-CLOSE_GRACE_S = 30.0   # a dropped channel's calls in flight end on their own (their replica's error, or deadline)
 
 
 class ReplicaUnavailable(NotReady):
@@ -94,7 +94,7 @@ class ClusterEngine:
         # direct call, "serve" of a call that went through Serve (no direct route, refused, or a read lost)
         self.hop_counts: Counter[tuple[str, str]] = Counter()
         self.replica_failures = 0
-        self.channels = ShardChannels()
+        self.channels = ShardLinks()
         self.board_records: list[dict[str, Any]] = []   # the replicas' figures (ClusterApp refreshes them)
 
     # -- routing: the single node's authorization, here at the edge -------------------------------------
@@ -113,9 +113,9 @@ class ClusterEngine:
                    hop_carrier(self.tracing))
         self.forwarded += 1
         if method in DIRECT_CALLS:
-            route = self.channels.route(ring_owner(self.shards, tenant_id))
-            if route is not None:
-                out = await self._direct(route, request)
+            client = self.channels.route(ring_owner(self.shards, tenant_id))
+            if client is not None:
+                out = await self._direct(client, request)
                 if out is not _SERVE:
                     return out
         self.hop_counts[(method, "serve")] += 1
@@ -135,21 +135,19 @@ class ClusterEngine:
             raise out.error
         return out
 
-    async def _direct(self, route: tuple[Any, Any], request: tuple[Any, ...]) -> Any:
+    async def _direct(self, client: StreamClient, request: tuple[Any, ...]) -> Any:
         """The call sent to the replica's direct method; ``_SERVE`` when it should take the Serve path instead
         (refused, or a read lost in flight)."""
-        (target, call), method, tenant_id, remaining_s = route, request[0], request[2], request[5]
+        method, tenant_id, remaining_s = request[0], request[2], request[5]
         try:
-            reply = await send(call, pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL), token=target.token,
-                               timeout=remaining_s)
+            reply = await client.call(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL), timeout=remaining_s)
         except HopFailed as exc:
             self.hop_counts[(method, "failed")] += 1
             if exc.deadline:
                 raise DeadlineExceeded("the deadline passed while the tenant's shard replica worked") from None
-            channel = self.channels.drop(target.address)   # until the replica's next record
-            if channel is not None:
-                self.channels.retire(channel, CLOSE_GRACE_S)
-            log.warning("tenant %s: direct %s to %s failed (%s)", tenant_id, method, target.address, exc.code)
+            # Until the replica's next record; its calls still in flight are answered (closed as each ends).
+            self.channels.drop(client.target.address)
+            log.warning("tenant %s: direct %s to %s failed (%s)", tenant_id, method, client.target.address, exc.code)
             if method in READ_CALLS:
                 return _SERVE
             self.replica_failures += 1
@@ -386,8 +384,7 @@ class ClusterApp:
         except Exception as exc:  # noqa: BLE001 - figures for operators: kept as they were until the next read
             log.warning("could not read the replicas' figures (%s)", exc)
             return
-        for channel in self.engine.channels.update(self.engine.board_records):   # the direct path's targets
-            self.engine.channels.retire(channel, CLOSE_GRACE_S)
+        self.engine.channels.update(self.engine.board_records)   # the direct path's targets
 
     async def _refresh_every(self, interval_s: float) -> None:
         while True:

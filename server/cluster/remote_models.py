@@ -5,12 +5,12 @@ The engine calls ``tokenize`` on a CPU thread and ``forward`` on its device thre
 keeps the inputs (the deployment tokenizes them, next to its model) and ``forward`` sends them in one
 handle call. The embedder's inputs ride in a :class:`models.base.TokenBatch` as their UTF-8 bytes (the write
 stage splits a batch into chunks by its ``lengths``, here byte counts, and ``forward`` gets each chunk's
-rows), which the deployment's ``@serve.batch`` joins with every other tenant's and replica's. Both
-run on executor threads, never on the replica's event loop, so the blocking ``result()`` is allowed.
+rows), which the deployment's forward passes (server/cluster/passes.py) join with every other tenant's and
+replica's. Both run on executor threads, never on the replica's event loop, so the blocking calls are allowed.
 
-A forward goes to a model replica's direct method (server/cluster/direct.py: JSON in, raw float32 rows out, a
-blocking gRPC call) when one is known, else, and on any failure of it (a forward changes nothing, so it is
-simply sent again), through the Serve handle.
+A forward goes to a model replica's direct method (server/cluster/frames.py: JSON in, raw float32 rows out, a
+blocking call on a connection of the calling thread's own) when one is known, else, and on any failure of it (a
+forward changes nothing, so it is simply sent again), through the Serve handle.
 
 No multiplexed model id is ever set on these calls: Serve splits batches by model id.
 """
@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from models.base import TextPair, TokenBatch
-from server.cluster.direct import MODEL_CALL, HopFailed, Target, blocking_channel, send_blocking
+from server.cluster.direct import HopFailed, Target
+from server.cluster.frames import FrameClient
 from server.tracing import hop_traces
 
 log = logging.getLogger(__name__)
@@ -71,24 +72,18 @@ class ModelTargets:
     def __init__(self, discover: Callable[[], Sequence[Target]], *, found: Sequence[Target] = ()) -> None:
         self._discover = discover
         self._lock = threading.Lock()
-        self._stubs: list[tuple[Target, Any, Callable[[], None]]] = []
+        self._clients: list[FrameClient] = []
         self._turn = 0
         self._found_s = float("-inf")
         if found:
             self._use(found)
 
     def _use(self, targets: Sequence[Target]) -> None:
-        old = {t.address: (t, stub, ch) for t, stub, ch in self._stubs}
-        stubs = []
-        for t in dict.fromkeys(targets):
-            if t.address in old and old[t.address][0] == t:
-                stubs.append(old.pop(t.address))
-            else:
-                stubs.append((t, *blocking_channel(t.address, MODEL_CALL)))
-        self._stubs = stubs
+        old = {c.target: c for c in self._clients}
+        self._clients = [old.pop(t, None) or FrameClient(t) for t in dict.fromkeys(targets)]
         self._found_s = time.monotonic()
-        for _, _, close in old.values():
-            close()
+        for client in old.values():
+            client.close()
 
     def _refresh(self) -> None:
         try:
@@ -99,20 +94,20 @@ class ModelTargets:
         finally:
             self._lock.release()
 
-    def pick(self) -> tuple[Target, Any] | None:
-        due_s = REFRESH_S if self._stubs else RETRY_S
+    def pick(self) -> FrameClient | None:
+        due_s = REFRESH_S if self._clients else RETRY_S
         if time.monotonic() - self._found_s >= due_s and self._lock.acquire(blocking=False):
             threading.Thread(target=self._refresh, name="model-targets", daemon=True).start()
-        stubs = self._stubs
-        if not stubs:
+        clients = self._clients
+        if not clients:
             return None
         self._turn += 1
-        target, stub, _ = stubs[self._turn % len(stubs)]
-        return target, stub
+        return clients[self._turn % len(clients)]
 
-    def drop(self, target: Target) -> None:
-        self._stubs = [s for s in self._stubs if s[0] != target]
-        if not self._stubs:
+    def drop(self, client: FrameClient) -> None:
+        self._clients = [c for c in self._clients if c is not client]
+        client.close()
+        if not self._clients:
             self._found_s = time.monotonic()   # the replica is likely being replaced: asked again after RETRY_S
 
 
@@ -138,16 +133,14 @@ class _Remote:
             return np.zeros((0,), dtype=np.float32)
         # The traced requests' W3C contexts ride along (empty when none is traced): each gets the deployment's span.
         traces = hop_traces()
-        direct = self._targets.pick() if self._targets is not None else None
-        if direct is not None:
-            target, stub = direct
+        client = self._targets.pick() if self._targets is not None else None
+        if client is not None:
             try:
-                raw = send_blocking(stub, json.dumps([items, traces]).encode(), token=target.token,
-                                    timeout=DIRECT_TIMEOUT_S)
+                raw = client.call(json.dumps([items, traces]).encode(), timeout=DIRECT_TIMEOUT_S)
                 return self._rows(np.frombuffer(raw, dtype=np.float32).copy(), len(items))
             except HopFailed as exc:
-                self._targets.drop(target)   # type: ignore[union-attr]
-                log.info("model replica %s: direct call failed (%s); through Serve", target.address, exc.code)
+                self._targets.drop(client)   # type: ignore[union-attr]
+                log.info("model replica %s: direct call failed (%s); through Serve", client.target.address, exc.code)
         return np.asarray(self._call.remote(items, traces).result(timeout_s=CALL_TIMEOUT_S), dtype=np.float32)
 
     def _rows(self, flat: np.ndarray, n: int) -> np.ndarray:

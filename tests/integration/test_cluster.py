@@ -108,6 +108,12 @@ def test_writes_through_the_edge_search_back_as_on_a_single_node(edge: RunningSe
         # The steady state's calls took the replicas' direct methods, not the Serve handle (server/cluster/direct.py).
         engine = edge.app.engine
         assert engine.direct_calls > len(TENANTS) * len(QUERIES) // 2, (engine.direct_calls, engine.direct_refused)
+        # ... and the replicas' forwards the Encoder's (server/cluster/frames.py), joining its passes.
+        from ray import serve
+
+        encoder = serve.get_deployment_handle("Encoder", app_name="engram")
+        passes = encoder.stats.remote().result(timeout_s=30)
+        assert passes["direct_requests"] > passes["requests"] // 2 > 0, passes
         assert sorted(m.content for m in cluster.list_all("acme")) == sorted(FACTS[0::2])
         # Settings live in the edge's catalog and travel with each call to the tenant's replica.
         cluster.memory.UpdateSettings(spb.UpdateSettingsRequest(

@@ -1,5 +1,5 @@
 """The direct data path of engram on Ray (server/cluster/direct.py): a replica's method answers only its token's
-holders, the edge routes only to a published and connected replica, and a model stand-in uses a model replica's
+holders, the edge routes only to a published replica it reached, and a model stand-in uses a model replica's
 direct method, falling back to the Serve handle once it fails."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-import grpc
 import numpy as np
 import pytest
 
-from server.cluster.direct import MODEL_CALL, SHARD_CALL, DirectServer, ShardChannels, Target, metadata, ring_owner
+from server.cluster.direct import HopFailed, Target, ring_owner
 from server.cluster import remote_models
+from server.cluster.frames import FrameServer
+from server.cluster.streams import ShardLinks, StreamClient, StreamServer
 from server.cluster.remote_models import ModelTargets, RemoteEmbedder
 
 
@@ -23,50 +24,92 @@ def test_a_direct_call_needs_the_replicas_token() -> None:
 
     async def handle(body: bytes) -> bytes:
         seen.append(body)
+        if body == b"boom":
+            raise RuntimeError("the handler failed")
         return body[::-1]
 
     async def scenario() -> None:
-        server = DirectServer(SHARD_CALL, handle)
+        server = StreamServer(handle)
         target = await server.start("127.0.0.1")
-        async with grpc.aio.insecure_channel(target.address) as channel:
-            call = channel.unary_unary(SHARD_CALL)
-            assert await call(b"abc", metadata=metadata(target.token), timeout=10) == b"cba"
-            for token in ("0" * 32, ""):
-                with pytest.raises(grpc.aio.AioRpcError) as err:
-                    await call(b"xyz", metadata=metadata(token), timeout=10)
-                assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        client = StreamClient(target)
+        assert await client.call(b"abc", timeout=10) == b"cba"
+        big = bytes(range(256)) * 20_000   # several MB each way
+        assert await client.call(big, timeout=10) == big[::-1]
+        with pytest.raises(HopFailed) as failed:
+            await client.call(b"boom", timeout=10)
+        assert failed.value.code == "INTERNAL"
+        assert await asyncio.gather(*(client.call(bytes([i]) * 3, timeout=10) for i in range(5))) == [
+            bytes([i]) * 3 for i in range(5)]   # concurrent calls: a connection each
+        for token in ("0" * 32, "f" * 40):
+            with pytest.raises(HopFailed) as refused:
+                await StreamClient(Target(address=target.address, token=token)).call(b"xyz", timeout=10)
+            assert refused.value.code == "UNAVAILABLE"
+        client.close()
         await server.stop(None)
 
     asyncio.run(scenario())
-    assert seen == [b"abc"]   # the refused calls never reached the handler
+    assert b"xyz" not in seen   # the refused calls never reached the handler
 
 
-def test_the_edge_routes_only_to_a_published_connected_replica() -> None:
+def test_a_direct_call_fails_on_its_deadline_and_a_stopping_server_answers_its_calls_first() -> None:
+    async def scenario() -> None:
+        gate = asyncio.Event()
+
+        async def handle(body: bytes) -> bytes:
+            await gate.wait()
+            return body
+
+        server = StreamServer(handle)
+        target = await server.start("127.0.0.1")
+        client = StreamClient(target)
+        with pytest.raises(HopFailed) as late:
+            await client.call(b"slow", timeout=0.2)
+        assert late.value.deadline
+        running = asyncio.ensure_future(client.call(b"in flight", timeout=10))
+        await asyncio.sleep(0.1)
+        stopping = asyncio.ensure_future(server.stop(5.0))
+        await asyncio.sleep(0.1)
+        gate.set()
+        assert await running == b"in flight"   # answered within the grace
+        await stopping
+        with pytest.raises(HopFailed) as gone:
+            await client.call(b"after", timeout=5)
+        assert gone.value.code == "UNAVAILABLE"
+
+    asyncio.run(scenario())
+
+
+def test_the_edge_routes_only_to_a_published_reached_replica() -> None:
     async def handle(body: bytes) -> bytes:
         return body
 
     async def scenario() -> None:
-        server = DirectServer(SHARD_CALL, handle)
+        server = StreamServer(handle)
         target = await server.start("127.0.0.1")
-        channels = ShardChannels()
-        assert channels.update([{"replica": "r1", "direct": target.as_dict()}, {"replica": "r2"}]) == []
-        assert channels.route(None) is None and channels.route("r2") is None   # no record of a direct method
+        links = ShardLinks()
+        links.update([{"replica": "r1", "direct": target.as_dict()}, {"replica": "r2"}])
+        assert links.route(None) is None and links.route("r2") is None   # no record of a direct method
         for _ in range(200):   # connects in the background; until then the Serve path
-            if channels.route("r1") is not None:
+            if links.route("r1") is not None:
                 break
             await asyncio.sleep(0.02)
-        route = channels.route("r1")
-        assert route is not None and route[0] == target
-        assert await route[1](b"hi", metadata=metadata(target.token), timeout=10) == b"hi"
-        channel = channels.drop(target.address)   # its call failed: the Serve path until the next record
-        assert channel is not None and channels.route("r1") is None
-        await channel.close()
-        gone = ShardChannels()
-        gone.update([{"replica": "r1", "direct": target.as_dict()}])
-        closed = gone.update([])   # the replica's record went stale
-        assert len(closed) == 1 and gone.route("r1") is None
-        await closed[0].close()
+        client = links.route("r1")
+        assert client is not None and client.target == target
+        assert await client.call(b"hi", timeout=10) == b"hi"
+        links.drop(target.address)   # its call failed: the Serve path until the next record
+        assert links.route("r1") is None
+        links.update([{"replica": "r1", "direct": target.as_dict()}])   # the next record: reached again
+        for _ in range(200):
+            if links.route("r1") is not None:
+                break
+            await asyncio.sleep(0.02)
+        assert links.route("r1") is not None
+        links.update([])   # the replica's record went stale
+        assert links.route("r1") is None
         await server.stop(None)
+        links.update([{"replica": "r1", "direct": target.as_dict()}])   # a record of a replica that is gone
+        await asyncio.sleep(0.2)
+        assert links.route("r1") is None   # never reached: never routed to
 
     asyncio.run(scenario())
 
@@ -95,13 +138,13 @@ class _ServeHandle:
 def test_a_model_stand_in_uses_the_direct_method_then_falls_back_to_serve(monkeypatch: pytest.MonkeyPatch) -> None:
     dim = 4
 
-    async def forward(body: bytes) -> bytes:
+    def forward(body: bytes) -> bytes:
         items, traces = json.loads(body)
         return np.asarray([[len(t)] * dim for t in items], dtype=np.float32).tobytes()
 
     async def scenario() -> None:
-        server = DirectServer(MODEL_CALL, forward)
-        target = await server.start("127.0.0.1")
+        server = FrameServer(forward)
+        target = server.start("127.0.0.1")
         asked: list[int] = []
 
         def discover() -> list[Target]:
@@ -113,7 +156,7 @@ def test_a_model_stand_in_uses_the_direct_method_then_falls_back_to_serve(monkey
                                   ModelTargets(discover, found=[target]))
         rows = await asyncio.to_thread(embedder.embed, ["a", "abc"])
         assert rows.shape == (2, dim) and rows[:, 0].tolist() == [1.0, 3.0] and handle.calls == 0
-        await server.stop(None)
+        server.stop()
         rows = await asyncio.to_thread(embedder.embed, ["a", "abc"])   # the direct call fails: sent through Serve
         assert rows.shape == (2, dim) and rows[0, 0] == -1.0 and handle.calls == 1
         rows = await asyncio.to_thread(embedder.embed, ["x"])   # none left: Serve, not asked again at once
@@ -166,7 +209,7 @@ def test_the_edge_counts_its_calls_by_path_for_metrics() -> None:
     catalog = SimpleNamespace(settings=lambda tenant_id: Settings(), has_tenant=lambda tenant_id: True)
 
     async def scenario() -> tuple[list[str], str]:
-        server = DirectServer(SHARD_CALL, handle)
+        server = StreamServer(handle)
         target = await server.start("127.0.0.1")
         engine = ClusterEngine(config=ServerConfig(), shards=shards, catalog=catalog, info={})  # type: ignore[arg-type]
         engine.channels.update([{"replica": "r1", "direct": target.as_dict()}])
