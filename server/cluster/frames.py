@@ -41,12 +41,13 @@ OK, FAILED = 0, 1
 class HopFailed(Exception):
     """A direct call that did not answer: ``code`` names why, as gRPC status names do (``UNAVAILABLE``: the peer
     could not be reached or went away; ``DEADLINE_EXCEEDED``: the call's time ran out; ``INTERNAL``: its handler
-    raised); ``deadline`` when its time ran out."""
+    raised); ``deadline`` when its time ran out; ``sent`` False when the call never left this process."""
 
-    def __init__(self, code: str) -> None:
+    def __init__(self, code: str, *, sent: bool = True) -> None:
         super().__init__(code)
         self.code = code
         self.deadline = code == "DEADLINE_EXCEEDED"
+        self.sent = sent   # False: the call never left (no connection could be made): nothing can have run
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ class FrameClient:
         try:
             sock = self._connection(timeout)
         except OSError as exc:
-            raise HopFailed("UNAVAILABLE") from exc
+            raise HopFailed("UNAVAILABLE", sent=False) from exc
         try:
             sock.settimeout(timeout)
             sock.sendall(_LENGTH.pack(len(body)) + body)

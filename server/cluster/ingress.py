@@ -66,7 +66,7 @@ REPLICA_GONE: tuple[type[BaseException], ...] = (
     ActorDiedError, RayActorError, ActorUnavailableError, ReplicaUnavailableError, DeploymentUnavailableError,
     BackPressureError, RequestCancelledError, TaskCancelledError)
 # The calls that change nothing: a direct one lost in flight is sent again through Serve. Any other answers
-# UNAVAILABLE, as a Serve call lost with its replica does (it may have been applied).
+# UNAVAILABLE, as a Serve call lost with its replica does (it may have been applied), unless it never left.
 READ_CALLS = frozenset({"search", "get", "list_memories", "history", "audit"})
 _SERVE = object()   # a direct call's answer: take the Serve path
 
@@ -148,7 +148,7 @@ class ClusterEngine:
             # Until the replica's next record; its calls still in flight are answered (closed as each ends).
             self.channels.drop(client.target.address)
             log.warning("tenant %s: direct %s to %s failed (%s)", tenant_id, method, client.target.address, exc.code)
-            if method in READ_CALLS:
+            if method in READ_CALLS or not exc.sent:   # a read, or a call that never left: nothing ran
                 return _SERVE
             self.replica_failures += 1
             raise ReplicaUnavailable(f"the shard replica serving tenant {tenant_id!r} went away during the call; "

@@ -126,11 +126,28 @@ class StreamClient:
         except (OSError, TimeoutError):
             self.ready = False
 
+    def _live_idle(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """An idle connection the peer has not closed (a replica that died or stopped closed its end: the loop
+        saw it while the connection sat idle), closing the others."""
+        while self._idle:
+            conn = self._idle.pop()
+            reader, writer = conn
+            if not (reader.at_eof() or writer.is_closing() or reader.exception() is not None):
+                return conn
+            _close(conn)
+        return None
+
     async def call(self, body: bytes, *, timeout: float | None) -> bytes:
         conn = None
         try:
             async with asyncio.timeout(timeout):
-                conn = self._idle.pop() if self._idle else await self._open()
+                conn = self._live_idle()
+                if conn is None:
+                    try:
+                        conn = await self._open()
+                    except OSError as exc:   # refused, unreachable: the call never left
+                        self.ready = False
+                        raise HopFailed("UNAVAILABLE", sent=False) from exc
                 reader, writer = conn
                 writer.write(_LENGTH.pack(len(body)) + body)
                 status, n = _REPLY.unpack(await reader.readexactly(_REPLY.size))

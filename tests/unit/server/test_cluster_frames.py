@@ -61,7 +61,10 @@ def test_a_frame_call_fails_on_its_deadline_and_when_the_server_is_gone() -> Non
     server.stop()
     with pytest.raises(HopFailed) as gone:
         client.call(b"after", timeout=5)
-    assert gone.value.code == "UNAVAILABLE"
+    assert gone.value.code == "UNAVAILABLE" and gone.value.sent   # on a connection the server closed
+    with pytest.raises(HopFailed) as refused:
+        client.call(b"again", timeout=5)
+    assert refused.value.code == "UNAVAILABLE" and not refused.value.sent   # no connection: it never left
     host, port = target.address.rsplit(":", 1)
     with socket.socket() as s:   # nothing listens there any more
         assert s.connect_ex((host, int(port))) != 0
