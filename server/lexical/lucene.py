@@ -16,7 +16,8 @@ Design (see ``analysis.py`` for fields and analyzers):
   in a new one and Lucene closes the old reader only when its last holder releases.
   ``upsert``/``delete``/``delete_all`` refresh before returning (``refresh=False`` to
   batch), so the next search sees them. A refresh costs a few ms (it flushes a
-  segment), so callers should write in batches rather than one doc per call.
+  segment), so callers should write in batches rather than one doc per call. A shard
+  refreshes behind a Write's acknowledgement (server/tenants/lexical_slot.py).
 * Durability is explicit: ``commit(seq)`` stores ``seq`` in the commit user data.
   ``close()`` does NOT commit: on reopen the index is exactly the last commit, and
   ``committed_seq()`` says where to resume the WAL replay.
@@ -229,6 +230,12 @@ class LuceneIndex:
             jcall(self._writer, "setLiveCommitData", entries)
             jcall(self._writer, "commit")
             self._committed_seq = int(seq)
+
+    def writer_failure(self) -> str:
+        """The error Lucene closed the IndexWriter on (its "tragic" exception, e.g. a full disk at a flush), as
+        text; '' while the writer is usable."""
+        tragic = jcall(self._writer, "getTragicException")
+        return "" if tragic is None else str(jcall(tragic, "toString"))
 
     # ---------------------------------------------------------------- reads
 

@@ -252,8 +252,10 @@ class TenantShard:
     # -- the lexical index (server/tenants/lexical_slot.py) ------------------------------------------------
     @property
     def lexical(self) -> LuceneIndex:
-        """The tenant's Lucene index (a search waits briefly while a repair swaps it)."""
-        return self._lexical.index
+        """The tenant's Lucene index for a search: once every Write acknowledged before is visible in it (Lucene
+        refreshes behind the acknowledgement, LexicalSlot.searchable; a search waits briefly while a repair swaps
+        it)."""
+        return self._lexical.searchable()
 
     @property
     def lexical_stale(self) -> bool:

@@ -1,0 +1,115 @@
+"""Lucene refreshes behind a Write's acknowledgement (server/tenants/lexical_slot.py): the commit returns while the
+refresher has not run, and a search started after it still finds the Write's documents (it waits for them, or
+refreshes itself); a full disk met by the refresher marks the index stale, and searches keep its last state."""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from tests.unit.tenants.test_shard_snapshot import load, vectors, write
+
+from server.lexical.lucene import LuceneIndex
+from server.tenants.lexical_slot import LexicalSlot
+
+pytestmark = pytest.mark.usefixtures("jvm")
+
+
+@pytest.fixture
+def builder() -> Iterator[ThreadPoolExecutor]:
+    pool = ThreadPoolExecutor(1)
+    yield pool
+    pool.shutdown(wait=True)
+
+
+LATE_S = 0.4
+
+
+@pytest.fixture
+def late(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refresher starts LATE_S late: a commit returns long before it made anything visible."""
+    original = LexicalSlot._refresher
+
+    def later(self: LexicalSlot) -> None:
+        time.sleep(LATE_S)
+        original(self)
+
+    monkeypatch.setattr(LexicalSlot, "_refresher", later)
+
+
+def test_a_search_after_the_commit_finds_it_while_the_refresher_is_late(tmp_path: Path, builder, late) -> None:  # type: ignore[no-untyped-def]
+    shard = load(tmp_path / "t", builder)
+    try:
+        write(shard, ["the heron nests by the river"], vectors(1, 1))
+        assert len(shard.lexical.search("heron", 5)[1]) == 1
+        started = time.monotonic()
+        write(shard, ["a kingfisher dives for minnows"], vectors(1, 2))
+        assert time.monotonic() - started < LATE_S, "the commit waited for the refresh"
+        _, ids = shard.lexical.search("kingfisher minnows", 5)
+        assert len(ids) == 1, "a search after the acknowledgement must see the Write's documents"
+    finally:
+        shard.close()
+
+
+def test_a_refresher_that_failed_leaves_the_refresh_to_the_search(tmp_path: Path, builder,  # type: ignore[no-untyped-def]
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    shard = load(tmp_path / "t", builder)
+    original = LuceneIndex.refresh
+
+    def fails_behind(self: LuceneIndex) -> None:
+        if threading.current_thread().name.startswith("lexical-refresh:"):
+            raise RuntimeError("a refresh that failed")
+        original(self)
+
+    monkeypatch.setattr(LuceneIndex, "refresh", fails_behind)
+    try:
+        write(shard, ["the swift returns in may"], vectors(1, 5))
+        assert len(shard.lexical.search("swift may", 5)[1]) == 1
+        assert not shard.lexical_stale
+    finally:
+        shard.close()
+
+
+def test_a_search_waits_for_the_refresher_rather_than_refreshing_again(tmp_path: Path, builder,  # type: ignore[no-untyped-def]
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    shard = load(tmp_path / "t", builder)
+    refreshes: list[str] = []
+    original = LuceneIndex.refresh
+
+    def counted(self: LuceneIndex) -> None:
+        refreshes.append(threading.current_thread().name)
+        original(self)
+
+    monkeypatch.setattr(LuceneIndex, "refresh", counted)
+    try:
+        for i in range(5):
+            write(shard, [f"sparrow note {i} at dawn"], vectors(1, 10 + i))
+            assert len(shard.lexical.search(f"sparrow {i}", 10)[1]) == i + 1
+        assert refreshes and all(name.startswith("lexical-refresh:") for name in refreshes), refreshes
+    finally:
+        shard.close()
+
+
+def test_a_full_disk_at_the_refresh_behind_marks_the_index_stale(tmp_path: Path, builder,  # type: ignore[no-untyped-def]
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    shard = load(tmp_path / "t", builder)
+    try:
+        write(shard, ["the otter sleeps in the reeds"], vectors(1, 3))
+        assert len(shard.lexical.search("otter", 5)[1]) == 1
+        with monkeypatch.context() as m:
+            def full(self: LuceneIndex) -> None:
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            m.setattr(LuceneIndex, "refresh", full)
+            write(shard, ["a second otter joins it"], vectors(1, 4))   # acknowledged: the log holds it
+            assert len(shard.lexical.search("otter", 5)[1]) == 1       # the last state, no error
+            assert shard.lexical_stale and shard.repair_due()
+        assert shard.repair_lexical()                                  # space is back: rebuilt from the store
+        assert len(shard.lexical.search("otter", 5)[1]) == 2
+    finally:
+        shard.close()
