@@ -4,6 +4,9 @@ committed in the change's group, rebuilt by replay, kept by compaction while ins
 from __future__ import annotations
 
 import gc
+import hashlib
+import json
+import random
 import tracemalloc
 from pathlib import Path
 
@@ -11,7 +14,7 @@ import numpy as np
 import pytest
 
 from server.domain import Filter, ForgetSpec, MemoryInput, MemoryStatus, MemoryType
-from server.store.idempotency import MAX_ENTRIES, Done, IdempotencyTable, fingerprint
+from server.store.idempotency import MAX_ENTRIES, Done, IdempotencyTable, _plain, fingerprint
 from server.store.memory_store import LOG_FILE, TenantStore
 from server.store.wal import read_records
 from tests.unit.store.test_compaction import DIM, memory, vec
@@ -70,6 +73,54 @@ def test_fingerprint_is_of_the_request_body() -> None:
     f2 = ForgetSpec(filter=Filter(types=frozenset({MemoryType.SEMANTIC, MemoryType.EPISODIC})))
     assert fingerprint("forget", f1) == fingerprint("forget", f2)
     assert fingerprint("forget", f1) != fingerprint("forget", ForgetSpec(filter=Filter(), all=True))
+
+
+# Requests and the fingerprints the server recorded for them before the fingerprint was built by the C encoder (a
+# Python walk of every field, then json.dumps): a record in the log is compared with a retry that may reach a server
+# of another version, so these values never change.
+RECORDED = {
+    "write": ([MemoryInput(content="Alice moved to Lisbon in May", type=MemoryType.EPISODIC, entities=("Alice",),
+                           metadata={"b": "2", "a": "1"}, importance=0.5),
+               MemoryInput(content="你好 naïve", created_at_ms=1_700_000_000_000, supersedes=("m_1",))],
+              "2de35136701d7a959d4f86100e016420"),
+    "delete": (["m_a", "m_b"], "d423764e35c56d1f35bf1957a6dbe062"),
+    "forget": (ForgetSpec(filter=Filter(types=frozenset({MemoryType.EPISODIC, MemoryType.SEMANTIC}))),
+               "f1e36979aec2494ec5d23ab8ee19b4b3"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RECORDED))
+def test_a_fingerprint_is_what_earlier_versions_recorded(kind: str) -> None:
+    body, recorded = RECORDED[kind]
+    assert fingerprint(kind, body) == recorded
+
+
+def walked(kind: str, body: object) -> str:
+    """The fingerprint as it was computed before: a plain copy of every field, then its JSON."""
+    text = json.dumps([kind, _plain(body)], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def test_the_encoder_hashes_every_body_as_the_walk_did() -> None:
+    rng = random.Random(5)
+    words = ["budget", "Lisbon", "周末", "naïve", "", "a\"b", "x\ny", "🙂"]
+    for _ in range(200):
+        memories = [MemoryInput(
+            content=" ".join(rng.choices(words, k=rng.randint(1, 6))), type=rng.choice(list(MemoryType)),
+            importance=rng.choice([None, 0.0, 0.25, 1.0]), created_at_ms=rng.choice([0, 1_700_000_000_123]),
+            entities=tuple(rng.sample(words, rng.randint(0, 3))), confidence=rng.choice([None, 0.4, 1.0]),
+            metadata={rng.choice(words): rng.choice(words) for _ in range(rng.randint(0, 3))},
+            supersedes=tuple(f"m_{rng.randint(0, 9)}" for _ in range(rng.randint(0, 2))), pinned=rng.random() < 0.3,
+            salience=rng.random(), source_refs=tuple(rng.sample(words, rng.randint(0, 2))))
+            for _ in range(rng.randint(0, 4))]
+        assert fingerprint("write", memories) == walked("write", memories)
+        spec = ForgetSpec(filter=Filter(types=frozenset(rng.sample(list(MemoryType), rng.randint(0, 3))),
+                                        entities_any=frozenset(rng.sample(words, rng.randint(0, 3))),
+                                        scope=rng.choice([None, "", "work"]), min_importance=rng.choice([None, 0.5])),
+                          all=rng.random() < 0.5)
+        assert fingerprint("forget", spec) == walked("forget", spec)
+        ids = [f"m_{rng.randint(0, 99)}" for _ in range(rng.randint(0, 5))]
+        assert fingerprint("confirm", ids) == walked("confirm", ids)
 
 
 def test_the_answer_is_in_the_changes_group_and_replay_rebuilds_the_table(tmp_path: Path) -> None:
