@@ -107,13 +107,17 @@ def embed_alone(texts_by_kind: dict[str, list[str]], *, device: str, batch: int)
     return out
 
 
-def chunked_rate(model: Any, texts: list[str], *, batch: int, lanes: int) -> float:
+def chunked_rate(model: Any, texts: list[str], *, batch: int, lanes: int, passages: int = 0) -> float:
     """Texts/s of the embedder run as the server's write stage runs it with no search waiting: each batch tokenized
-    once, its length-sorted chunks (scheduler.embed_chunks) on ``lanes`` threads of one torch thread each."""
+    once, its length-sorted chunks (scheduler.embed_chunks) on ``lanes`` threads of one torch thread each.
+    ``passages``: also each cut text's passage windows, up to that many (the write stage's rows, EmbedStage; 0: the
+    first window only)."""
     from models.base import TokenBatch
     from models.threads import torch_threads
     from server.batching.scheduler import embed_chunks
-    from server.engine.ingest import CHUNK_TOKENS
+    from server.engine.ingest import CHUNK_TOKENS, EmbedStage
+
+    stage = EmbedStage(embedder=model, device_pool=None, passages=passages)   # type: ignore[arg-type]
 
     def forward(tokens: TokenBatch, rows: list[int]) -> None:
         with torch_threads(1):
@@ -123,7 +127,7 @@ def chunked_rate(model: Any, texts: list[str], *, batch: int, lanes: int) -> flo
     t0 = time.perf_counter()
     with ThreadPoolExecutor(lanes) as pool:
         for i in range(0, len(texts), batch):
-            tokens = model.tokenize(texts[i:i + batch])
+            tokens = stage._tokenize(texts[i:i + batch])[0]   # the rows the server embeds
             chunks = embed_chunks(tokens.lengths.tolist(), max_tokens=CHUNK_TOKENS, parts=lanes)
             list(pool.map(lambda rows: forward(tokens, rows), chunks))
     return len(texts) / (time.perf_counter() - t0)

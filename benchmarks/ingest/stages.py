@@ -41,7 +41,7 @@ STEPS: tuple[tuple[str, str, str], ...] = (
     ("server.engine.write", "Staging.near_duplicates", "commit: near-duplicate rows"),
     ("server.store.memory_store", "TenantStore.commit", "commit: log group + fsync"),
     ("server.index.tiered", "TieredDenseIndex.add", "commit: FAISS add"),
-    ("server.tenants.lexical_slot", "LexicalSlot.write", "commit: Lucene add + refresh"),
+    ("server.tenants.lexical_slot", "LexicalSlot.write", "commit: Lucene add (+ refresh where it is not behind)"),
     ("server.engine.memories", "Memories.after_write_locked", "commit: after write (audit, cap)"),
     ("server.hygiene.writes", "SaliencePolicy.assemble", "answer"),
 )
