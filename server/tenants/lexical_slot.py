@@ -25,6 +25,7 @@ from pathlib import Path
 
 from server.domain import Memory
 from server.errors import is_storage_full
+from server.lexical.jvm import detach_current_thread
 from server.lexical.lucene import LexicalIndexClosedError, LuceneIndex
 from server.text import memory_text
 
@@ -97,7 +98,8 @@ class LexicalSlot:
         threading.Thread(target=self._refresher, name=f"lexical-refresh:{self.tenant_id}", daemon=True).start()
 
     def _refresher(self) -> None:
-        """Refreshes until every write made is visible, then stops (a burst of Writes shares one thread)."""
+        """Refreshes until every write made is visible, then stops (a burst of Writes shares one thread) and
+        detaches from the JVM (an ended thread left attached keeps its Java thread object for good)."""
         try:
             while True:
                 with self._seen:
@@ -110,6 +112,7 @@ class LexicalSlot:
             with self._seen:
                 self._refreshing = False
                 self._seen.notify_all()
+            detach_current_thread()
 
     def _refresh(self, target: int, *, searching: bool = False) -> bool:
         """Makes the writes up to ``target`` visible; False when it could not. A full disk marks the index

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from tests.unit.tenants.test_shard_snapshot import load, vectors, write
 
+from server.lexical.jvm import jclass
 from server.lexical.lucene import LuceneIndex
 from server.tenants.lexical_slot import LexicalSlot
 
@@ -111,5 +112,24 @@ def test_a_full_disk_at_the_refresh_behind_marks_the_index_stale(tmp_path: Path,
             assert shard.lexical_stale and shard.repair_due()
         assert shard.repair_lexical()                                  # space is back: rebuilt from the store
         assert len(shard.lexical.search("otter", 5)[1]) == 2
+    finally:
+        shard.close()
+
+
+def test_refresher_threads_leave_no_java_thread_behind(tmp_path: Path, builder) -> None:  # type: ignore[no-untyped-def]
+    """Each burst of Writes gets a refresher thread that ends: it detaches from the JVM, or the JVM would keep a
+    Java thread object for every Write (pyjnius attaches a thread on its first Java call)."""
+    shard = load(tmp_path / "t", builder)
+    java_threads = jclass("java.lang.Thread").activeCount
+    try:
+        write(shard, ["the first note"], vectors(1, 20))
+        shard.lexical.count()
+        before = java_threads()
+        for i in range(20):
+            write(shard, [f"wren note {i}"], vectors(1, 21 + i))
+            assert len(shard.lexical.search(f"wren {i}", 30)[1]) == i + 1   # visible: the refresher is done
+            for thread in [t for t in threading.enumerate() if t.name.startswith("lexical-refresh:")]:
+                thread.join(5)
+        assert java_threads() <= before + 2
     finally:
         shard.close()
