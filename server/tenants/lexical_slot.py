@@ -117,7 +117,10 @@ class LexicalSlot:
     def _refresh(self, target: int, *, searching: bool = False) -> bool:
         """Makes the writes up to ``target`` visible; False when it could not. A full disk marks the index
         stale (searches keep its last reader); a closed index (the shard closing, a repair swapping it) has
-        nothing left to show. Any other error is logged by the refresher and raised to a search."""
+        nothing left to show. Any other error is logged by the refresher and raised to a search. Never while the
+        index is stale: a repair's rebuild shows itself when it is whole."""
+        if self.stale:
+            return False
         try:
             self._index.refresh()
         except LexicalIndexClosedError:
