@@ -46,6 +46,7 @@ ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
 # waited for the broadcast: 6-12 s per kill, tests/integration/test_cluster.py). A fallback also takes calls a
 # busy owner rejects (max_ongoing_requests): the tenant then moves, safe by the fence, at the cost of a reload.
 ROUTER_KWARGS = {"num_virtual_nodes": 100, "num_fallback_replicas": 1}
+OWNER_SWEEP_TENANTS = 16     # loaded tenants a replica re-checks the owner of per board interval without a call
 HEALTH_CHECK_PERIOD_S = 2.0    # Serve's default 10 s: how soon the controller replaces a replica it lost
 SHARD_MAX_ONGOING = 512      # requests one shard replica takes at once (the engine's own batchers queue them)
 MODEL_MAX_ONGOING = 512      # per Encoder / Reranker replica: every shard's concurrent forwards join one batch
@@ -406,9 +407,24 @@ class TenantShard:
                 "direct": self.direct.target.as_dict() if self.direct.target is not None else None,
                 "metrics": generate_latest(self.metrics.registry).decode()}
 
+    def _sweep_owners(self) -> None:
+        """Drops the copies of tenants another replica took over though no call came here since (a call checks its
+        tenant's owner itself): each board interval, the loaded tenants whose check is due, the longest unchecked
+        first, at most :data:`OWNER_SWEEP_TENANTS` (one GET each; a fenced log needs none). Without it such a copy
+        stayed loaded, and listed in Stats, until its next call."""
+        every_s = self.config.cluster.verify_owner_s
+        due = [s.tenant_id for s in self.engine.registry.loaded() if self.opened.due(s.tenant_id, every_s=every_s)]
+        due.sort(key=lambda t: self.opened.checked_s.get(t, 0.0))
+        for tenant_id in due[:OWNER_SWEEP_TENANTS]:
+            try:
+                self._check_owner(tenant_id)
+            except Exception as exc:  # noqa: BLE001 - the store unreachable: the next sweep or call checks again
+                log.info("tenant %s: owner check failed (%s)", tenant_id, exc)
+
     async def _publish_every(self, interval_s: float) -> None:
         while True:
             try:
+                await asyncio.to_thread(self._sweep_owners)
                 record = await asyncio.to_thread(self._record)
                 await asyncio.to_thread(publish, self.backend.store, record)
             except Exception as exc:  # noqa: BLE001 - figures for operators: the next interval tries again

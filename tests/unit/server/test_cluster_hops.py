@@ -72,3 +72,29 @@ def test_no_encoder_replicas_put_the_models_in_each_shard_replica() -> None:
     shard = build_application(config)._bound_deployment
     assert shard.name == "TenantShard"
     assert not [a for a in shard.init_args if hasattr(a, "_bound_deployment")]   # no Encoder, no Reranker
+
+
+def test_a_replica_sweeps_the_owner_of_loaded_tenants_no_call_checked_oldest_first() -> None:
+    from server.cluster import deployments
+
+    opened = _Opened(backend=None)
+    now = time.monotonic()
+    names = [f"t{i}" for i in range(deployments.OWNER_SWEEP_TENANTS + 3)]
+    for i, name in enumerate(names):
+        opened.logs[name] = _opened_log()
+        opened.checked_s[name] = now - 100 + i   # t0 checked longest ago
+    opened.checked_s["busy"] = now               # a call checked it just now: not due
+    opened.logs["busy"] = _opened_log()
+    checked: list[str] = []
+
+    def check(tenant_id: str) -> None:
+        checked.append(tenant_id)
+        if tenant_id == "t1":
+            raise OSError("the bucket did not answer")   # one failed check does not stop the sweep
+
+    replica = SimpleNamespace(
+        opened=opened, config=SimpleNamespace(cluster=SimpleNamespace(verify_owner_s=1.0)), _check_owner=check,
+        engine=SimpleNamespace(registry=SimpleNamespace(loaded=lambda: [
+            SimpleNamespace(tenant_id=t) for t in [*reversed(names), "busy", "not-opened-here"]])))
+    TenantShard.func_or_class._sweep_owners(replica)
+    assert checked == names[:deployments.OWNER_SWEEP_TENANTS]
