@@ -36,8 +36,11 @@ class HFEmbedder(HFRunner[str]):
     """The cosine above which two memories are near-duplicates for this model (``memory.dedupe_cosine`` = 0:
     this). MiniLM: 0.95; a model whose cosines crowd near 1 needs a higher one (e5: 0.985)."""
 
-    def __init__(self, *, pooling: Pooling, **kwargs: Any) -> None:
+    def __init__(self, *, pooling: Pooling, passage_tokens: int = 0, **kwargs: Any) -> None:
         self.pooling: Pooling = pooling  # before the base class, whose load-time checks run this model
+        self.passage_tokens = passage_tokens
+        """Tokens of a passage window, special tokens and prefix included (0 or more than ``max_length``: the
+        model's window, ``max_length``): :meth:`passage_windows`."""
         self.dim = int(kwargs["model"].config.hidden_size)
         super().__init__(**kwargs)
 
@@ -56,6 +59,7 @@ class HFEmbedder(HFRunner[str]):
         provenance: str | None = None,
         trace: bool = False,
         unpad: bool = False,
+        passage_tokens: int = 0,
     ) -> HFEmbedder:
         """Load tokenizer and ``AutoModel`` from a local folder (or a hub id where a network exists).
 
@@ -79,6 +83,7 @@ class HFEmbedder(HFRunner[str]):
             pooling=pooling or _pooling_from_folder(parts.origin.path),
             trace=trace,
             unpad=unpad,
+            passage_tokens=passage_tokens,
         )
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
@@ -102,10 +107,10 @@ class HFEmbedder(HFRunner[str]):
 
     def passage_windows(self, texts: Sequence[str], *, limit: int) -> list[list[npt.NDArray[np.int64]]]:
         """For each text as it is embedded (prefix included), the token ids of up to ``limit`` further windows over
-        what lies past the first ``max_length`` tokens; ``[]`` for a text that fits. Each window is a whole model
-        input: the special tokens and the passage prefix around ``max_length`` minus those tokens of the text, one
-        every half window (:func:`further_windows`). Callers ask only for texts whose :meth:`tokenize` row was cut
-        at ``max_length``."""
+        the text; ``[]`` for a text of at most :attr:`passage_from` tokens. Each window is a whole model input of
+        ``passage_tokens`` tokens (0: ``max_length``): the special tokens and the passage prefix around the rest of
+        them of the text, one every half window (:func:`further_windows`). The write stage asks only for texts whose
+        :meth:`tokenize` row was cut at ``max_length``."""
         if not texts or limit <= 0:
             return [[] for _ in texts]
         with self._tokenizer_lock:
@@ -113,7 +118,16 @@ class HFEmbedder(HFRunner[str]):
             prefix = self.passage_prefix.strip()
             head = self._encode_full([prefix])[0][1:-1] if prefix else []
         return [further_windows(np.asarray(row, dtype=np.int64), max_length=self.max_length,
-                                keep=len(head) if row[1:1 + len(head)] == head else 0, limit=limit) for row in rows]
+                                keep=len(head) if row[1:1 + len(head)] == head else 0, limit=limit,
+                                width=self.passage_tokens, above=self.passage_from) for row in rows]
+
+    @property
+    def passage_from(self) -> int:
+        """Tokens past which a text has passage windows (:meth:`passage_windows`): ``max_length``, or half of it
+        when the windows are at most that narrow — a text the model reads whole still dilutes one sentence in its
+        mean when it is long. Pure."""
+        narrow = 0 < self.passage_tokens <= self.max_length // 2
+        return self.max_length // 2 if narrow else self.max_length
 
     def _run(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         hidden = self._call(inputs).float()
@@ -149,17 +163,18 @@ class HFEmbedder(HFRunner[str]):
                 "passage_prefix": self.passage_prefix}
 
 
-def further_windows(ids: npt.NDArray[np.int64], *, max_length: int, keep: int, limit: int,
-                    ) -> list[npt.NDArray[np.int64]]:
-    """The windows past the first of a tokenized text ``ids`` (``[first special, keep prefix tokens, body..., last
-    special]``) for a model that reads ``max_length`` tokens: each is the first special, the prefix, ``W =
-    max_length - 2 - keep`` body tokens and the last special. The first window (what truncation embeds) covers
-    ``body[:W]``; further windows start every ``W * PASSAGE_STRIDE`` tokens, the last one ending at the body's end.
-    When more than ``limit`` would be needed, the stride grows (less overlap, up to none) so ``limit`` windows reach
-    as far as they can; what lies past ``W * (1 + limit)`` tokens is not embedded. Pure."""
-    if len(ids) <= max_length or limit <= 0:
+def further_windows(ids: npt.NDArray[np.int64], *, max_length: int, keep: int, limit: int, width: int = 0,
+                    above: int | None = None) -> list[npt.NDArray[np.int64]]:
+    """The passage windows of a tokenized text ``ids`` (``[first special, keep prefix tokens, body..., last
+    special]``) longer than ``above`` tokens (None: the ``max_length`` a model reads; a shorter text has none): each
+    is the first special, the prefix, ``W = width - 2 - keep`` body tokens and the last special (``width`` 0 or over
+    ``max_length``: ``max_length``). Windows start every ``W * PASSAGE_STRIDE`` tokens from the first stride on (the
+    main vector, what truncation embeds, reads ``body[:W]`` and more), the last one ending at the body's end. When
+    more than ``limit`` would be needed, the stride grows (less overlap, up to none) so ``limit`` windows reach as
+    far as they can; what lies past ``W * (1 + limit)`` tokens (and the main vector's) is not embedded. Pure."""
+    if len(ids) <= (max_length if above is None else above) or limit <= 0:
         return []
-    width = max_length - 2 - keep
+    width = (width if 0 < width <= max_length else max_length) - 2 - keep
     if width < 1:
         return []
     first, prefix, body, last = ids[:1], ids[1:1 + keep], ids[1 + keep:-1], ids[-1:]

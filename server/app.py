@@ -148,7 +148,7 @@ def load_embedder(config: ServerConfig, device: str, *, speed: Mapping[str, bool
     from models.packaged import MINILM_NAME, minilm_path, minilm_provenance
 
     options = {"device": device, "dtype": config.models.dtype, "max_length": config.models.embed_max_length,
-               **(CPU_SPEED if speed is None else speed)}
+               "passage_tokens": config.models.passage_tokens, **(CPU_SPEED if speed is None else speed)}
     if config.models.embedder == E5_NAME:
         return E5Embedder.load(**options)
     if config.models.embedder not in ("", "minilm", MINILM_NAME):

@@ -65,10 +65,13 @@ class ModelsConfig:
         "faster than bfloat16 where that is native, and a logit moves with its batch-mates (README \"Reranker\")"))
     embed_max_length: int = option(256, (
         "tokens per text the embedder reads; a longer memory's rest goes into passage vectors"))
-    passage_vectors: int = option(8, (
+    passage_vectors: int = option(16, (
         "passage vectors a memory longer than embed_max_length tokens gets at most: overlapping windows over the "
         "rest, searched with its main vector, each memory once at its best (docs/concepts/retrieval.md); 0 = none. "
         "Memories that fit cost nothing; replay reads them from the log, never re-embeds"))
+    passage_tokens: int = option(48, (
+        "tokens of a passage vector's window (special tokens and prefix included; 0 = embed_max_length): narrow "
+        "windows find a sentence deep in a long chat turn (docs/concepts/retrieval.md \"Passage vectors\")"))
     cpu_threads: int = option(0, "torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)")
     device_threads: int = option(0, (
         "forward passes (embedding, reranking) that may run at once, each on its own device thread with "
@@ -332,6 +335,8 @@ class ServerConfig:
             (self.models.embed_max_length >= 2, "advanced.embed_max_length must be >= 2"),
             (0 <= self.models.passage_vectors <= MAX_PASSAGES,
              f"advanced.passage_vectors must be in [0, {MAX_PASSAGES}]"),
+            (self.models.passage_tokens == 0 or 8 <= self.models.passage_tokens,
+             "advanced.passage_tokens must be 0 (embed_max_length) or >= 8"),
             (bool(self.tls_cert) == bool(self.tls_key), "tls_cert and tls_key are set together"),
             (not self.tls_client_ca or bool(self.tls_cert), "tls_client_ca needs tls_cert and tls_key"),
             (self.tenants.memory_budget_mb >= 0, "tenants.memory_budget_mb must be >= 0"),

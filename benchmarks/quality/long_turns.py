@@ -2,6 +2,7 @@
 inside a 1–2 KB assistant-style turn, the original line placed after about 1 KB of filler.
 
     .venv/bin/python -m benchmarks.quality.long_turns [--split dev|held_out] [--first-tokens] [--where] [--out PATH]
+                                                      [--windows W/L,...] [--quick] [--filler B,A1,A2]
 
 Built at run time from ../shared/data (nothing of LoCoMo is written into the repository); the filler sentences are
 written for this project. ``--split dev`` (the default): the dev conversations (benchmarks/quality/block.py
@@ -13,9 +14,13 @@ process, the first ``embed_max_length`` tokens, as before passage vectors); and 
 alone, not its windows (``lucene.SEARCH_WINDOWS`` off in process: server/lexical/windows.py). ``--first-tokens``
 adds the cross-encoder reading each long memory's first tokens instead of its best passage
 (server/engine/passages.py; ``PASSAGE_CHARS`` raised past every memory's length); ``--ce-windows 400,600`` the
-cross-encoder reading a window of that many characters of a long turn (``passages.TURN_WINDOW``, 400 by default); ``--passage-tokens 64`` cuts
-the dense passage windows at 64 tokens for the whole run (an exploration: models.embedder.further_windows wrapped in
-process). ``--where`` adds, for the default
+cross-encoder reading a window of that many characters of a long turn (``passages.TURN_WINDOW``, 400 by default).
+``--windows 48/16,128/8`` ingests the set again for each width/limit pair (tokens of a dense passage window,
+``advanced.passage_tokens``, 0 = the embedder's window; passage vectors a memory gets at most,
+``advanced.passage_vectors``), set on the running server's write stage between ingests, and searches each index at
+the defaults; ``--quick`` searches the first index at the defaults alone. ``--filler 500,100,400`` sets the filler
+before the said line and the range after it (characters; default 1000,300,800: 1–2 KB turns; 500,100,400: ~1 KB
+turns). ``--where`` adds, for the default
 and the BM25-without-windows variants, where each evidence turn ranks in the dense, BM25 and fused lists (top 100,
 no rerank) and at the defaults (top 50).
 """
@@ -54,21 +59,26 @@ FILLER = (
 )
 
 
-def long_turn(said: str, rng: random.Random) -> str:
-    """``said`` inside an assistant-style turn: ~1 KB of filler before it, ~0.3–0.8 KB after."""
+FILLER_CHARS = (1000, 300, 800)   # filler before the said line; the range of filler after it
+
+
+def long_turn(said: str, rng: random.Random, filler_chars: tuple[int, int, int] = FILLER_CHARS) -> str:
+    """``said`` inside an assistant-style turn: ~1 KB of filler before it, ~0.3–0.8 KB after (``filler_chars``)."""
     def filler(chars: int) -> str:
         out: list[str] = []
         while sum(len(s) + 1 for s in out) < chars:
             out.append(rng.choice(FILLER))
         return " ".join(out)
-    return f"assistant: {filler(1000)} Earlier in our chat — {said} {filler(rng.randint(300, 800))}"
+    before, low, high = filler_chars
+    return f"assistant: {filler(before)} Earlier in our chat — {said} {filler(rng.randint(low, high))}"
 
 
-def inputs(conv, rng: random.Random, evidence: set[str]) -> list[tuple[str, pb.MemoryInput]]:  # type: ignore[no-untyped-def]
+def inputs(conv, rng: random.Random, evidence: set[str],  # type: ignore[no-untyped-def]
+           filler_chars: tuple[int, int, int] = FILLER_CHARS) -> list[tuple[str, pb.MemoryInput]]:
     out = []
     for t in conv.turns:
         said = f"{t.speaker}: {t.text}"
-        text = long_turn(said, rng) if t.id in evidence or rng.random() < 1 / 3 else said
+        text = long_turn(said, rng, filler_chars) if t.id in evidence or rng.random() < 1 / 3 else said
         out.append((t.id, pb.MemoryInput(content=text, type=pb.MEMORY_TYPE_EPISODIC, created_at_ms=t.created_at * 1000,
                                          source_ref=t.id)))
     return out
@@ -102,6 +112,12 @@ def where(server: EvalServer, conversations, tenants, queries, qrels) -> dict[st
     return out
 
 
+def percentiles(ms: list[float]) -> dict[str, float]:
+    """p50 and p95 of the block searches' times (one query each)."""
+    ordered = sorted(ms)
+    return {"p50_ms": round(ordered[len(ordered) // 2], 1), "p95_ms": round(ordered[int(len(ordered) * 0.95)], 1)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--split", choices=("dev", "held_out"), default="dev")
@@ -110,8 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--where", action="store_true", help="also where the evidence ranks in each list")
     parser.add_argument("--main-only", action="store_true", help="also the dense side on main vectors alone")
     parser.add_argument("--ce-windows", default="", help="comma-separated passages.TURN_WINDOW values to add")
-    parser.add_argument("--passage-tokens", type=int, default=0,
-                        help="cut dense passage windows at N tokens instead of the embedder's window (exploration)")
+    parser.add_argument("--windows", default="",
+                        help="comma-separated WIDTH/LIMIT pairs (advanced.passage_tokens/passage_vectors): one more "
+                             "index each, searched at the defaults")
+    parser.add_argument("--quick", action="store_true", help="search the first index at the defaults alone")
+    parser.add_argument("--filler", default=",".join(map(str, FILLER_CHARS)),
+                        help="filler characters before the said line, and the least and most after it")
     parser.add_argument("--out", type=Path, default=None,
                         help="default benchmarks/results/quality/long_turns[_held_out].json")
     args = parser.parse_args(argv)
@@ -124,18 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     from server.index import tiered
     from server.lexical import lucene
 
-    if args.passage_tokens:   # every passage window N tokens wide (the main vector keeps the embedder's window)
-        import models.embedder as embedder_module
-
-        cut, width = embedder_module.further_windows, args.passage_tokens
-
-        def narrow(ids, *, max_length, keep, limit):  # type: ignore[no-untyped-def]
-            return cut(ids, max_length=width, keep=keep, limit=limit) if len(ids) > max_length else []
-        embedder_module.further_windows = narrow
-
+    filler_chars = tuple(int(c) for c in args.filler.split(","))
+    assert len(filler_chars) == 3, "--filler BEFORE,AFTER_MIN,AFTER_MAX"
+    windows_sweep = [tuple(int(x) for x in pair.split("/")) for pair in args.windows.split(",") if pair.strip()]
     conversations = [c for c in load_locomo() if (c.id in LOCOMO_DEV) == (args.split == "dev")]
     rng = random.Random(20260101)
-    results: dict = {"split": args.split, "conversations": [c.id for c in conversations], "variants": {}}
+    results: dict = {"split": args.split, "conversations": [c.id for c in conversations], "variants": {},
+                     "filler_chars": list(filler_chars)}
     # Near-duplicate merging off: the filler makes long turns' vectors alike (at the default threshold 79 of conv-26's
     # 419 turns merged into others), which would measure merging, not reading.
     overrides = {"memory": {"audit_searches": False, "dedupe_cosine": 1.01}}
@@ -145,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("passage vectors + BM25 windows, cross-encoder window 800 (before)", True, None, default_discount,
                  True),
                 ("passage vectors, BM25 without windows", True, None, default_discount, False)]
+    if args.quick:
+        variants = variants[:1]
     if args.main_only:
         variants.append(("main vector only, BM25 without windows (before passages)", False, None, default_discount,
                          False))
@@ -155,13 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     windows = [int(w) for w in args.ce_windows.split(",") if w.strip()]
     with tempfile.TemporaryDirectory(prefix="engram-long-") as tmp, EvalServer(Path(tmp) / "data",
                                                                                overrides=overrides) as server:
-        tenants, qrels, queries = {}, {}, {}
+        tenants, qrels, queries, items_of = {}, {}, {}, {}
         long_chars = []
         ingest_s = 0.0
         for conv in conversations:
             evidence = {d for q in conv.questions for d in q.evidence}
-            items = inputs(conv, rng, evidence)
-            long_chars += [len(m.content) for _, m in items if len(m.content) > 1000]
+            items = items_of[conv.id] = inputs(conv, rng, evidence, filler_chars)
+            long_chars += [len(m.content) for _, m in items if len(m.content) > filler_chars[0]]
             tenants[conv.id] = server.ingest(f"long-{conv.id}", items)
             ingest_s += tenants[conv.id].seconds
             queries[conv.id] = [Query(id=q.id, text=q.text) for q in conv.questions]
@@ -176,6 +193,34 @@ def main(argv: list[str] | None = None) -> int:
         results["memories_with_passages"] = sum(len(s.store.passage_counts()) for s in shards)
         results["ingest_memories_per_s"] = round(turns / ingest_s, 1)
         results["bm25_documents"] = sum(s.lexical.count() for s in shards)
+        stage = server._app.engine.write_stage   # type: ignore[union-attr]
+        results["passage_tokens"], results["passage_limit"] = stage.embedder.passage_tokens, stage.passages
+        results["indexes"] = {}
+        for width, limit in windows_sweep:   # the same turns again, under other dense passage windows
+            saved_windows = (stage.embedder.passage_tokens, stage.passages)
+            stage.embedder.passage_tokens, stage.passages = width, limit
+            try:
+                other = {conv.id: server.ingest(f"long-{conv.id}-{width}-{limit}", items_of[conv.id])
+                         for conv in conversations}
+            finally:
+                stage.embedder.passage_tokens, stage.passages = saved_windows
+            index = [registry.shard(t.tenant) for t in other.values()]
+            run, block, ms = {}, {}, []
+            t0 = time.perf_counter()
+            for conv in conversations:
+                run.update(server.search(other[conv.id], queries[conv.id], DEFAULTS, now_ms=conv.now * 1000, top_k=10))
+                docs, times = server.block_docs(other[conv.id], queries[conv.id], now_ms=conv.now * 1000)
+                block.update(docs)
+                ms += times
+            top = evaluate(run, qrels, ks=(5, 10))
+            results["indexes"][f"{width}/{limit}"] = {
+                "passage_tokens": width, "passage_limit": limit,
+                "passage_vectors": sum(s.dense.passage_vectors for s in index),
+                "ingest_memories_per_s": round(turns / sum(t.seconds for t in other.values()), 1),
+                "recall@10": round(top["recall@10"], 4), "recall@5": round(top["recall@5"], 4),
+                "block_recall": round(block_recall(block, qrels, list(qrels)), 4),
+                "seconds": round(time.perf_counter() - t0, 1), **percentiles(ms)}
+            log.info("long turns, windows %d/%d: %s", width, limit, results["indexes"][f"{width}/{limit}"])
         saved = (passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS,
                  passages.TURN_WINDOW)
         variants += [(f"cross-encoder window {w} chars", True, None, default_discount, True) for w in windows]
@@ -198,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                 results["variants"][name] = {"recall@10": round(top["recall@10"], 4), "recall@5": round(top["recall@5"], 4),
                                              "block_recall": round(block_recall(block, qrels, list(qrels)), 4),
                                              "queries": len(qrels), "seconds": round(time.perf_counter() - t0, 1),
-                                             "p50_ms": round(sorted(ms)[len(ms) // 2], 1)}
+                                             **percentiles(ms)}
                 log.info("long turns, %s: %s", name, results["variants"][name])
                 if args.where and chars is None and discount == default_discount and dense_passages:
                     results["variants"][name]["where"] = where(server, conversations, tenants, queries, qrels)

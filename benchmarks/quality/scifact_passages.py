@@ -17,8 +17,12 @@ off in process: what the dense side read before passage vectors). ``--docs N`` i
 abstract judged for the chosen splits' claims and a seeded sample of the others, N in all (an ingest of the whole
 corpus with passage vectors takes longer than a CPU-lock hold on a 2-core machine).
 
+``--windows 0/8`` ingests the abstracts again under each WIDTH/LIMIT of dense passage windows
+(``advanced.passage_tokens``, 0 = the embedder's window / ``advanced.passage_vectors``), set on the running server's
+write stage, and searches that tenant at the defaults beside the default one (only the default variant runs then).
+
     .venv/bin/python -m benchmarks.quality.scifact_passages [--rounds 1] [--margins 2,3] [--splits train,test]
-                                                            [--docs 1500] [--bm25-windows]
+                                                            [--docs 1500] [--bm25-windows] [--windows 0/8]
 
 Writes ``benchmarks/results/quality/scifact_passages.json``.
 """
@@ -67,6 +71,8 @@ def main() -> int:
                         "beside the default, alone")
     parser.add_argument("--bm25-windows", action="store_true",
                         help="run only the default and BM25 without long memories' windows (lucene.SEARCH_WINDOWS)")
+    parser.add_argument("--windows", default="", help="comma-separated WIDTH/LIMIT dense passage windows: one more "
+                        "tenant each, searched at the defaults beside the default")
     parser.add_argument("--out", type=Path, default=repo_root() / "benchmarks" / "results" / "quality"
                         / "scifact_passages.json")
     args = parser.parse_args()
@@ -100,13 +106,38 @@ def main() -> int:
     if args.bm25_windows:   # the default beside BM25 without windows (server/lexical/windows.py) alone
         variants = {f"best passage (default, margin {margin})": variants[f"best passage (default, margin {margin})"],
                     "BM25 without windows": (default, margin, True, discount, False)}
+    sweep = [tuple(int(x) for x in pair.split("/")) for pair in args.windows.split(",") if pair.strip()]
+    if sweep:   # the default beside other dense passage windows, each on its own tenant
+        variants = {f"best passage (default, margin {margin})": variants[f"best passage (default, margin {margin})"]}
     results: dict[str, dict[str, list[dict]]] = {split: {name: [] for name in variants} for split in splits}
     with tempfile.TemporaryDirectory() as tmp, EvalServer(Path(tmp)) as server:
         tenant = server.ingest("scifact", items)
-        shard = server._app.engine.registry.shard("scifact")   # type: ignore[union-attr]
+        registry = server._app.engine.registry   # type: ignore[union-attr]
+        stage = server._app.engine.write_stage   # type: ignore[union-attr]
+        shard = registry.shard("scifact")
         ingest = {"seconds": round(tenant.seconds, 1), "memories_per_s": round(len(items) / tenant.seconds, 2),
-                  "passage_vectors": shard.dense.passage_vectors}
+                  "passage_vectors": shard.dense.passage_vectors, "passage_tokens": stage.embedder.passage_tokens,
+                  "passage_limit": stage.passages}
+        others = {}
+        for width, limit in sweep:
+            saved = (stage.embedder.passage_tokens, stage.passages)
+            stage.embedder.passage_tokens, stage.passages = width, limit
+            try:
+                others[f"{width}/{limit}"] = server.ingest(f"scifact-{width}-{limit}", items)
+            finally:
+                stage.embedder.passage_tokens, stage.passages = saved
+            other = others[f"{width}/{limit}"]
+            ingest[f"{width}/{limit}"] = {"seconds": round(other.seconds, 1),
+                                          "memories_per_s": round(len(items) / other.seconds, 2),
+                                          "passage_vectors": registry.shard(other.tenant).dense.passage_vectors}
         for split, data in sets.items():
+            for name, other in others.items():
+                t0 = time.perf_counter()
+                run = server.search(other, data.queries, DEFAULTS, now_ms=FIXED_NOW_MS, top_k=100)
+                scores = _scores(run, data.qrels, (10, 100))
+                results[split][f"passage windows {name}"] = [{**scores,
+                                                              "seconds": round(time.perf_counter() - t0, 1)}]
+                log.info("%s passage windows %s: %s", split, name, scores)
             for r in range(args.rounds):
                 order = list(variants) if r % 2 == 0 else list(reversed(variants))
                 for name in order:
@@ -126,7 +157,8 @@ def main() -> int:
            "command": "python -m benchmarks.quality.scifact_passages --rounds %d --margins %s --splits %s --docs %d "
                       "--discounts %s%s" % (args.rounds, args.margins, args.splits, args.docs, args.discounts,
                                                " --bm25-windows" if args.bm25_windows else "")
-                      + (f" --ce-windows {args.ce_windows}" if args.ce_windows else ""),
+                      + (f" --ce-windows {args.ce_windows}" if args.ce_windows else "")
+                      + (f" --windows {args.windows}" if args.windows else ""),
            "docs": len(docs), "docs_over_passage_chars": long_docs, "passage_chars": PASSAGE_CHARS, "ingest": ingest,
            "queries": {split: len(data.queries) for split, data in sets.items()},
            "variants": results["test"] if splits == ["test"] else results}

@@ -1,9 +1,10 @@
 """Passage vectors: a long memory's further windows in the dense index, each under an id that names its memory.
 
 The embedder reads the first ``advanced.embed_max_length`` tokens of a memory; a memory whose text runs past them
-also gets up to ``advanced.passage_vectors`` vectors of overlapping windows over the rest (the write stage cuts them
-from the tokenizer's ids: server/engine/ingest.py). A memory's vectors travel as one array: row 0 is its main vector,
-the rows after it its passages; a short memory has one row (or a plain ``(dim,)`` vector), exactly as before.
+also gets up to ``advanced.passage_vectors`` vectors of narrow overlapping windows over it (``advanced.passage_tokens``
+tokens each; the write stage cuts them from the tokenizer's ids: server/engine/ingest.py, models/embedder.py). A
+memory's vectors travel as one array: row 0 is its main vector, the rows after it its passages; a short memory has
+one row (or a plain ``(dim,)`` vector), exactly as before.
 
 In the dense index passage ``j`` (1-based) of doc ``d`` has the id ``d | j << PASSAGE_SHIFT``: the memory of any id is
 ``id & DOC_MASK``, with no table to persist — an IVF snapshot keeps the ids it was built with. A search over an index

@@ -38,6 +38,23 @@ def test_a_cap_widens_the_stride_up_to_no_overlap_and_no_further() -> None:
     assert [r[1] - 1000 for r in rows] == [7, 14, 19] and rows[-1][-2] == 1028
 
 
+def test_narrow_windows_are_width_tokens_wide_and_span_the_whole_text() -> None:
+    ids = np.array([101, 7, *range(1000, 1050), 102])           # special, 1 prefix token, 50 body tokens, special
+    rows = further_windows(ids, max_length=12, keep=1, limit=30, width=8)   # 5 body tokens a window, stride 2
+    assert all(len(r) == 8 and r[0] == 101 and r[1] == 7 and r[-1] == 102 for r in rows)
+    assert [r[2] - 1000 for r in rows] == [*range(2, 46, 2), 45] and rows[-1][-2] == 1049
+    capped = further_windows(ids, max_length=12, keep=1, limit=9, width=8)   # 9 windows: stride 5, no overlap
+    assert [r[2] - 1000 for r in capped] == [5, 10, 15, 20, 25, 30, 35, 40, 45]
+    wide = further_windows(ids, max_length=12, keep=1, limit=30)
+    for width in (0, 12, 40):                                   # 0 or past the model's window: the model's window
+        assert [r.tolist() for r in further_windows(ids, max_length=12, keep=1, limit=30, width=width)] == [
+            r.tolist() for r in wide]
+    assert further_windows(ids[:12], max_length=12, keep=1, limit=30, width=8) == []   # fits: nothing, narrow or not
+    short = ids[:11]                                            # 8 body tokens: the model reads it whole
+    assert [r[2] - 1000 for r in further_windows(short, max_length=12, keep=1, limit=30, width=8, above=6)] == [2, 3]
+    assert further_windows(short, max_length=12, keep=1, limit=30, width=8, above=11) == []
+
+
 class Counting(HFEmbedder):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -76,6 +93,28 @@ def test_stage_adds_passage_rows_to_long_texts_only(model: Counting) -> None:
     with ThreadPoolExecutor(1) as pool:
         (off,) = _run(EmbedStage(embedder=model, device_pool=pool, passages=0), [[long]])
     assert isinstance(off, np.ndarray) and off.shape == (1, model.dim)
+
+
+def test_the_embedders_passage_tokens_set_its_windows_width(model: Counting) -> None:
+    long = " ".join(f"sentence {i} about the trip and the weather on the coast" for i in range(20))
+    wide = model.passage_windows([long], limit=20)[0]
+    assert wide and all(len(w) == model.max_length for w in wide)
+    model.passage_tokens = 12
+    try:
+        narrow = model.passage_windows([long], limit=20)[0]
+        with ThreadPoolExecutor(1) as pool:
+            (sets,) = _run(EmbedStage(embedder=model, device_pool=pool, passages=20), [[long]])
+    finally:
+        model.passage_tokens = 0
+    assert model.passage_from == model.max_length                  # at 0: texts cut at the model's window only
+    model.passage_tokens = 16
+    assert model.passage_from == model.max_length // 2             # narrow windows start at half the window
+    model.passage_tokens = 0
+    assert len(narrow) > len(wide) and all(len(w) == 12 for w in narrow)
+    assert narrow[0][0] == wide[0][0] and narrow[0][-1] == wide[0][-1]   # the special tokens around each
+    assert sets[0].shape == (1 + len(narrow), model.dim)
+    np.testing.assert_allclose(sets[0][1:], model.forward(TokenBatch(
+        input_ids=tuple(narrow), token_type_ids=tuple(np.zeros_like(w) for w in narrow))), atol=1e-5)
 
 
 def test_windows_read_a_memorys_content_never_its_context(model: Counting) -> None:

@@ -61,6 +61,27 @@ def test_search_returns_each_memory_once_with_the_max_over_its_vectors() -> None
     assert ids[0].tolist() == np.argsort(-flat, kind="stable").tolist()
 
 
+def test_memories_with_the_servers_most_passages_come_back_once_and_their_ids_stay_apart() -> None:
+    from server.config import ServerConfig
+    from server.index.memory_vectors import MAX_PASSAGES
+
+    most = ServerConfig().models.passage_vectors               # narrow windows: up to 16 a long turn
+    assert 8 < most <= MAX_PASSAGES
+    ids = passage_ids(DOC_MASK, MAX_PASSAGES)                 # the last doc id, the most passages: no overflow
+    assert (ids > 0).all() and ((ids & DOC_MASK) == DOC_MASK).all() and len(set(ids.tolist())) == MAX_PASSAGES
+    index = TieredDenseIndex(DIM, rules=TierRules(promote_at=0))
+    mains, deep = unit(30, seed=3), unit(3 * most, seed=4)
+    sets: list[np.ndarray] = list(mains)
+    for j, doc in enumerate((4, 11, 20)):                     # three memories, each with the most passages
+        sets[doc] = np.vstack([mains[doc], deep[j * most:(j + 1) * most]])
+    index.add(np.arange(30), sets)
+    assert index.passage_vectors == 3 * most and index.passages_of(11) == most
+    _, found = index.search(deep[most:2 * most], 10)           # every passage of memory 11 finds it, once, first
+    assert (found[:, 0] == 11).all() and all(len(set(row.tolist())) == 10 for row in found)
+    index.remove([11])
+    assert index.passage_vectors == 2 * most and 11 not in index.search(deep[most:2 * most], 29)[1]
+
+
 def test_short_memories_add_no_entry_and_search_as_before() -> None:
     index = TieredDenseIndex(DIM, rules=TierRules(promote_at=0))
     mains = unit(40, seed=3)
