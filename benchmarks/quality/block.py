@@ -3,8 +3,8 @@
     .venv/bin/python -m benchmarks.quality.run --only block
 
 For each LoCoMo conversation (one tenant, one memory per turn written as ``"<speaker>: <text>"``, as the locomo
-suite writes them) and each variant of the server (its defaults; the defaults with the second hop off,
-``search.expand_turns`` 0, set on the in-process pipeline between rows): recall@5 and recall@10 of a top-10 search,
+suite writes them) and each variant of the server (its defaults; the defaults with the named speaker's factor at 1 or
+the second hop off, ``search.expand_turns`` 0: ``VARIANTS``, set on the in-process pipeline between rows): recall@5 and recall@10 of a top-10 search,
 and the **block evidence recall**: the share of a question's evidence turns whose text the context block holds when
 the question is sent as the SDK's ``recall`` sends it (``top_k`` 5, ``context_block``, the server's relevance floor
 and size rule), one query per Search from one client, timed (p50 / p95 ms). Reported per category and for the dev
@@ -26,7 +26,11 @@ log = logging.getLogger(__name__)
 
 LOCOMO_DEV = ("conv-26", "conv-30", "conv-41")        # tuned on
 LOCOMO_HELD_OUT = ("conv-42", "conv-43")              # reported only
-VARIANTS = (("defaults", None), ("defaults, no second hop", 0))
+# Each variant: the pipeline attributes set for it (the second hop's ``expand_turns``, the named speaker's
+# ``speaker_factor``); ``--block-variants`` on run.py picks them by name.
+VARIANTS: dict[str, dict[str, float]] = {"defaults": {}, "defaults, no speaker rule": {"speaker_factor": 1.0},
+                                         "defaults, no second hop": {"expand_turns": 0}}
+DEFAULT_VARIANTS = ("defaults", "defaults, no speaker rule")
 
 
 def block_recall(block: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]],
@@ -47,13 +51,13 @@ def _row(run: Mapping[str, Sequence[str]], block: Mapping[str, Sequence[str]], q
             "block_items": round(float(np.mean([items[q] for q in ids])), 2) if ids else 0.0, "queries": len(ids)}
 
 
-def run_block(server: EvalServer) -> dict:
+def run_block(server: EvalServer, variants: Sequence[str] = DEFAULT_VARIANTS) -> dict:
     from benchmarks.quality.suites import locomo_inputs
 
     conversations = load_locomo()
     engine = server._app.engine   # type: ignore[union-attr]  # the in-process server's
     pipeline = engine.search_pipeline
-    default_turns = pipeline.expand_turns
+    saved = {attr: getattr(pipeline, attr) for v in VARIANTS.values() for attr in v}
     # Every block query is timed as a new question: no query embedding and no cross-encoder score comes from a cache
     # (the top-10 search of the same questions, and the other variant, ran before it).
     caches = (engine.pair_cache, engine.query_cache)
@@ -63,12 +67,14 @@ def run_block(server: EvalServer) -> dict:
     category = {q.id: q.category for c in conversations for q in c.questions}
     split = {q.id: ("dev" if c.id in LOCOMO_DEV else "held_out") for c in conversations for q in c.questions}
     out: dict = {"dev_conversations": list(LOCOMO_DEV), "held_out_conversations": list(LOCOMO_HELD_OUT),
-                 "expand_turns_default": default_turns, "variants": {}}
+                 "expand_turns_default": pipeline.expand_turns, "speaker_factor_default": pipeline.speaker_factor,
+                 "variants": {}}
     try:
         for cache in caches:
             cache.max_entries = 0
-        for name, turns in VARIANTS:
-            pipeline.expand_turns = default_turns if turns is None else turns
+        for name in variants:
+            for attr, value in {**saved, **VARIANTS[name]}.items():
+                setattr(pipeline, attr, value)
             run: dict[str, list[str]] = {}
             block: dict[str, list[str]] = {}
             items: dict[str, int] = {}
@@ -93,7 +99,8 @@ def run_block(server: EvalServer) -> dict:
             out["variants"][name] = rows
             log.info("block %s: dev %s, held out %s", name, rows["dev"]["all"], rows["held_out"]["all"])
     finally:
-        pipeline.expand_turns = default_turns
+        for attr, value in saved.items():
+            setattr(pipeline, attr, value)
         for cache, size in zip(caches, sizes, strict=True):
             cache.max_entries = size
     return out

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.quality import report, suites
-from benchmarks.quality.block import run_block
+from benchmarks.quality.block import DEFAULT_VARIANTS, VARIANTS, run_block
 from benchmarks.quality.sessions import run_set
 from benchmarks.quality.datasets import DataMissing, repo_root
 from benchmarks.quality.harness import EvalServer
@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reranker", default="", help="cross-encoder path (else ENGRAM_MODELS__RERANKER)")
     parser.add_argument("--locomo-text", default="speaker,conversation",
                         help="LoCoMo memory text: speaker (the headline), conversation, raw, contextualised")
+    parser.add_argument("--block-variants", default=",".join(DEFAULT_VARIANTS),
+                        help=f"the block suite's server variants, comma-separated: {', '.join(VARIANTS)}")
     parser.add_argument("--out", type=Path, default=repo_root() / "benchmarks" / "results" / "quality")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -76,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
                 elif name == "zh":
                     results["zh"] = suites.run_chinese(server)
                 elif name == "block":
-                    results["block"] = run_block(server)
+                    names = [v.strip() for v in args.block_variants.split(",") if v.strip()]
+                    if set(names) - set(VARIANTS):
+                        parser.error(f"unknown block variants: {sorted(set(names) - set(VARIANTS))}")
+                    results["block"] = run_block(server, names)
                 elif name in ("multisession", "preference"):
                     results[name] = run_set(server, name)
                 elif name == "updates":

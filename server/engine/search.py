@@ -32,6 +32,7 @@ from server.engine.feedback import FEEDBACK_BELOW, FEEDBACK_WEIGHT, is_weak, roc
 from server.engine.passages import rerank_text
 from server.engine.ranking import RankStage
 from server.engine.rerank import PairScorer
+from server.engine.speakers import SPEAKER_FACTOR, speaker_relevance
 from server.fusion.calibration import Calibration, fused_features
 from server.fusion.rrf import rrf_filtered, rrf_max
 from server.store.columns import columnar, keep_mask
@@ -116,6 +117,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         self.feedback_below, self.feedback_weight = FEEDBACK_BELOW, FEEDBACK_WEIGHT   # the second round's rule
         # The second hop (server/engine/expand.py): turns beside the most relevant candidates, within a conversation.
         self.expand_turns, self.expand_window_ms = search.expand_turns, int(thread_window_s * 1000)
+        self.speaker_factor = SPEAKER_FACTOR   # the speaker a question names (server/engine/speakers.py); 1: off
         self.cache = cache
         self.calibration = calibration
         self.rank = RankStage(ranker=ranker, scoring=scoring)
@@ -240,10 +242,10 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             timings.rerank_ns = timings.lap("rerank", t0)
             computed, compute_ns, tokens = scored.computed, scored.compute_ns, scored.tokens
             self._apply_rerank(items, cands, owners, scored.logits)
-        if self.expand_turns:
+        if self.expand_turns or self.speaker_factor != 1.0:
             t0 = time.monotonic_ns()
             cands = await loop.run_in_executor(self.cpu_pool, self._expand_stage, items, cands)
-            timings.fusion_ns += timings.lap("expand", t0)   # the second hop joins the fusion's time
+            timings.fusion_ns += timings.lap("expand", t0)   # the second hop and the speaker join the fusion's time
         results = await loop.run_in_executor(self.cpu_pool, self.rank, items, cands, timings)
         if self.controller is not None:   # the cost model: ms per pair, and per query for the other stages
             self.controller.observe(queries=len(batch), other_ms=(time.monotonic_ns() - started_ns - timings.rerank_ns) / 1e6,
@@ -381,20 +383,32 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         return out
 
     def _expand_stage(self, items: Sequence[SearchItem], cands: list[Candidates]) -> list[Candidates]:
-        """The second hop (server/engine/expand.py) for each reranked query: the turns beside its most relevant
-        candidates reach a share of their relevance, below its confident first-round hits."""
+        """For each reranked query: the second hop (server/engine/expand.py: the turns beside its most relevant
+        candidates reach a share of their relevance, below its confident first-round hits), then the speaker it
+        names (server/engine/speakers.py: that speaker's turns × ``speaker_factor``)."""
         out = list(cands)
         for i, (it, cand) in enumerate(zip(items, cands, strict=True)):
             if self.rerank_depth(it) <= 0 or len(cand.ids) == 0:
                 continue
-            seeds = seeds_of(cand)
-            turns = adjacent_turns(it.shard.store, cand.ids[seeds].tolist(), radius=self.expand_turns,
-                                   window_ms=self.expand_window_ms)
-            if turns:
-                kept = set(_filtered(it.shard, it.query, np.zeros(len(turns)), [d for d, _ in turns], it.now_ms)[0]
-                           .tolist())
-                out[i] = second_hop(cand, [t for t in turns if t[0] in kept], seeds, calibration=self.calibration)
+            if self.expand_turns:
+                out[i] = self._hop(it, cand)
+            if self.speaker_factor != 1.0:
+                by_doc = it.shard.store.by_doc
+                relevance = speaker_relevance(it.query.text, [by_doc(d) for d in out[i].ids.tolist()],
+                                              out[i].relevance, factor=self.speaker_factor)
+                if relevance is not out[i].relevance:
+                    out[i] = replace(out[i], relevance=relevance)
         return out
+
+    def _hop(self, it: SearchItem, cand: Candidates) -> Candidates:
+        """The second hop of one reranked query."""
+        seeds = seeds_of(cand)
+        turns = adjacent_turns(it.shard.store, cand.ids[seeds].tolist(), radius=self.expand_turns,
+                               window_ms=self.expand_window_ms)
+        if not turns:
+            return cand
+        kept = set(_filtered(it.shard, it.query, np.zeros(len(turns)), [d for d, _ in turns], it.now_ms)[0].tolist())
+        return second_hop(cand, [t for t in turns if t[0] in kept], seeds, calibration=self.calibration)
 
     def _rerank_pairs(self, items: Sequence[SearchItem], cands: list[Candidates],
                       ) -> tuple[list[tuple[str, str]], list[tuple[int, int]]]:

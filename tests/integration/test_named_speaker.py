@@ -1,0 +1,76 @@
+"""The speaker a question names, through the real server (e5, FAISS, Lucene, the shipped cross-encoder): in a
+conversation written as ``"<speaker>: <text>"`` turns, a question about one speaker raises that speaker's turns by
+``SPEAKER_FACTOR`` (on by default); the other speaker's turns, a question naming both speakers and a fact that merely
+starts with the name keep their relevance."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from support import start_server
+
+from server.config import BUNDLED_RERANKER, bundled_reranker
+from server.engine import speakers
+from engram_proto.v1 import messages_pb2 as pb
+
+pytestmark = pytest.mark.skipif(not bundled_reranker(), reason=f"{BUNDLED_RERANKER} absent (make reranker)")
+
+T = "acme/chat"
+CHAT = [
+    "Caroline: I went to an LGBTQ support group yesterday and it was so powerful.",
+    "Melanie: Wow, Caroline, that sounds amazing! I am so glad you found a group like that.",
+    "Caroline: Lately I have been researching adoption agencies; having a family has been my dream.",
+    "Melanie: Thanks for the tip, Caroline. Doing research and readying myself emotionally makes sense.",
+    "Melanie: I signed up for a pottery class yesterday, it is like therapy for me.",
+]
+FACT = "Caroline: prefers short answers"   # a fact (SEMANTIC) that starts with the name: not a turn
+
+
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory, jvm, embedder):  # type: ignore[no-untyped-def]
+    running = start_server(tmp_path_factory.mktemp("speaker") / "data", embedder=embedder,
+                           models={"reranker": "bundled"})
+    client = running.client()
+    client.create_tenant(T)
+    at = int(time.time() * 1000) - 86_400_000
+    for i, text in enumerate(CHAT):
+        client.write(T, pb.MemoryInput(content=text, type=pb.MEMORY_TYPE_EPISODIC, created_at_ms=at + i * 1000))
+    client.write(T, pb.MemoryInput(content=FACT, type=pb.MEMORY_TYPE_SEMANTIC, created_at_ms=at))
+    yield running, client
+    running.stop()
+
+
+def _relevance(running, client, query: str, *, factor: float) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    pipeline = running.app.engine.search_pipeline
+    saved, pipeline.speaker_factor = pipeline.speaker_factor, factor
+    try:
+        hits = client.search(T, query, top_k=10, scoring={"now_ms": int(time.time() * 1000)}).hits
+    finally:
+        pipeline.speaker_factor = saved
+    return {h.memory.content: h.breakdown.relevance for h in hits}
+
+
+def test_a_question_about_one_speaker_raises_that_speakers_turns(chat) -> None:
+    running, client = chat
+    assert running.app.engine.search_pipeline.speaker_factor == speakers.SPEAKER_FACTOR > 1   # on by default
+    query = "What did Caroline research?"
+    off = _relevance(running, client, query, factor=1.0)
+    on = _relevance(running, client, query, factor=speakers.SPEAKER_FACTOR)
+    assert set(on) == set(off) == {*CHAT, FACT}
+    for text in CHAT:
+        want = min(off[text] * speakers.SPEAKER_FACTOR, speakers.MAX_RELEVANCE) if text.startswith("Caroline:") \
+            else off[text]
+        assert on[text] == pytest.approx(max(want, off[text]), rel=1e-4), text
+    assert on[FACT] == pytest.approx(off[FACT], rel=1e-4)
+    # the answer gains on the other speaker's reply that shares the question's word ("research")
+    answer, reply = CHAT[2], CHAT[3]
+    assert on[answer] / on[reply] == pytest.approx(speakers.SPEAKER_FACTOR * off[answer] / off[reply], rel=1e-3)
+
+
+def test_a_question_about_both_speakers_is_left_alone(chat) -> None:
+    running, client = chat
+    query = "What did Caroline and Melanie talk about at the support group?"
+    off = _relevance(running, client, query, factor=1.0)
+    on = _relevance(running, client, query, factor=speakers.SPEAKER_FACTOR)
+    assert on == pytest.approx(off, rel=1e-4)
