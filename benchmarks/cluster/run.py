@@ -7,8 +7,10 @@ through the same Write calls, then:
 
 - search: closed-loop clients (benchmarks/serving's load generator and queries) at each level, the two
   servers measured back to back per level (single, then Ray);
-- write acknowledgement: one-memory Writes from 1 and 8 clients against each, and group commits of one
-  memory into a TenantStore on the local log (fsync) vs the object log (a conditional PUT), interleaved;
+- write acknowledgement: one-memory Writes from 1 and 8 clients against each and against a third server, a
+  single node whose logs are in the same bucket (Writes only: the same durability as Ray's, so what Ray adds
+  over it is its hops, and what it adds over the local single node is the bucket's PUT), and group commits of
+  one memory into a TenantStore on the local log (fsync) vs the object log (a conditional PUT), interleaved;
 - tenants per replica: where the ring places 1,000 tenant ids, what each replica holds (RAM per tenant), and
   what loading one costs: every shard replica SIGKILLed, then each tenant's first search (take the log over,
   replay it from the bucket, rebuild the indexes) vs the next; the single node restarted for the same;
@@ -255,24 +257,33 @@ def bench(args: argparse.Namespace, workdir: Path, endpoint: str) -> dict[str, A
     started = time.perf_counter()   # both start at once; each one's start-up counts from here
     servers = {"single": EngramProcess("single", workdir=workdir, env={}),
                "ray": EngramProcess("ray", workdir=workdir, env=ray_env,
-                                    ray_address=ray.get_runtime_context().gcs_address)}
+                                    ray_address=ray.get_runtime_context().gcs_address),
+               # Writes only: a single node whose logs are in the same bucket (no Ray) tells the bucket's share of a
+               # Write's extra (its conditional PUT) from what Ray's hops add.
+               "single_bucket": EngramProcess("single_bucket", workdir=workdir, env={
+                   "ENGRAM_OBJECT_STORE__BUCKET": BUCKET, "ENGRAM_OBJECT_STORE__ENDPOINT": endpoint,
+                   "ENGRAM_OBJECT_STORE__PREFIX": "single_bucket/", **S3_ENV})}
+    searched = {side: servers[side] for side in ("single", "ray")}
     out: dict[str, Any] = {"tenants": args.tenants, "memories_per_tenant": args.per_tenant, "search": [],
                            "writes": [], "seed": {}, "startup_s": {}}
     try:
         for side, server in servers.items():
             out[f"server_{side}"] = server.wait_ready()
             out["startup_s"][side] = round(time.perf_counter() - started, 1)
-        for side, server in servers.items():
+        for side, server in searched.items():
             out["seed"][side] = seed(server.address, tenants=args.tenants, per_tenant=args.per_tenant)
             log.info("seeded %s: %s", side, out["seed"][side])
+        channel, _, admin = _stub(servers["single_bucket"].address)
+        with channel:
+            admin.CreateTenant(spb.CreateTenantRequest(tenant_id=write_tenant), metadata=METADATA, timeout=120)
         lock.exclusive()
         out["loadavg_1m_timed_start"] = round(os.getloadavg()[0], 2)
-        for side, server in servers.items():
+        for side, server in searched.items():
             asyncio.run(touch_tenants(server.address, ADMIN_KEY, names, queries[0]))
             asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries, concurrency=32,
                                  seconds=args.warmup, seed=99))
         for level in args.levels:
-            for side, server in servers.items():
+            for side, server in searched.items():
                 load_before = os.getloadavg()[0]
                 result = asyncio.run(run_load(server.address, ADMIN_KEY, tenants=names, queries=queries,
                                               concurrency=level, seconds=args.seconds, seed=level))
@@ -280,6 +291,9 @@ def bench(args: argparse.Namespace, workdir: Path, endpoint: str) -> dict[str, A
                 log.info("search %s c=%d: %.1f QPS p50 %.1f p95 %.1f %s", side, level, row["qps"], row["p50_ms"],
                          row["p95_ms"], row["errors"] or "")
                 out["search"].append(row)
+        for side, server in servers.items():   # every side's write path warm (the bucket-only one took no seed)
+            asyncio.run(run_writes(server.address, ADMIN_KEY, tenant=write_tenant, concurrency=1,
+                                   seconds=args.warmup, tag=f"{side}-warm"))
         for level in args.write_levels:
             for side, server in servers.items():
                 result = asyncio.run(run_writes(server.address, ADMIN_KEY, tenant=write_tenant, concurrency=level,
@@ -321,6 +335,11 @@ def markdown(r: dict[str, Any]) -> str:
         lines.append(f"| Write of 1 memory, {level} client{'s' if level > 1 else ''}: ack p50 / p95 ms | "
                      f"{s['p50_ms']:.1f} / {s['p95_ms']:.1f} | {c['p50_ms']:.1f} / {c['p95_ms']:.1f} | "
                      f"{c['p50_ms'] / s['p50_ms']:.2f}× / {c['p95_ms'] / s['p95_ms']:.2f}× |")
+        b = wby.get(("single_bucket", level))
+        if b is not None:
+            lines.append(f"| Write of 1 memory, {level} client{'s' if level > 1 else ''}, single node on the same "
+                         f"bucket: ack p50 / p95 ms | {b['p50_ms']:.1f} / {b['p95_ms']:.1f} | {c['p50_ms']:.1f} / "
+                         f"{c['p95_ms']:.1f} | {c['p50_ms'] / b['p50_ms']:.2f}× / {c['p95_ms'] / b['p95_ms']:.2f}× |")
     sc = r["store_commits"]
     lo, ob = sc["local_fsync"], sc["object_store"]
     lines.append(f"| group commit of 1 memory (store only): p50 / p95 ms, local fsync vs S3 PUT | {lo['p50_ms']:.1f} / "
@@ -341,6 +360,24 @@ def markdown(r: dict[str, Any]) -> str:
     if k:
         lines.append(f"| recovery after SIGKILL of the owning replica under writes ({k['kills']} kills), median / max s "
                      f"| — | {k['recovery_s_median']:.1f} / {k['recovery_s_max']:.1f} | |")
+    return "\n".join(lines) + "\n" + added(r)
+
+
+def added(r: dict[str, Any]) -> str:
+    """What Ray adds per call at one client, p50: a search over the single node; a Write over the single node on
+    its local disk and over the single node on the same bucket (the same durability: the commit in the bucket)."""
+    by = {(x["side"], x["concurrency"]): x["p50_ms"] for x in r["search"]}
+    wby = {(x["side"], x["concurrency"]): x["p50_ms"] for x in r["writes"]}
+    lines = ["", "| 1 client, p50 ms | single node | single node on the bucket | engram on Ray | added by Ray |",
+             "|---|---:|---:|---:|---:|",
+             f"| search | {by[('single', 1)]:.1f} | | {by[('ray', 1)]:.1f} | {by[('ray', 1)] - by[('single', 1)]:+.1f} |"]
+    ray, single = wby[("ray", 1)], wby[("single", 1)]
+    lines.append(f"| Write of 1 memory, over the single node on local disk | {single:.1f} | | {ray:.1f} | "
+                 f"{ray - single:+.1f} |")
+    if ("single_bucket", 1) in wby:
+        bucket_ms = wby[("single_bucket", 1)]
+        lines.append(f"| Write of 1 memory, over the single node on the same bucket | | {bucket_ms:.1f} | {ray:.1f} | "
+                     f"{ray - bucket_ms:+.1f} |")
     return "\n".join(lines) + "\n"
 
 
