@@ -28,9 +28,9 @@ LOCOMO_DEV = ("conv-26", "conv-30", "conv-41")        # tuned on
 LOCOMO_HELD_OUT = ("conv-42", "conv-43")              # reported only
 # Each variant: the pipeline attributes set for it (the second hop's ``expand_turns``, the named speaker's
 # ``speaker_factor``); ``--block-variants`` on run.py picks them by name.
-VARIANTS: dict[str, dict[str, float]] = {"defaults": {}, "defaults, no speaker rule": {"speaker_factor": 1.0},
-                                         "defaults, no second hop": {"expand_turns": 0}}
-DEFAULT_VARIANTS = ("defaults", "defaults, no speaker rule")
+VARIANTS: dict[str, dict[str, float]] = {"defaults": {}, "no speaker rule": {"speaker_factor": 1.0},
+                                         "no second hop": {"expand_turns": 0}}
+DEFAULT_VARIANTS = ("defaults", "no speaker rule")
 
 
 def block_recall(block: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]],
