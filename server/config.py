@@ -65,13 +65,14 @@ class ModelsConfig:
         "faster than bfloat16 where that is native, and a logit moves with its batch-mates (README \"Reranker\")"))
     embed_max_length: int = option(256, (
         "tokens per text the embedder reads; a longer memory's rest goes into passage vectors"))
-    passage_vectors: int = option(16, (
+    passage_vectors: int = option(8, (
         "passage vectors a memory longer than embed_max_length tokens gets at most: overlapping windows over the "
         "rest, searched with its main vector, each memory once at its best (docs/concepts/retrieval.md); 0 = none. "
         "Memories that fit cost nothing; replay reads them from the log, never re-embeds"))
-    passage_tokens: int = option(48, (
-        "tokens of a passage vector's window (special tokens and prefix included; 0 = embed_max_length): narrow "
-        "windows find a sentence deep in a long chat turn (docs/concepts/retrieval.md \"Passage vectors\")"))
+    passage_tokens: int = option(0, (
+        "tokens of a passage vector's window (special tokens and prefix included; 0 = embed_max_length): 48 with "
+        "passage_vectors 16 finds a sentence deep in a long chat turn (long turns R@10 0.60 -> 0.70) and costs "
+        "documents (SciFact nDCG@10 -0.004/-0.005; docs/concepts/retrieval.md \"Dense window width\")"))
     cpu_threads: int = option(0, "torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)")
     device_threads: int = option(0, (
         "forward passes (embedding, reranking) that may run at once, each on its own device thread with "

@@ -57,13 +57,13 @@ def haystack() -> list[pb.MemoryInput]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, jvm, embedder):  # type: ignore[no-untyped-def]
+    # the filler makes long turns alike: keep each; 16 windows of 48 tokens cover a 1.5 KB turn
     running = start_server(tmp_path_factory.mktemp("long-turns") / "data", embedder=embedder,
-                           advanced={"dedupe_cosine": 1.01})   # the filler makes long turns alike: keep each
+                           advanced={"dedupe_cosine": 1.01, "passage_vectors": 16})
     client = running.client()
-    default = embedder.passage_tokens
-    assert default == 48   # the server's default (advanced.passage_tokens), as the embedder fixture loads it
-    for tenant, width in (("acme/narrow", default), ("acme/wide", 0)):
-        embedder.passage_tokens = width   # 0: the model's window (256 tokens), passage vectors as they were
+    default = embedder.passage_tokens   # as the server loads it (advanced.passage_tokens, 0: the model's window)
+    for tenant, width in (("acme/narrow", 48), ("acme/wide", 0)):
+        embedder.passage_tokens = width
         try:
             client.create_tenant(tenant)
             client.write(tenant, *haystack())

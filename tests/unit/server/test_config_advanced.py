@@ -27,7 +27,8 @@ def _default(dotted: str) -> Any:
 
 def _other(name: str, default: Any) -> Any:
     """A valid value other than the default."""
-    special = {"rerank_dtype": "float32", "calibration": "custom-calibration.json", "dedupe_cosine": 0.9}
+    special = {"rerank_dtype": "float32", "calibration": "custom-calibration.json", "dedupe_cosine": 0.9,
+               "passage_tokens": 48}
     if name in special:
         return special[name]
     if isinstance(default, bool):
