@@ -10,7 +10,7 @@ candidates' speakers that the question names as a word; a question that names no
 Gina both have in common?"), is left alone. The factor is a prior on the calibrated probability that the turn answers
 (capped below 1), so the block's floors read it as any relevance. Memories without a speaker (facts, documents,
 SciFact's abstracts, the written sets' statements) are never touched. Chosen on the LoCoMo dev conversations
-(docs/concepts/retrieval.md).
+(docs/benchmarks/quality.md, the speaker rule's variants; docs/concepts/ranking.md).
 """
 
 from __future__ import annotations
