@@ -46,6 +46,45 @@ _TIME = re.compile(r"\b(yesterday|today|last|ago|since|year|years|month|months|w
 
 FEATURES = ("bias", "log_words", "small_talk_share", "names", "numbers", "preference", "decision", "task",
             "first_person", "time", "question")
+_RUN = re.compile(r"\w+")
+
+
+class _Cue:
+    """``pattern.search(text)`` as a bool, exactly, and for an ASCII text ~5x faster: a case-insensitive
+    ``\\b(a|b|...)\\b`` alternation (optionally ``|`` non-ASCII literals after it) matches an ASCII text iff one of
+    its one-word alternatives is a whole word of the lowercased text (``\\bX\\b`` for an X of word characters spans
+    exactly one maximal run of them, and ASCII letters fold only to ASCII ones), or one of its others (with an
+    apostrophe, a space or a hyphen) matches; those few are searched for only when their lowercased text occurs.
+    The alternatives are read from the pattern itself (``u?`` expanded), so the two can never disagree. A write
+    scores every input (~100 us a short turn through the regexes alone, 13 ms of a Write of 128)."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+        body = pattern.pattern[len(r"\b("):pattern.pattern.index(r")\b")]
+        alternatives = [variant.lower() for alt in body.split("|") for variant in _variants(alt)]
+        self.words = frozenset(a for a in alternatives if _RUN.fullmatch(a))
+        self.others = tuple(a for a in alternatives if not _RUN.fullmatch(a))
+        self.others_pattern = re.compile(r"\b(" + "|".join(re.escape(a) for a in self.others) + r")\b", re.I)
+
+    def found(self, text: str, low: str, runs: frozenset[str]) -> bool:
+        """``low``/``runs``: the text lowercased and its maximal runs of word characters (ASCII texts only)."""
+        if not text.isascii():
+            return bool(self.pattern.search(text))
+        if not self.words.isdisjoint(runs):
+            return True
+        return any(o in low for o in self.others) and bool(self.others_pattern.search(text))
+
+
+def _variants(alternative: str) -> list[str]:
+    """``favou?rite`` -> favourite, favorite; a plain alternative as it is."""
+    if "?" not in alternative:
+        return [alternative]
+    at = alternative.index("?")
+    head, tail = alternative[:at], alternative[at + 1:]
+    return [v for rest in _variants(tail) for v in (head + rest, head[:-1] + rest)]
+
+
+_CUES = tuple(_Cue(p) for p in (_PREFERENCE, _DECISION, _TASK, _FIRST_PERSON, _TIME))
 
 
 def _speech(text: str) -> str:
@@ -58,11 +97,15 @@ def features(text: str) -> list[float]:
     said = _speech(text)
     words = _WORD.findall(said)
     n = len(words)
-    small = sum(w.lower() in _SMALL_TALK for w in words) + sum(said.count(p) for p in _SMALL_TALK_ZH)
+    ascii_only = said.isascii()
+    small = sum(w.lower() in _SMALL_TALK for w in words) + (0 if ascii_only else
+                                                              sum(said.count(p) for p in _SMALL_TALK_ZH))
+    low = said.lower() if ascii_only else ""
+    runs = frozenset(_RUN.findall(low))
+    preference, decision, task, first_person, time = (float(c.found(said, low, runs)) for c in _CUES)
     return [1.0, math.log1p(n), small / max(1, n), min(3.0, float(len(_NAME.findall(said)))),
             min(3.0, float(len(_NUMBER.findall(said)) > 0) + float(len(re.findall(r"\d+", said)) > 1)),
-            float(bool(_PREFERENCE.search(said))), float(bool(_DECISION.search(said))), float(bool(_TASK.search(said))),
-            float(bool(_FIRST_PERSON.search(said))), float(bool(_TIME.search(said))), float("?" in said or "？" in said)]
+            preference, decision, task, first_person, time, float("?" in said or "？" in said)]
 
 
 @dataclass(frozen=True)
