@@ -38,7 +38,8 @@ class Staging:
         self.puts: list[tuple[Memory, np.ndarray]] = []
         self.updates: dict[str, Memory] = {}
         self._new: dict[str, int] = {}
-        self._rows: list[int] = []   # each put's row in its Write's batch (-1: none)
+        self._rows = np.zeros(0, dtype=np.int64)   # each put's row in its Write's batch (-1: none), puts first
+        self._unbatched = 0   # puts without a row
 
     def current(self, memory_id: str) -> Memory | None:
         if memory_id in self._new:
@@ -49,7 +50,10 @@ class Staging:
         """``row``: the vector's row in its Write's batch (what :meth:`near_duplicates`' ``batch_sims`` index)."""
         self._new[memory.memory_id] = len(self.puts)
         self.puts.append((memory, vector))
-        self._rows.append(row)
+        if len(self.puts) > len(self._rows):   # grown by doubling: a Write's commit appends a put per memory
+            self._rows = np.resize(self._rows, max(16, 2 * len(self._rows)))
+        self._rows[len(self.puts) - 1] = row
+        self._unbatched += row < 0
 
     def change(self, memory: Memory) -> None:
         if memory.memory_id in self._new:
@@ -82,9 +86,8 @@ class Staging:
             current = self.current(memory.memory_id) if memory is not None else None
             if current is not None:
                 out.append((float(score), current))
-        rows = self._rows
-        if batch_sims is not None and all(r >= 0 for r in rows):
-            cosines = batch_sims[rows]
+        if batch_sims is not None and not self._unbatched:
+            cosines = batch_sims[self._rows[:len(self.puts)]]
         else:
             cosines = np.array([float(np.dot(main_rows([vec])[0], vector)) for _, vec in self.puts], dtype=np.float64)
         for i in np.flatnonzero(cosines >= floor).tolist():
