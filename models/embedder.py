@@ -105,12 +105,14 @@ class HFEmbedder(HFRunner[str]):
         return list(self._tokenizer(list(items), truncation=False, padding=False, return_attention_mask=False,
                                     return_token_type_ids=False)["input_ids"])
 
-    def passage_windows(self, texts: Sequence[str], *, limit: int) -> list[list[npt.NDArray[np.int64]]]:
+    def passage_windows(self, texts: Sequence[str], *, limit: int,
+                        width: int | None = None) -> list[list[npt.NDArray[np.int64]]]:
         """For each text as it is embedded (prefix included), the token ids of up to ``limit`` further windows over
-        the text; ``[]`` for a text of at most :attr:`passage_from` tokens. Each window is a whole model input of
-        ``passage_tokens`` tokens (0: ``max_length``): the special tokens and the passage prefix around the rest of
-        them of the text, one every half window (:func:`further_windows`). The write stage asks only for texts whose
-        :meth:`tokenize` row was cut at ``max_length``."""
+        the text; ``[]`` for a text of at most :meth:`windows_from` ``(width)`` tokens. Each window is a whole model
+        input of ``width`` tokens (None: :attr:`passage_tokens`; 0: ``max_length``): the special tokens and the
+        passage prefix around the rest of them of the text, one every half window (:func:`further_windows`). The
+        write stage asks only for texts whose :meth:`tokenize` row is longer than that (server/engine/ingest.py)."""
+        width = self.passage_tokens if width is None else width
         if not texts or limit <= 0:
             return [[] for _ in texts]
         with self._tokenizer_lock:
@@ -119,14 +121,18 @@ class HFEmbedder(HFRunner[str]):
             head = self._encode_full([prefix])[0][1:-1] if prefix else []
         return [further_windows(np.asarray(row, dtype=np.int64), max_length=self.max_length,
                                 keep=len(head) if row[1:1 + len(head)] == head else 0, limit=limit,
-                                width=self.passage_tokens, above=self.passage_from) for row in rows]
+                                width=width, above=self.windows_from(width)) for row in rows]
 
     @property
     def passage_from(self) -> int:
-        """Tokens past which a text has passage windows (:meth:`passage_windows`): ``max_length``, or half of it
-        when the windows are at most that narrow — a text the model reads whole still dilutes one sentence in its
-        mean when it is long. Pure."""
-        narrow = 0 < self.passage_tokens <= self.max_length // 2
+        """Tokens past which a text has passage windows of :attr:`passage_tokens` (:meth:`windows_from`)."""
+        return self.windows_from(self.passage_tokens)
+
+    def windows_from(self, width: int) -> int:
+        """Tokens past which a text has passage windows ``width`` tokens wide (0: ``max_length``): ``max_length``,
+        or half of it when the windows are at most that narrow — a text the model reads whole still dilutes one
+        sentence in its mean when it is long. Pure."""
+        narrow = 0 < width <= self.max_length // 2
         return self.max_length // 2 if narrow else self.max_length
 
     def _run(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -70,9 +70,16 @@ class ModelsConfig:
         "rest, searched with its main vector, each memory once at its best (docs/concepts/retrieval.md); 0 = none. "
         "Memories that fit cost nothing; replay reads them from the log, never re-embeds"))
     passage_tokens: int = option(0, (
-        "tokens of a passage vector's window (special tokens and prefix included; 0 = embed_max_length): 48 with "
-        "passage_vectors 16 finds a sentence deep in a long chat turn (long turns R@10 0.60 -> 0.70) and costs "
-        "documents (SciFact nDCG@10 -0.004/-0.005; docs/concepts/retrieval.md \"Dense window width\")"))
+        "tokens of a passage vector's window of a memory other than a chat turn (special tokens and prefix "
+        "included; 0 = embed_max_length): 48 costs documents (SciFact nDCG@10 -0.004/-0.005; "
+        "docs/concepts/retrieval.md \"Dense window width\"); chat turns have turn_passage_tokens"))
+    turn_passage_tokens: int = option(48, (
+        "tokens of a chat turn's (EPISODIC memory's) passage windows, for a turn longer than half embed_max_length "
+        "(a ~1 KB turn the model reads whole gets them too); other memories keep passage_tokens; 0 = as other "
+        "memories. ~1 KB turns R@10 dev 0.63 -> 0.76, held out 0.60 -> 0.70 (docs/concepts/retrieval.md "
+        "\"Chat turns\")"))
+    turn_passage_vectors: int = option(16, (
+        "passage vectors a chat turn gets at most (turn_passage_tokens; passage_vectors 0: none for any memory)"))
     cpu_threads: int = option(0, "torch / FAISS CPU threads; 0 = auto (half the cores, at least 1)")
     device_threads: int = option(0, (
         "forward passes (embedding, reranking) that may run at once, each on its own device thread with "
@@ -338,6 +345,10 @@ class ServerConfig:
              f"advanced.passage_vectors must be in [0, {MAX_PASSAGES}]"),
             (self.models.passage_tokens == 0 or 8 <= self.models.passage_tokens,
              "advanced.passage_tokens must be 0 (embed_max_length) or >= 8"),
+            (self.models.turn_passage_tokens == 0 or 8 <= self.models.turn_passage_tokens,
+             "advanced.turn_passage_tokens must be 0 (as passage_tokens) or >= 8"),
+            (0 <= self.models.turn_passage_vectors <= MAX_PASSAGES,
+             f"advanced.turn_passage_vectors must be in [0, {MAX_PASSAGES}]"),
             (bool(self.tls_cert) == bool(self.tls_key), "tls_cert and tls_key are set together"),
             (not self.tls_client_ca or bool(self.tls_cert), "tls_client_ca needs tls_cert and tls_key"),
             (self.tenants.memory_budget_mb >= 0, "tenants.memory_budget_mb must be >= 0"),

@@ -149,8 +149,8 @@ def client_for(server: ServerProcess) -> Any:
 
 
 def write_all(client: Any, tenant: str, texts: list[str], *, batch: int, in_flight: int = 1,
-              stop: threading.Event | None = None) -> dict[str, Any]:
-    """Writes ``texts`` in Writes of ``batch``, ``in_flight`` at once; memories/s."""
+              stop: threading.Event | None = None, memory_type: str = "semantic") -> dict[str, Any]:
+    """Writes ``texts`` in Writes of ``batch``, ``in_flight`` at once, each a ``memory_type`` memory; memories/s."""
     chunks = [texts[i:i + batch] for i in range(0, len(texts), batch)]
     t0 = time.perf_counter()
     written = 0
@@ -158,7 +158,7 @@ def write_all(client: Any, tenant: str, texts: list[str], *, batch: int, in_flig
     def send(chunk: list[str]) -> int:
         if stop is not None and stop.is_set():
             return 0
-        return len(client.write(tenant, [{"content": t, "type": "semantic"} for t in chunk]).results)
+        return len(client.write(tenant, [{"content": t, "type": memory_type} for t in chunk]).results)
 
     with ThreadPoolExecutor(in_flight) as pool:
         for n in pool.map(send, chunks):
@@ -167,14 +167,15 @@ def write_all(client: Any, tenant: str, texts: list[str], *, batch: int, in_flig
     return {"memories": written, "seconds": round(seconds, 2), "rate": round(written / seconds, 2)}
 
 
-def part_a(server: ServerProcess, texts_by_kind: dict[str, list[str]], *, batch: int) -> dict[str, Any]:
+def part_a(server: ServerProcess, texts_by_kind: dict[str, list[str]], *, batch: int,
+           memory_type: str = "semantic") -> dict[str, Any]:
     out: dict[str, Any] = {}
     with client_for(server) as client:
         client.create_tenant("warm")
         write_all(client, "warm", [t for texts in texts_by_kind.values() for t in texts[:batch]], batch=batch)
         for kind, texts in texts_by_kind.items():
             client.create_tenant(f"ingest-{kind}")
-            out[kind] = write_all(client, f"ingest-{kind}", texts, batch=batch)
+            out[kind] = write_all(client, f"ingest-{kind}", texts, batch=batch, memory_type=memory_type)
             log.info("server ingest, %s: %s", kind, out[kind])
     return out
 
@@ -349,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--texts", choices=("locomo", "synthetic"), default="locomo",
                    help="turns built from LoCoMo (../shared/data) or from templates (a box without the data)")
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server")
+    p.add_argument("--memory-type", choices=("semantic", "episodic"), default="semantic",
+                   help="part a: the type of every memory written (episodic: chat turns, their own passage windows)")
     p.add_argument("--name", default="ingest")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
@@ -376,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 results["server"] = server.wait_ready()
                 if "a" in parts:
-                    results["a"] = part_a(server, texts, batch=args.batch)
+                    results["a"] = part_a(server, texts, batch=args.batch, memory_type=args.memory_type)
                 if "b" in parts:
                     from benchmarks.serving.corpus import query_texts
 

@@ -15,10 +15,11 @@ alone, not its windows (``lucene.SEARCH_WINDOWS`` off in process: server/lexical
 adds the cross-encoder reading each long memory's first tokens instead of its best passage
 (server/engine/passages.py; ``PASSAGE_CHARS`` raised past every memory's length); ``--ce-windows 400,600`` the
 cross-encoder reading a window of that many characters of a long turn (``passages.TURN_WINDOW``, 400 by default).
-``--windows 48/16,128/8`` ingests the set again for each width/limit pair (tokens of a dense passage window,
-``advanced.passage_tokens``, 0 = the embedder's window; passage vectors a memory gets at most,
-``advanced.passage_vectors``), set on the running server's write stage between ingests, and searches each index at
-the defaults; ``--quick`` searches the first index at the defaults alone. ``--filler 500,100,400`` sets the filler
+``--windows 48/16,128/8`` ingests the set again for each width/limit pair (tokens of a chat turn's dense passage
+window, ``advanced.turn_passage_tokens``; passage vectors a turn gets at most, ``advanced.turn_passage_vectors``;
+every memory here is a chat turn, EPISODIC), set on the running server's write stage between ingests, and searches
+each index at the defaults; ``0/L`` is the rule before chat turns had their own windows (the model's window, texts
+cut at it, ``advanced.passage_vectors`` L); ``--quick`` searches the first index at the defaults alone. ``--filler 500,100,400`` sets the filler
 before the said line and the range after it (characters; default 1000,300,800: 1–2 KB turns; 500,100,400: ~1 KB
 turns). ``--where`` adds, for the default
 and the BM25-without-windows variants, where each evidence turn ranks in the dense, BM25 and fused lists (top 100,
@@ -127,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--main-only", action="store_true", help="also the dense side on main vectors alone")
     parser.add_argument("--ce-windows", default="", help="comma-separated passages.TURN_WINDOW values to add")
     parser.add_argument("--windows", default="",
-                        help="comma-separated WIDTH/LIMIT pairs (advanced.passage_tokens/passage_vectors): one more "
+                        help="comma-separated WIDTH/LIMIT pairs (advanced.turn_passage_tokens/turn_passage_vectors; "
+                             "0/L: advanced.passage_vectors L, the model's window): one more "
                              "index each, searched at the defaults")
     parser.add_argument("--quick", action="store_true", help="search the first index at the defaults alone")
     parser.add_argument("--filler", default=",".join(map(str, FILLER_CHARS)),
@@ -195,15 +197,17 @@ def main(argv: list[str] | None = None) -> int:
         results["bm25_documents"] = sum(s.lexical.count() for s in shards)
         stage = server._app.engine.write_stage   # type: ignore[union-attr]
         results["passage_tokens"], results["passage_limit"] = stage.embedder.passage_tokens, stage.passages
+        results["turn_passage_tokens"], results["turn_passage_limit"] = stage.turn_tokens, stage.turn_passages
         results["indexes"] = {}
         for width, limit in windows_sweep:   # the same turns again, under other dense passage windows
-            saved_windows = (stage.embedder.passage_tokens, stage.passages)
-            stage.embedder.passage_tokens, stage.passages = width, limit
+            saved_windows = (stage.turn_tokens, stage.turn_passages, stage.passages)
+            stage.turn_tokens, stage.turn_passages = width, limit
+            stage.passages = stage.passages if width else limit
             try:
                 other = {conv.id: server.ingest(f"long-{conv.id}-{width}-{limit}", items_of[conv.id])
                          for conv in conversations}
             finally:
-                stage.embedder.passage_tokens, stage.passages = saved_windows
+                stage.turn_tokens, stage.turn_passages, stage.passages = saved_windows
             index = [registry.shard(t.tenant) for t in other.values()]
             run, block, ms = {}, {}, []
             t0 = time.perf_counter()

@@ -34,7 +34,7 @@ from server.domain import (AuditEntry, AuditOp, ConsolidationReport, Extraction,
                            Memory, MemoryInput, QueryResult, SearchQuery, WriteResult)
 from server.engine import idempotent
 from server.engine.admin import Admin
-from server.engine.ingest import SEARCH_HOLD_MS, EmbedStage, Ingest
+from server.engine.ingest import SEARCH_HOLD_MS, EmbedStage, Ingest, WriteTexts
 from server.engine.memories import Memories, Page
 from server.engine.recall import Recall
 from server.engine.search import SearchItem, SearchPipeline, auto_rerank_depth
@@ -82,19 +82,20 @@ def idle_threads(requested: int, device: str, device_pool: Executor) -> int:
 
 
 def write_stage(*, embedder: Embedder, device: str, device_pool: Executor, cpu_pool: Executor, lanes: int,
-                search: Batcher[Any], passages: int = 0) -> EmbedStage:
+                search: Batcher[Any], passages: int = 0, turn_tokens: int = 0, turn_passages: int = 0) -> EmbedStage:
     """The write batcher's stage. On a CPU: chunks of CHUNK_TOKENS on every device thread, each with its share of
     the process's cores while no search was active in the last SEARCH_HOLD_MS; on a GPU one chunk a batch."""
+    windows = dict(passages=passages, turn_tokens=turn_tokens, turn_passages=turn_passages)
     if not device.startswith("cpu"):
         return EmbedStage(embedder=embedder, device_pool=device_pool, tokenize_pool=cpu_pool,
-                          chunk_tokens=MAX_BATCH_TOKENS * 4, passages=passages)
+                          chunk_tokens=MAX_BATCH_TOKENS * 4, **windows)
     import torch
 
     share = process_cpus() // max(1, lanes)
     wide = share if share > device_pool.submit(torch.get_num_threads).result() else 0
     hold_ns = int(SEARCH_HOLD_MS * 1e6)
     return EmbedStage(embedder=embedder, device_pool=device_pool, tokenize_pool=cpu_pool, lanes=lanes,
-                      idle_threads=wide, search_waiting=lambda: search.active_within(hold_ns), passages=passages)
+                      idle_threads=wide, search_waiting=lambda: search.active_within(hold_ns), **windows)
 
 
 class Engine:
@@ -148,15 +149,17 @@ class Engine:
             **queue)  # type: ignore[arg-type]
         self.write_stage = write_stage(embedder=embedder, device=device, device_pool=device_pool, cpu_pool=cpu_pool,
                                        lanes=device_threads, search=self.search_batcher,
-                                       passages=config.models.passage_vectors)
-        self.write_batcher: Batcher[list[str]] = Batcher(
+                                       passages=config.models.passage_vectors,
+                                       turn_tokens=config.models.turn_passage_tokens,
+                                       turn_passages=config.models.turn_passage_vectors)
+        self.write_batcher: Batcher[list[str] | WriteTexts] = Batcher(
             name="write-embed", stage=self.write_stage, max_tokens=MAX_BATCH_TOKENS * 4, **queue)  # type: ignore[arg-type]
         self.memories = Memories(config=config)
         self.admin = Admin(config=config, registry=registry, write_pool=write_pool, space=space,
                            batchers=[self.search_batcher, self.write_batcher], query_cache=self.query_cache,
                            pair_cache=self.pair_cache, controller=self.controller, describe=self._describe,
                            clock=clock)
-        self.extractor = Extractor(cfg=config.memory, write=self._write_facts, embed=self._embed_texts,
+        self.extractor = Extractor(cfg=config.memory, write=self._write_facts, embed=self._embed_turns,
                                    max_context_bytes=config.limits.max_content_bytes, write_pool=write_pool)
         self.ingest = Ingest(config=config, batcher=self.write_batcher, memories=self.memories,
                              salience=SaliencePolicy(cfg=config.memory, model=load_salience()),
@@ -215,6 +218,11 @@ class Engine:
 
     async def _embed_texts(self, tenant_id: str, texts: list[str]) -> Any:
         return await self.ingest.embed(tenant_id, texts)
+
+    async def _embed_turns(self, tenant_id: str, texts: list[str]) -> Any:
+        """Chat turns' texts (the extractor re-embeds a turn whose key text changed) with their windows, as a
+        Write embeds them."""
+        return await self.ingest.embed(tenant_id, texts, turns=True)
 
     def _describe(self) -> dict[str, Any]:
         return {"device": self.device, "embedder": self.embedder.describe(),

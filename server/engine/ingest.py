@@ -5,7 +5,9 @@ tenants), commit (WAL fsync, then the indexes), audit and the capacity cap; the 
 :class:`EmbedStage` is the write batcher's stage: its device step is the forward pass (length-sorted chunks on
 every device lane while no search waits) and answers each entry with its rows of vectors; it has no CPU step. A
 text cut at the embedder's window also gets passage vectors of the rest (server/index/memory_vectors.py): the
-entry's answer is then one array a text, the main vector first.
+entry's answer is then one array a text, the main vector first. An EPISODIC memory (a chat turn) gets narrower ones
+(``advanced.turn_passage_tokens``), from half the model's window on: a sentence in a 1 KB turn that the model reads
+whole is still diluted in its mean (docs/concepts/retrieval.md "Chat turns").
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,7 +48,19 @@ CHUNK_TOKENS = 2048
 SEARCH_HOLD_MS = 300.0
 
 
-class EmbedStage(Stage[list[str], None]):
+@dataclass(frozen=True)
+class WriteTexts:
+    """One payload of the write stage: texts to embed, and which of them are chat turns' (EPISODIC memories': the
+    stage's ``turn_tokens`` windows). A plain list of texts is the same with no turns."""
+    texts: list[str]
+    turns: frozenset[int] = frozenset()
+
+    @classmethod
+    def of(cls, payload: list[str] | WriteTexts) -> WriteTexts:
+        return payload if isinstance(payload, WriteTexts) else cls(payload)
+
+
+class EmbedStage(Stage[list[str] | WriteTexts, None]):
     """Embeds every text of a batch (passages: an asymmetric model's passage prefix) and answers each entry with
     its rows of vectors.
 
@@ -54,13 +69,21 @@ class EmbedStage(Stage[list[str], None]):
     threads (0: the device thread's own). That holds while no search is waiting (``search_waiting``); while one
     is, the chunks run one at a time with the device thread's own threads, so a search waits for at most one
     chunk before a device thread is its own, and the write keeps the rest. A bulk import alone thus uses every
-    core, where one forward pass of a whole Write on one device thread left the others idle."""
+    core, where one forward pass of a whole Write on one device thread left the others idle.
+
+    Passage windows (:meth:`_tokenize`): a text cut at the model's window gets up to ``passages`` of the
+    embedder's own width (``advanced.passage_tokens``); a chat turn's text (:class:`WriteTexts` ``turns``) longer
+    than the embedder's ``windows_from(turn_tokens)`` gets up to ``turn_passages`` of ``turn_tokens`` (``turn_tokens``
+    0: as any other text; ``turn_passages`` 0: none)."""
 
     def __init__(self, *, embedder: Embedder, device_pool: Executor, tokenize_pool: Executor | None = None,
                  lanes: int = 1, idle_threads: int = 0, chunk_tokens: int = CHUNK_TOKENS,
-                 search_waiting: Callable[[], bool] = lambda: False, passages: int = 0) -> None:
+                 search_waiting: Callable[[], bool] = lambda: False, passages: int = 0, turn_tokens: int = 0,
+                 turn_passages: int = 0) -> None:
         self.embedder = embedder
         self.passages = passages   # passage vectors a long text gets at most (advanced.passage_vectors; 0 = none)
+        self.turn_tokens = turn_tokens   # a chat turn's window width (advanced.turn_passage_tokens; 0 = as others)
+        self.turn_passages = turn_passages   # ... and its passage vectors at most (advanced.turn_passage_vectors)
         self.device_pool = device_pool
         self.tokenize_pool = tokenize_pool or device_pool
         self.lanes = max(1, lanes)
@@ -71,11 +94,16 @@ class EmbedStage(Stage[list[str], None]):
         self._lane_free: asyncio.Condition | None = None
         self.chunks_wide = 0   # chunks that ran at the idle width (every lane, idle_threads)
 
-    async def device(self, batch: list[Entry[list[str]]]) -> None:
+    async def device(self, batch: list[Entry[list[str] | WriteTexts]]) -> None:
         prefix = getattr(self.embedder, "passage_prefix", "")   # asymmetric models (e5): "passage: "
-        texts = [prefix + t for entry in batch for t in entry.payload]
+        payloads = [WriteTexts.of(entry.payload) for entry in batch]
+        texts: list[str] = []
+        turns: set[int] = set()
+        for payload in payloads:
+            turns.update(len(texts) + i for i in payload.turns)
+            texts += [prefix + t for t in payload.texts]
         loop = asyncio.get_running_loop()
-        tokens, owners = await loop.run_in_executor(self.tokenize_pool, self._tokenize, texts)
+        tokens, owners = await loop.run_in_executor(self.tokenize_pool, self._tokenize, texts, frozenset(turns))
         chunks = embed_chunks(tokens.lengths.tolist(), max_tokens=self.chunk_tokens, parts=self.lanes)
         parts = await asyncio.gather(*(self._chunk(tokens, rows) for rows in chunks))
         vectors = np.empty((len(tokens), self.embedder.dim), dtype=np.float32)
@@ -83,28 +111,44 @@ class EmbedStage(Stage[list[str], None]):
             vectors[rows] = part
         sets = with_passages(vectors, owners, len(texts))
         start = 0
-        for entry in batch:
-            entry.resolve(sets[start:start + len(entry.payload)])
-            start += len(entry.payload)
+        for entry, payload in zip(batch, payloads, strict=True):
+            entry.resolve(sets[start:start + len(payload.texts)])
+            start += len(payload.texts)
 
-    def _tokenize(self, texts: list[str]) -> tuple[TokenBatch, list[int]]:
-        """The texts' rows (cut at the embedder's window), then the passage windows of those it cut, and for each
-        of those the text it belongs to. A text that fits costs one length comparison; windows cover a memory's
-        header and content, never its context (the previous turn: a memory of its own, with its own vectors), so a
-        short turn threaded to a long one gets none."""
+    def _tokenize(self, texts: list[str], turns: frozenset[int] = frozenset()) -> tuple[TokenBatch, list[int]]:
+        """The texts' rows (cut at the embedder's window), then the passage windows of the texts that get them
+        (:meth:`window_groups`), and for each window the text it belongs to. A text too short for windows costs
+        one length comparison; windows cover a memory's header and content, never its context (the previous turn:
+        a memory of its own, with its own vectors), so a short turn threaded to a long one gets none."""
         tokens = self.embedder.tokenize(texts)
         windows = getattr(self.embedder, "passage_windows", None)   # a remote stand-in has none
-        cut = [i for i, n in enumerate(tokens.lengths.tolist()) if n >= self.embedder.max_length]
-        if not self.passages or windows is None or not cut:
+        if not self.passages or windows is None:
             return tokens, []
         owners, extra = [], []
-        for i, rows in zip(cut, windows([without_context(texts[i]) for i in cut], limit=self.passages), strict=True):
-            owners += [i] * len(rows)
-            extra += rows
+        for group, width, limit in self.window_groups(tokens.lengths.tolist(), turns):
+            bare = [without_context(texts[i]) for i in group]
+            for i, rows in zip(group, windows(bare, limit=limit, width=width), strict=True):
+                owners += [i] * len(rows)
+                extra += rows
         if not extra:
             return tokens, []
         return TokenBatch(input_ids=tokens.input_ids + tuple(extra),
                           token_type_ids=tokens.token_type_ids + tuple(np.zeros_like(r) for r in extra)), owners
+
+    def window_groups(self, lengths: list[int], turns: frozenset[int]) -> list[tuple[list[int], int | None, int]]:
+        """``(texts, window width, windows at most)`` of each kind of text that may get passage windows, from the
+        texts' row ``lengths`` (cut at the model's window): a chat turn (index in ``turns``, when ``turn_tokens``
+        is set) longer than the embedder's ``windows_from(turn_tokens)``, at ``turn_tokens`` (up to
+        ``turn_passages``; 0: none); every other text cut at the model's window, at the embedder's own width
+        (None) — the rule before chat turns had their own, unchanged. The embedder skips a text whose header and
+        content alone are too short. Pure."""
+        whole = self.embedder.max_length
+        turns = turns if self.turn_tokens else frozenset()
+        windows_from = getattr(self.embedder, "windows_from", lambda width: whole)
+        past = min(whole, windows_from(self.turn_tokens) + 1)
+        groups = [([i for i, n in enumerate(lengths) if i not in turns and n >= whole], None, self.passages),
+                  ([i for i in sorted(turns) if lengths[i] >= past], self.turn_tokens, self.turn_passages)]
+        return [g for g in groups if g[0] and g[2] > 0]
 
     async def _chunk(self, tokens: TokenBatch, rows: list[int]) -> np.ndarray:
         if self._lane_free is None:
@@ -141,7 +185,7 @@ def with_passages(vectors: np.ndarray, owners: list[int], n: int) -> np.ndarray 
 
 
 class Ingest:
-    def __init__(self, *, config: ServerConfig, batcher: Batcher[list[str]], memories: Memories,
+    def __init__(self, *, config: ServerConfig, batcher: Batcher[list[str] | WriteTexts], memories: Memories,
                  salience: SaliencePolicy, min_salience: Callable[[str], float | None], write_pool: Executor,
                  tokens: Callable[[Sequence[str]], int], check_space: Callable[[], None],
                  clock: Callable[[], int], extractor: Extractor, tracing: Tracing | None = None) -> None:
@@ -157,9 +201,11 @@ class Ingest:
         self.check_space = check_space
         self.clock = clock
 
-    async def embed(self, tenant_id: str, texts: list[str]) -> np.ndarray | list[np.ndarray]:
-        """Each text's vector (a row), or its main and passage vectors (with_passages)."""
-        return await self.batcher.submit(tenant_id=tenant_id, tokens=self.tokens(texts), payload=texts,
+    async def embed(self, tenant_id: str, texts: list[str], *, turns: bool = False) -> np.ndarray | list[np.ndarray]:
+        """Each text's vector (a row), or its main and passage vectors (with_passages); ``turns``: the texts are
+        chat turns' (EPISODIC memories': their windows, as :meth:`write` embeds them)."""
+        payload = WriteTexts(texts, frozenset(range(len(texts))) if turns else frozenset())
+        return await self.batcher.submit(tenant_id=tenant_id, tokens=self.tokens(texts), payload=payload,
                                          deadline_ns=None)
 
     async def write(self, shard: TenantShard, memories: Sequence[MemoryInput], *, key_id: str,
@@ -192,8 +238,9 @@ class Ingest:
                                    now_ms=now)
         texts = [indexed_text(m.content, dated=m.type == MemoryType.EPISODIC, created_at_ms=m.created_at_ms or now,
                               entities=m.entities, context=m.context) for m in memories]
-        submit = self.batcher.submit(tenant_id=shard.tenant_id, tokens=self.tokens(texts), payload=texts,
-                                     deadline_ns=deadline_ns)
+        turns = frozenset(i for i, m in enumerate(memories) if m.type == MemoryType.EPISODIC)
+        submit = self.batcher.submit(tenant_id=shard.tenant_id, tokens=self.tokens(texts),
+                                     payload=WriteTexts(texts, turns), deadline_ns=deadline_ns)
         trace = None
         if traced_now(self.tracing):
             assert self.tracing is not None

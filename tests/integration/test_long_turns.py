@@ -1,6 +1,7 @@
 """A fact deep in a long chat turn, through the real server (the packaged embedder, FAISS, Lucene): the dense side
-finds it through narrow passage windows (advanced.passage_tokens), where the model's whole window, a fact diluted
-in ~1 KB of talk around it, loses to short turns on the same topic (docs/concepts/retrieval.md "Passage vectors")."""
+finds it through a chat turn's narrow passage windows (advanced.turn_passage_tokens, the default), where the model's
+whole window, a fact diluted in ~1 KB of talk around it, loses to short turns on the same topic
+(docs/concepts/retrieval.md "Chat turns")."""
 
 from __future__ import annotations
 
@@ -57,18 +58,20 @@ def haystack() -> list[pb.MemoryInput]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, jvm, embedder):  # type: ignore[no-untyped-def]
-    # the filler makes long turns alike: keep each; 16 windows of 48 tokens cover a 1.5 KB turn
+    # the filler makes long turns alike: keep each
     running = start_server(tmp_path_factory.mktemp("long-turns") / "data", embedder=embedder,
-                           advanced={"dedupe_cosine": 1.01, "passage_vectors": 16})
+                           advanced={"dedupe_cosine": 1.01})
     client = running.client()
-    default = embedder.passage_tokens   # as the server loads it (advanced.passage_tokens, 0: the model's window)
-    for tenant, width in (("acme/narrow", 48), ("acme/wide", 0)):
-        embedder.passage_tokens = width
+    stage = running.app.engine.write_stage
+    default = stage.turn_tokens   # the server's default; 0: a turn's windows as any memory's (the model's window)
+    assert default and embedder.passage_tokens == 0
+    for tenant, width in (("acme/narrow", default), ("acme/wide", 0)):
+        stage.turn_tokens = width
         try:
             client.create_tenant(tenant)
             client.write(tenant, *haystack())
         finally:
-            embedder.passage_tokens = default
+            stage.turn_tokens = default
     yield client
     running.stop()
 
