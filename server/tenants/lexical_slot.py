@@ -7,15 +7,12 @@ lost), and :meth:`LexicalSlot.repair` rebuilds it from the store once space retu
 (1 s doubling to a minute) after a rebuild that met a full disk again (retried every flush interval on a
 disk that stayed full, a rebuild holding the write lock starved writes: found by the tmpfs test).
 
-A Write's documents are queued under the write lock, then added and made visible to searches (Lucene's add, ~11
-ms of a Write of 128 short turns on a 2-core EPYC, and its NRT refresh, ~22 ms) behind the Write's acknowledgement,
-on a refresher thread (one a burst of Writes, applying the queue in order; the refresh is JNI: the GIL is free
-meanwhile). The next query still sees the Write: a search reads :meth:`LexicalSlot.searchable`, which waits until
-every lexical write queued before it is added and visible (adding and refreshing itself when the refresher
-stopped). Durability is untouched: the log holds every change and a load replays it past Lucene's last commit,
-and every Lucene commit (:meth:`LexicalSlot.commit`, under the write lock) first adds what is queued, so no commit
-records a seq whose documents it lacks. An add that fails behind the acknowledgement marks the index stale: the
-repair rebuilds it from the store, as after a full disk.
+A Write's documents are added under the write lock, but made visible to searches (Lucene's NRT refresh, ~22 ms
+of a Write of 128 short turns on a 2-core EPYC: two thirds of Lucene's part of the commit) behind the Write's
+acknowledgement, on a refresher thread (the refresh is JNI: the GIL is free meanwhile). The next query still
+sees the Write: a search reads :meth:`LexicalSlot.searchable`, which waits until every lexical write made
+before it is visible (refreshing itself when the refresher stopped). Durability is untouched: a refresh only
+changes what searches see; the log holds every change and a load replays it past Lucene's commit.
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -54,11 +50,9 @@ class LexicalSlot:
         self._failures = 0
         self._after_s = 0.0               # monotonic: no rebuild before (a backoff after a failed one)
         self._seen = threading.Condition()
-        self._written = 0                 # lexical writes queued (each a commit's documents and deletes)
-        self._visible = 0                 # of them, those added and made visible to searches by a refresh
+        self._written = 0                 # lexical writes made (each a commit's documents and deletes)
+        self._visible = 0                 # of them, those a refresh made visible to searches
         self._refreshing = False          # a refresher thread runs
-        self._queued: deque[tuple[Sequence[Memory], Sequence[int]]] = deque()   # written, not yet added (in order)
-        self._adding = threading.Lock()   # one thread adds the queue at a time, so in order
 
     @property
     def index(self) -> LuceneIndex:
@@ -82,46 +76,26 @@ class LexicalSlot:
         return self.index
 
     def write(self, puts: Sequence[Memory], doomed: Sequence[int]) -> None:
-        """Queues a commit's documents to add and ids to delete; the refresher adds them and makes them visible
-        behind the commit (above). Caller holds the shard's write lock."""
-        if self.stale or not (puts or doomed):
+        """Adds and deletes a commit's documents; they become visible to searches behind the commit (above)."""
+        if self.stale:
             return   # the rebuild reads the store: nothing is lost by skipping
+        try:
+            self._changed = self._changed or bool(puts or doomed)
+            if puts:
+                self.index.upsert([(m.doc_id, memory_text(m)) for m in puts], refresh=False)
+            if doomed:
+                self.index.delete(doomed, refresh=False)
+        except Exception as exc:
+            if not is_storage_full(exc) and not self._writer_lost():
+                raise
+            self.lost(exc)
+            return
         with self._seen:
-            self._changed = True
-            self._queued.append((puts, doomed))
             self._written += 1
             if self._refreshing:
                 return   # the running refresher reads _written again before it stops
             self._refreshing = True
         threading.Thread(target=self._refresher, name=f"lexical-refresh:{self.tenant_id}", daemon=True).start()
-
-    def _add_queued(self, *, searching: bool = False) -> bool:
-        """Adds (and deletes) what :meth:`write` queued, in order; False when it could not: a full disk, or any other
-        failure, marks the index stale (the repair rebuilds it from the store; raised to a search that met it), a
-        closed index (the shard closing) has nothing left to add to."""
-        with self._adding:
-            while True:
-                with self._seen:
-                    if not self._queued or self.stale:
-                        return not self.stale
-                    puts, doomed = self._queued[0]
-                try:
-                    if puts:
-                        self._index.upsert([(m.doc_id, memory_text(m)) for m in puts], refresh=False)
-                    if doomed:
-                        self._index.delete(doomed, refresh=False)
-                except LexicalIndexClosedError:
-                    return False
-                except Exception as exc:
-                    if not is_storage_full(exc) and not self._writer_lost():
-                        log.exception("tenant %s: a lexical add failed; the index is rebuilt from the store",
-                                      self.tenant_id)
-                    self.lost(exc)
-                    if searching and not is_storage_full(exc):
-                        raise
-                    return False
-                with self._seen:
-                    self._queued.popleft()
 
     def _refresher(self) -> None:
         """Refreshes until every write made is visible, then stops (a burst of Writes shares one thread) and
@@ -141,12 +115,11 @@ class LexicalSlot:
             detach_current_thread()
 
     def _refresh(self, target: int, *, searching: bool = False) -> bool:
-        """Adds what is queued and makes the writes up to ``target`` visible; False when it could not. A full disk
-        marks the index
+        """Makes the writes up to ``target`` visible; False when it could not. A full disk marks the index
         stale (searches keep its last reader); a closed index (the shard closing, a repair swapping it) has
         nothing left to show. Any other error is logged by the refresher and raised to a search. Never while the
         index is stale: a repair's rebuild shows itself when it is whole."""
-        if self.stale or not self._add_queued(searching=searching):
+        if self.stale:
             return False
         try:
             self._index.refresh()
@@ -187,8 +160,6 @@ class LexicalSlot:
             return False
         if not force and not self._changed:
             return True
-        if not self._add_queued():   # every change up to ``seq`` is in Lucene before a commit records it
-            return False
         if self.committed_seq != seq:
             try:
                 self.index.commit(seq)
@@ -217,8 +188,6 @@ class LexicalSlot:
         waits a backoff."""
         if not self.stale:
             return False
-        with self._adding, self._seen:
-            self._queued.clear()   # the rebuild reads the store
         self._ready.clear()
         try:
             try:

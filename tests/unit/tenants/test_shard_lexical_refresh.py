@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from tests.unit.tenants.test_shard_snapshot import crash, load, vectors, write
+from tests.unit.tenants.test_shard_snapshot import load, vectors, write
 
 from server.lexical.jvm import jclass
 from server.lexical.lucene import LuceneIndex
@@ -41,19 +41,6 @@ def late(monkeypatch: pytest.MonkeyPatch) -> None:
         original(self)
 
     monkeypatch.setattr(LexicalSlot, "_refresher", later)
-
-
-def threads_calling(monkeypatch: pytest.MonkeyPatch, method: str) -> list[str]:
-    """The name of the thread of each call of ``LuceneIndex.<method>`` from now on."""
-    names: list[str] = []
-    original = getattr(LuceneIndex, method)
-
-    def recorded(self: LuceneIndex, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        names.append(threading.current_thread().name)
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(LuceneIndex, method, recorded)
-    return names
 
 
 def test_a_search_after_the_commit_finds_it_while_the_refresher_is_late(tmp_path: Path, builder, late) -> None:  # type: ignore[no-untyped-def]
@@ -89,18 +76,22 @@ def test_a_refresher_that_failed_leaves_the_refresh_to_the_search(tmp_path: Path
         shard.close()
 
 
-@pytest.mark.parametrize("method", ["refresh", "upsert"])
-def test_a_search_waits_for_the_refresher_rather_than_adding_or_refreshing_itself(  # type: ignore[no-untyped-def]
-        tmp_path: Path, builder, monkeypatch: pytest.MonkeyPatch, method: str) -> None:
-    """Lucene's add and refresh both run on the refresher thread, behind the commit, never on the writer's or the
-    search's."""
+def test_a_search_waits_for_the_refresher_rather_than_refreshing_again(tmp_path: Path, builder,  # type: ignore[no-untyped-def]
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     shard = load(tmp_path / "t", builder)
-    calls = threads_calling(monkeypatch, method)
+    refreshes: list[str] = []
+    original = LuceneIndex.refresh
+
+    def counted(self: LuceneIndex) -> None:
+        refreshes.append(threading.current_thread().name)
+        original(self)
+
+    monkeypatch.setattr(LuceneIndex, "refresh", counted)
     try:
         for i in range(5):
             write(shard, [f"sparrow note {i} at dawn"], vectors(1, 10 + i))
             assert len(shard.lexical.search(f"sparrow {i}", 10)[1]) == i + 1
-        assert calls and all(name.startswith("lexical-refresh:") for name in calls), calls
+        assert refreshes and all(name.startswith("lexical-refresh:") for name in refreshes), refreshes
     finally:
         shard.close()
 
@@ -142,20 +133,3 @@ def test_refresher_threads_leave_no_java_thread_behind(tmp_path: Path, builder) 
         assert java_threads() <= before + 2
     finally:
         shard.close()
-
-
-def test_a_lucene_commit_holds_what_is_queued_behind(tmp_path: Path, builder, late) -> None:  # type: ignore[no-untyped-def]
-    """A Lucene commit (the flush, under the write lock) adds the queued documents first: a commit that recorded
-    the store's seq without them would skip them on the next load (it replays the log only past that seq)."""
-    shard = load(tmp_path / "t", builder)
-    write(shard, ["the curlew calls over the marsh"], vectors(1, 60))
-    write(shard, ["a lapwing circles the field"], vectors(1, 61))   # the refresher has not run yet (late)
-    shard.flush()
-    seq = shard.store.seq
-    crash(shard)   # the uncommitted state is lost; only Lucene's commit stays
-    index = LuceneIndex.open(tmp_path / "t" / "lucene")
-    try:
-        assert index.committed_seq() == seq
-        assert index.count() == 2
-    finally:
-        index.close()
