@@ -84,7 +84,9 @@ class ObjectBackedLog:
         os.replace(tmp, path)
         fsync_dir(directory)
         compacted = max((int(meta.get("seq", 0)) for meta, _ in replay.base), default=0)
-        opened = cls(objects, WriteAheadLog(path), seq_at, compacted_seq=compacted, artefacts=replay.artefacts)
+        # The cache's appends are not fsynced: an acknowledged commit is in the bucket, and every open rewrites the
+        # cache from the bucket (above), so nothing ever reads a cache that a crash of the machine cut short.
+        opened = cls(objects, WriteAheadLog(path, sync=False), seq_at, compacted_seq=compacted, artefacts=replay.artefacts)
         opened._tail = _tail_commits(replay)
         opened.last_commit = Commit(seq=max([compacted, *(c.seq for c in opened._tail)]))
         return opened, replay.records()

@@ -63,12 +63,28 @@ class Taken(Exception):
         self.current = current
 
 
+# botocore asks every PutObject to wait for "100 Continue" before it sends the body: one more round trip (and a
+# pass through the server's request handling) before the data leaves. Worth it for a large body the server may
+# refuse; a group commit's segment is a few KB, and a Write waits for its PUT.
+EXPECT_CONTINUE_FROM_BYTES = 1 << 20
+
+
 def make_client(*, endpoint: str, region: str, access_key: str, secret_key: str, timeout_s: float) -> Any:
-    """A boto3 S3 client without botocore's own retries (this module retries, knowing which are safe)."""
+    """A boto3 S3 client without botocore's own retries (this module retries, knowing which are safe), whose
+    PUTs of small bodies send them at once (no ``Expect: 100-continue``)."""
     config = Config(region_name=region, connect_timeout=timeout_s, read_timeout=timeout_s,
                     retries={"max_attempts": 1, "mode": "standard"}, s3={"addressing_style": "path"})
-    return boto3.client("s3", endpoint_url=endpoint or None, aws_access_key_id=access_key or None,
-                        aws_secret_access_key=secret_key or None, config=config)
+    client = boto3.client("s3", endpoint_url=endpoint or None, aws_access_key_id=access_key or None,
+                          aws_secret_access_key=secret_key or None, config=config)
+    client.meta.events.register("before-send.s3.PutObject", _send_small_bodies_at_once)
+    return client
+
+
+def _send_small_bodies_at_once(request: Any, **_: Any) -> None:
+    """Drops ``Expect: 100-continue`` from a PUT whose body is under EXPECT_CONTINUE_FROM_BYTES (the header is
+    not signed, so the request stays valid); returns None so that botocore sends the request itself."""
+    if "Expect" in request.headers and int(request.headers.get("Content-Length") or 0) < EXPECT_CONTINUE_FROM_BYTES:
+        del request.headers["Expect"]
 
 
 def _status(exc: ClientError) -> tuple[int, str]:

@@ -107,8 +107,11 @@ def read_records(path: Path, *, upto: int | None = None) -> list[Record]:
 
 
 class WriteAheadLog:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, sync: bool = True) -> None:
+        """``sync=False``: appends are not fsynced (a cache that its owner rewrites from the source of truth on
+        every open: server/store/object_wal.py); compactions of it still are."""
         self.path = path
+        self._sync = sync
         self._lock = threading.Lock()
         # An unbuffered descriptor: after a failed write (ENOSPC) no buffer keeps the rest of the group to
         # flush in front of the next one; the size is ours, not a buffered position.
@@ -139,7 +142,7 @@ class WriteAheadLog:
         return cls(path), records
 
     def append(self, records: Sequence[Record]) -> None:
-        """Writes the records as one group and fsyncs before returning."""
+        """Writes the records as one group and fsyncs (unless built with ``sync=False``) before returning."""
         if not records:
             return
         payload = encode_group(records)
@@ -149,7 +152,8 @@ class WriteAheadLog:
                 view = memoryview(payload)
                 while view:
                     view = view[os.write(self._fd, view):]
-                os.fsync(self._fd)
+                if self._sync:
+                    os.fsync(self._fd)
             except BaseException:
                 # Leave no partial group behind for later groups to follow (e.g. ENOSPC mid-write).
                 with contextlib.suppress(OSError):

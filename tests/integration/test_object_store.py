@@ -51,6 +51,17 @@ def test_seaweedfs_honours_conditional_writes_and_passes_the_self_check(weed: We
     assert store.get("k").body == b"three"   # type: ignore[union-attr]
 
 
+def test_a_segment_put_sends_its_body_without_waiting_for_continue(weed: Weed) -> None:
+    store = store_at(weed.endpoint)
+    headers: list[dict[str, str]] = []
+    store.client.meta.events.register("before-send.s3.PutObject", lambda request, **_: headers.append(
+        {k.lower(): v for k, v in request.headers.items()}))
+    store.create("small", b"s" * 4096)
+    store.create("large", b"l" * (1 << 20))
+    assert "expect" not in headers[0] and headers[1]["expect"] in ("100-continue", b"100-continue")
+    assert store.get("small").body == b"s" * 4096 and len(store.get("large").body) == 1 << 20  # type: ignore[union-attr]
+
+
 def test_the_self_check_refuses_a_server_that_ignores_preconditions(weed: Weed) -> None:
     proxy = StrippingProxy(weed.ports["s3"])
     try:

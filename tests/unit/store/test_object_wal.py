@@ -5,6 +5,7 @@ leaves the same state as no compaction, and an unknown outcome is settled by the
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -191,3 +192,23 @@ def test_a_compacted_object_log_has_no_base_record_an_older_replica_could_not_re
     local.compact()
     assert [meta.get("op") for meta, _ in local._wal.read()][0] == "base"
     assert TenantStore.open(tmp_path / "local", dim=DIM)[0].history_from == local.base_seq > 0
+
+
+def test_the_cache_is_not_fsynced_and_a_cache_cut_short_is_rebuilt_from_the_bucket(
+        backend: tuple[ObjectLogBackend, Faults], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    objects, _ = backend
+    first = open_store(objects, tmp_path / "a")
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr("server.store.wal.os.fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    for i in range(5):
+        first.commit(puts=[(memory(i), vec(i))])   # acknowledged once the bucket has each commit
+    assert synced == []                             # the bucket is the source of truth: no fsync of the cache
+    monkeypatch.undo()
+    expected = state(first)
+    cache = first._wal.path
+    first.close()
+    with open(cache, "r+b") as f:                   # what a machine crash may leave of unsynced appends
+        f.truncate(cache.stat().st_size // 2)
+    again = open_store(objects, tmp_path / "a")
+    assert state(again) == expected and sorted(vectors_of(again)) == sorted(vectors_of(first))

@@ -101,3 +101,18 @@ def test_a_missing_bucket_is_a_clear_error_at_start_and_unavailable_later() -> N
     assert not exc.value.outcome_unknown
     with pytest.raises(StoreUnavailable, match="refused"):
         store.keys("")
+
+
+def test_small_puts_send_their_body_at_once_large_ones_wait_for_continue() -> None:
+    from botocore.awsrequest import AWSRequest
+
+    from server.store.s3 import EXPECT_CONTINUE_FROM_BYTES, _send_small_bodies_at_once
+
+    def sent(size: int) -> dict[str, str]:
+        request = AWSRequest(method="PUT", url="http://127.0.0.1:1/b/k", data=b"x" * size,
+                             headers={"Expect": "100-continue", "Content-Length": str(size)}).prepare()
+        assert _send_small_bodies_at_once(request) is None     # botocore still sends it
+        return dict(request.headers)
+
+    assert "Expect" not in sent(4096)
+    assert sent(EXPECT_CONTINUE_FROM_BYTES)["Expect"] == "100-continue"
