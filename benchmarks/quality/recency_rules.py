@@ -1,8 +1,8 @@
 """Query-time rules for what is current, measured offline on one search pass (docs/concepts/updates.md).
 
-    .venv/bin/python -m benchmarks.quality.recency_rules dump [--sets recency,zh,updates,recency_held,locomo]
+    .venv/bin/python -m benchmarks.quality.recency_rules dump [--sets recency,recency_dev2,zh,updates,recency_held,locomo]
     .venv/bin/python -m benchmarks.quality.recency_rules eval [--held-out]
-    .venv/bin/python -m benchmarks.quality.recency_rules misses      # the dev recency set's misses at the defaults
+    .venv/bin/python -m benchmarks.quality.recency_rules misses [--set recency_dev2]   # a dev set's misses
 
 ``dump`` starts one in-process server at its defaults, writes each set, searches it once (the *defaults* stage, top
 10, "as of" the set's time) and stores per query the hits in order with their memories, relevance and main vectors
@@ -54,12 +54,14 @@ def dump(sets: list[str]) -> None:
     t0 = time.monotonic()
     data: dict = {}
     now_ms = suites.RECENCY_NOW_MS
+    from server.engine import ranking
+    ranking.NEWEST_FIRST = False   # the pass the variants reorder: each variant applies the rule itself
     with tempfile.TemporaryDirectory(prefix="engram-recency-rules-") as tmp, EvalServer(Path(tmp) / "data") as server:
         for name in sets:
             if time.monotonic() - t0 > BUDGET_S:
                 logging.warning("time budget spent: %s not written", name)
                 continue
-            if name in ("recency", "recency_held"):
+            if name in ("recency", "recency_held", "recency_dev2"):
                 rs = load_recency(name=name)
                 tenant = server.ingest(name, suites.recency_inputs(rs))
                 data[name] = {"runs": _dump_set(server, tenant, rs.queries, now_ms=now_ms), "qrels": rs.qrels,
@@ -118,13 +120,15 @@ def _block(run: dict, order_docs: list[list[str]], rule) -> list[str]:  # type: 
 
 def _metrics(data: dict, rule, held_out: bool) -> dict[str, float]:  # type: ignore[no-untyped-def]
     out: dict[str, float] = {}
-    for name in ("recency", "recency_held"):
+    for name in ("recency", "recency_dev2", "recency_held"):
         if name not in data or (name == "recency_held" and not held_out):
             continue
         d = data[name]
         hits = {q: _flat(_permuted(r, rule)) for q, r in d["runs"].items()}
-        for group in ("all", "newer", "recent", "importance"):
+        for group in ("all", "newer", "recent", "importance", "past", "keep"):
             ids = [q for q in hits if group == "all" or d["kind"][q] == group]
+            if not ids:
+                continue
             out[f"{name} {group}"] = float(np.mean([bool(hits[q]) and hits[q][0] in d["qrels"][q] for q in ids]))
     if "zh" in data:
         d = data["zh"]
@@ -155,10 +159,14 @@ def _flat(docs: list[list[str]]) -> list[str]:
 
 
 def variants() -> dict:  # type: ignore[type-arg]
-    """The defaults (rule off), the rule at its constants, and the alternatives measured beside it."""
+    """No reorder (the pass as dumped, ranking.NEWEST_FIRST off), the rule at its constants, and the alternatives
+    measured beside it."""
     from server.engine import siblings
 
-    return {"defaults": None, "newest first": lambda q, i, m, v: siblings.newest_first(q, i, m, v),
+    return {"no reorder": None, "newest first": lambda q, i, m, v: siblings.newest_first(q, i, m, v),
+            **{f"match jaccard {j:.2f}": (lambda q, i, m, v, j=j: _with("MATCH_JACCARD", j, q, i, m, v))
+               for j in (0.5, 0.34)},
+            "no newer superset": lambda q, i, m, v: _with("NEWER_SUPERSET", False, q, i, m, v),
             **{f"+ pair cosine {c:.2f}": (lambda q, i, m, v, c=c: siblings.newest_first(q, i, m, v, min_cosine=c))
                for c in (0.86, 0.90)},
             "single CJK chars": lambda q, i, m, v: siblings.newest_first(q, i, m, v, single_cjk=True),
@@ -176,19 +184,25 @@ def _without_entities(*args):  # type: ignore[no-untyped-def]
 
 
 def _with_share(share: float, *args):  # type: ignore[no-untyped-def]
+    return _with("COMMON_SHARE", share, *args)
+
+
+def _with(name: str, value: object, *args):  # type: ignore[no-untyped-def]
+    """siblings.newest_first with one of its module constants set to ``value`` for the call."""
     from server.engine import siblings
-    before, siblings.COMMON_SHARE = siblings.COMMON_SHARE, share
+    before = getattr(siblings, name)
+    setattr(siblings, name, value)
     try:
         return siblings.newest_first(*args)
     finally:
-        siblings.COMMON_SHARE = before
+        setattr(siblings, name, before)
 
 
 def evaluate_variants(*, held_out: bool) -> None:
     with DUMP.open("rb") as f:
         data = pickle.load(f)
     rows = {name: _metrics(data, rule, held_out) for name, rule in variants().items()}
-    base = rows["defaults"]
+    base = rows["no reorder"]
     for key in base:
         print(f"{key:28s}", " ".join(f"{rows[v][key]:.4f}" for v in rows))
     print("columns:", " | ".join(rows))
@@ -214,8 +228,9 @@ def misses(name: str = "recency") -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=("dump", "eval", "misses"))
-    parser.add_argument("--sets", default="recency,zh,updates,recency_held,locomo")
+    parser.add_argument("--sets", default="recency,recency_dev2,zh,updates,recency_held,locomo")
     parser.add_argument("--held-out", action="store_true", help="also the held-out recency set (after choosing)")
+    parser.add_argument("--set", default="recency", choices=("recency", "recency_dev2"), help="misses: which dev set")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.what == "dump":
@@ -223,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.what == "eval":
         evaluate_variants(held_out=args.held_out)
     else:
-        misses()
+        misses(args.set)
     return 0
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.quality.updates_ab [--off | --without intent,links,siblings,importance,newest]
         [--query-rules]
-        [--sets updates,recency,recency_held,zh,locomo] [--links]
+        [--sets updates,recency,recency_dev2,recency_held,zh,locomo] [--links]
 
 One in-process server at its defaults (as benchmarks/quality/run.py starts it), the *defaults* stage only.
 ``--off`` runs the same code with every feature off in process (``--without`` names some): ``time_intent.detect`` answers no intent, the
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--without", default="", help=f"comma-separated features to turn off: {','.join(FEATURES)}")
     parser.add_argument("--query-rules", action="store_true",
                         help="turn on ranking.SIBLING_RULE (sibling statements, off by default) in process")
-    parser.add_argument("--sets", default="updates,recency,recency_held,zh,locomo")
+    parser.add_argument("--sets", default="updates,recency,recency_dev2,recency_held,zh,locomo")
     parser.add_argument("--links", action="store_true", help="print the links the writes made")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -88,13 +88,15 @@ def main(argv: list[str] | None = None) -> int:
                 for q in us.queries[user]:
                     cells.setdefault((us.kind[q.id], us.half[q.id]), []).append(bool(run[q.id]) and run[q.id][0] in us.qrels[q.id])
             print(f"updates: {links} links;", "; ".join(f"{k} {h} {sum(v) / len(v):.3f}" for (k, h), v in sorted(cells.items())))
-        for name in [s for s in ("recency", "recency_held") if s in sets]:
+        for name in [s for s in ("recency", "recency_dev2", "recency_held") if s in sets]:
             rs = load_recency(name=name)
             tenant = server.ingest(name, suites.recency_inputs(rs))
             if args.links:
                 _links(server, tenant)
             run = server.search(tenant, rs.queries, DEFAULTS, now_ms=now_ms, top_k=10)
-            print(f"{name}: {tenant.updates} links; recall@1 {suites._scores(run, rs.qrels, (1,))['recall@1']:.3f}")
+            by_kind = {k: [q for q in rs.kind if rs.kind[q] == k] for k in sorted(set(rs.kind.values()))}
+            print(f"{name}: {tenant.updates} links; recall@1 {suites._scores(run, rs.qrels, (1,))['recall@1']:.3f};",
+                  "; ".join(f"{k} {suites._scores(run, rs.qrels, (1,), ids)['recall@1']:.3f}" for k, ids in by_kind.items()))
         if "zh" in sets:
             zh = load_chinese()
             tenant = server.ingest("zh-memory", [(m.id, suites._memory_input(m)) for m in zh.memories])

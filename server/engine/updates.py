@@ -55,8 +55,13 @@ _EN_CUES = re.compile(
     r"no longer|"
     r"not any ?more|any ?more|instead|(?:my|our) new|new \w+ (?:\w+ ){0,2}(?:is|are)|got a new|replaced|upgraded|became|"
     r"these days|nowadays|currently|from now on|gave up|ditched|sold|renamed|traded)\b", re.IGNORECASE)
-_ZH_CUES = re.compile(r"改成|换成|换了|改为|改到|改了|现在|如今|目前|搬到|搬去|搬家|跳槽|不再|不用了|已经不|"
+_ZH_CUES = re.compile(r"改成|换成|换了|改为|改到|改了|改名|更名|现在|如今|目前|搬到|搬去|搬家|跳槽|不再|不用了|已经不|"
                       r"变成|转到|升级|调整|换到|[的了个台辆份家部只]新|新的|辞职|离开了|加入了")
+# Cues that say the state now holds or that a thing is new, not that a value changed ("now", "these days", "my new",
+# "现在", "的新" — also inside "今天的新闻", the news): chat says them all the time. The frame rule (:func:`_by_frame`),
+# which needs no attribute class, asks for a cue that names the change itself ("switched", "renamed", "换成").
+_PRESENT_ONLY = re.compile(r"now|these days|nowadays|currently|现在|如今|目前|.*\bnew\b.*|.*新.*", re.IGNORECASE)
+FRAME_MAX_WORDS = 15   # the frame rule reads short statements only (a CJK character counts as half a word)
 # The "my X is …" frame: a restated attribute even without a change cue.
 _EN_FRAME = re.compile(r"\b(?:my|our)\s+((?:[a-z]+\s+){0,2}?[a-z]+?)(?:'s)?\s+(?:is|are|was)\b", re.IGNORECASE)
 _ZH_FRAME = re.compile(f"我的([{CJK_CHARS}]{{1,4}}?)(?:是|叫)")
@@ -123,6 +128,12 @@ def attributes(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+def named_attributes(text: str) -> frozenset[str]:
+    """The attribute classes a text names outside its change cues: "moved" in "I moved my logins to Bitwarden" is
+    the change, not a home ("I moved over to Zed as my editor" is not the same attribute)."""
+    return attributes(_ZH_CUES.sub(" ", _EN_CUES.sub(" ", text)))
+
+
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """Why a pair links: the cosine, the shared attribute words, and the cue (or frame) in the newer text."""
@@ -176,6 +187,23 @@ def change_cue(text: str) -> str:
     return m.group(0) if m else ""
 
 
+def change_cues(text: str) -> tuple[str, ...]:
+    """Every change cue in ``text``, in order."""
+    return tuple(m.group(0) for m in _EN_CUES.finditer(text)) + tuple(m.group(0) for m in _ZH_CUES.finditer(text))
+
+
+def frame_words(words: frozenset[str], relation_words: frozenset[str]) -> frozenset[str]:
+    """The words that can name an attribute's frame: English words of three letters or more that are not numbers,
+    and Chinese character bigrams; never a person named by relation (that is the subject)."""
+    return frozenset(w for w in words if w not in relation_words and not w[0].isdigit()
+                     and (len(w) == 2 and has_cjk(w) or len(w) >= 3 and not has_cjk(w)))
+
+
+def _short(text: str) -> bool:
+    cjk = sum(len(run) for run in _CJK_RUN.findall(text))
+    return len(_CJK_RUN.sub(" ", text).split()) + cjk / 2 <= FRAME_MAX_WORDS
+
+
 def _frames(text: str) -> frozenset[str]:
     out = {_stem(m.group(1).lower().split()[-1]) for m in _EN_FRAME.finditer(text)}
     out.update(m.group(1) for m in _ZH_FRAME.finditer(text))
@@ -194,6 +222,10 @@ class _Text:
     attributes: frozenset[str]
     cue: str
     frames: frozenset[str]
+    named: frozenset[str]        # attribute classes named outside the change cues
+    heads: frozenset[str]        # frame words (:func:`frame_words`)
+    change: str                  # the first cue that names a change (not "now" alone), for the frame rule
+    short: bool                  # at most FRAME_MAX_WORDS: the frame rule may read it
 
 
 # A Write's new memories are each judged against up to a dozen neighbours, and the same stored neighbours come
@@ -205,10 +237,15 @@ _ANALYSED_TEXTS = 8192
 @functools.lru_cache(maxsize=_ANALYSED_TEXTS)
 def _analysed(text: str) -> _Text:
     speaker, body = split_speaker(text)
+    rel, words = relations(body), content_words(body)
+    relation_words = rel | {w for r in rel for w in content_words(r)}
     return _Text(cjk=has_cjk(text), speaker=speaker,
                  statement=not ("?" in body or "？" in body or len(body.split()) > MAX_WORDS),
-                 relations=relations(body), words=content_words(body), attributes=attributes(body),
-                 cue=change_cue(body), frames=_frames(body))
+                 relations=rel, words=words, attributes=attributes(body),
+                 cue=change_cue(body), frames=_frames(body), named=named_attributes(body),
+                 heads=frame_words(words, relation_words),
+                 change=next((c for c in change_cues(body) if not _PRESENT_ONLY.fullmatch(c)), ""),
+                 short=_short(body))
 
 
 def forget_texts() -> None:
@@ -234,9 +271,10 @@ def judge(newer: Memory, older: Memory, cosine: float, *, min_cosine: float) -> 
         return None
     if not (new.words - old.words):
         return None   # nothing new: a restatement, not an update
-    shared = tuple(sorted(new.attributes & old.attributes))
+    # The same attribute class, named outside the change cues by at least one of them ("moved" alone is the change).
+    shared = tuple(sorted(new.attributes & old.attributes & (new.named | old.named)))
     if not shared:
-        return None   # not the same everyday attribute (or one this linker does not know: no link)
+        return _by_frame(new, old, cosine)
     cue = new.cue
     if not cue:
         frame = new.frames & old.frames
@@ -246,6 +284,26 @@ def judge(newer: Memory, older: Memory, cosine: float, *, min_cosine: float) -> 
     return Evidence(cosine=cosine, shared=shared, cue=cue)
 
 
+def _by_frame(new: _Text, old: _Text, cosine: float) -> Evidence | None:
+    """The frame rule, for attributes no class names ("The project codename is Falcon" → "The project was renamed
+    to Osprey"; "我用的输入法是搜狗" → "输入法换成了微信输入法"): two short statements that share a frame word (an
+    English word of three letters or more, a Chinese bigram: what stays when the differing values are masked), the
+    newer one with a cue that names a change ("renamed", "switched", "换成"; "now" alone is no change), or the same
+    "my X is" frame on both with X shared. Two statements that name different attribute classes never link."""
+    if not (new.short and old.short) or (new.named and old.named and not new.named & old.named):
+        return None
+    shared = new.heads & old.heads
+    if not shared:
+        return None
+    cue = new.change
+    if not cue:
+        frame = new.frames & old.frames & shared
+        if not frame:
+            return None
+        cue = f"my {sorted(frame)[0]} is"
+    return Evidence(cosine=cosine, shared=tuple(sorted(shared)), cue=cue)
+
+
 def find_updated(new: Memory, neighbours: Sequence[tuple[float, Memory]], *,
                  min_cosine: float) -> tuple[Memory, Evidence] | None:
     """The older memory ``new`` updates among its nearest neighbours (highest cosine first), or None. Only live
@@ -253,8 +311,8 @@ def find_updated(new: Memory, neighbours: Sequence[tuple[float, Memory]], *,
     if new.key or new.status not in LIVE_STATUSES:
         return None
     text = _analysed(new.content)
-    if not (text.statement and text.attributes):
-        return None   # judge refuses every pair: no attribute (most turns) or not a statement
+    if not (text.statement and (text.attributes or (text.short and (text.change or text.frames)))):
+        return None   # judge refuses every pair: no attribute nor a short changed frame (most turns), not a statement
     for cosine, old in neighbours:
         if cosine < min_cosine:
             break

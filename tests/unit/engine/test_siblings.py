@@ -201,3 +201,12 @@ def test_two_statements_sharing_only_their_subject_keep_their_order() -> None:
     three = _mems(("The user is vegetarian", 100), ("The user asked about train times to Porto", 900),
                   ("The user has a cat called Miso", 500))
     assert newest_first("what food does the user eat?", TimeIntent.NONE, three) == [0, 1, 2]   # 3 of 3: subject
+
+
+def test_a_newer_statement_holding_every_query_word_of_the_older_one_joins_it() -> None:
+    from server.engine.siblings import newest_first
+    zh = _mems(("我喜欢的歌手是陈奕迅", 100), ("我的狗叫旺财", 500), ("现在最喜欢的歌手是毛不易", 900))
+    assert newest_first("我最喜欢哪个歌手？", TimeIntent.NONE, zh) == [2, 1, 0]
+    # not the other way: the newer one lacks the attribute's word ("type") and names another attribute
+    en = _mems(("My blood type is O negative", 100), ("My cat is called Miso", 500), ("Donated blood at the town hall", 900))
+    assert newest_first("what's my blood type?", TimeIntent.NONE, en) == [0, 1, 2]

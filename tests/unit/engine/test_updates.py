@@ -89,3 +89,31 @@ def test_chain_target_picks_current_previous_and_first() -> None:
     assert updates.chain_target(c, want="first", get=get).memory_id == "a"
     by_doc = {0: a, 1: c, 2: b}.get
     assert updates.chains_of([0, 1, 2], by_doc=by_doc, get=get) == {"c": [0, 1, 2]}
+
+
+@pytest.mark.parametrize(("old", "new", "frame"), [
+    ("My code editor is VS Code", "I moved over to Zed as my editor", "editor"),
+    ("The project codename is Falcon", "The project was renamed to Osprey", "project"),
+    ("My favourite band is Radiohead", "These days my favourite band is Khruangbin", "band"),   # "my X is" on both
+    ("我用的输入法是搜狗", "输入法换成了微信输入法", "输入"),
+    ("项目代号叫青龙", "项目改名叫朱雀了", "项目"),
+])
+def test_an_attribute_no_class_names_links_by_its_frame(old: str, new: str, frame: str) -> None:
+    """The frame rule: two short statements sharing a frame word, the newer naming the change; no class list."""
+    assert not (updates.attributes(old) & updates.attributes(new) & (updates.named_attributes(old) |
+                                                                     updates.named_attributes(new)))
+    evidence = judge(old, new)
+    assert evidence is not None and frame in evidence.shared
+
+
+@pytest.mark.parametrize(("old", "new", "why"), [
+    ("I moved over to Zed as my editor", "I moved my logins to Bitwarden", "'moved' is the change, not a home"),
+    ("I use 1Password for my passwords", "I moved my logins to Bitwarden", "no frame word in common"),
+    ("我用的浏览器是Chrome", "浏览了一下今天的新闻", "'的新' of 新闻 names no change"),
+    ("Melanie: The kids love pottery", "Melanie: The kids love it now!", "'now' alone is no change"),
+    ("My laptop is a Framework 13.", "I switched my phone to a Pixel 8 laptop-style case.", "another class named"),
+    ("The project codename is Falcon", "We talked for a long time about how the project was renamed and what "
+     "everyone on the team thought of the new name", "not a short statement"),
+])
+def test_pairs_the_frame_rule_must_not_link(old: str, new: str, why: str) -> None:
+    assert judge(old, new) is None, why
