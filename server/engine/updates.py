@@ -58,9 +58,10 @@ _EN_CUES = re.compile(
 _ZH_CUES = re.compile(r"改成|换成|换了|改为|改到|改了|改名|更名|现在|如今|目前|搬到|搬去|搬家|跳槽|不再|不用了|已经不|"
                       r"变成|转到|升级|调整|换到|[的了个台辆份家部只]新|新的|辞职|离开了|加入了")
 # Cues that say the state now holds or that a thing is new, not that a value changed ("now", "these days", "my new",
-# "现在", "的新" — also inside "今天的新闻", the news): chat says them all the time. The frame rule (:func:`_by_frame`),
-# which needs no attribute class, asks for a cue that names the change itself ("switched", "renamed", "换成").
-_PRESENT_ONLY = re.compile(r"now|these days|nowadays|currently|现在|如今|目前|.*\bnew\b.*|.*新.*", re.IGNORECASE)
+# "现在", "的新" — also inside "今天的新闻", the news; "any more suggestions"): chat says them all the time. The frame
+# rule (:func:`_by_frame`), which needs no attribute class, asks for a cue that names the change itself ("switched",
+# "renamed", "no longer", "换成").
+_PRESENT_ONLY = re.compile(r"now|these days|nowadays|currently|any more|现在|如今|目前|.*\bnew\b.*|.*新.*", re.IGNORECASE)
 FRAME_MAX_WORDS = 15   # the frame rule reads short statements only (a CJK character counts as half a word)
 # The "my X is …" frame: a restated attribute even without a change cue.
 _EN_FRAME = re.compile(r"\b(?:my|our)\s+((?:[a-z]+\s+){0,2}?[a-z]+?)(?:'s)?\s+(?:is|are|was)\b", re.IGNORECASE)

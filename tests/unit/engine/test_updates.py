@@ -111,6 +111,8 @@ def test_an_attribute_no_class_names_links_by_its_frame(old: str, new: str, fram
     ("I use 1Password for my passwords", "I moved my logins to Bitwarden", "no frame word in common"),
     ("我用的浏览器是Chrome", "浏览了一下今天的新闻", "'的新' of 新闻 names no change"),
     ("Melanie: The kids love pottery", "Melanie: The kids love it now!", "'now' alone is no change"),
+    ("Tim: Yep, I'll let you know!", "Tim: Glad you liked it. Let me know if you need any more suggestions.",
+     "'any more' of a chat turn is no change"),
     ("My laptop is a Framework 13.", "I switched my phone to a Pixel 8 laptop-style case.", "another class named"),
     ("The project codename is Falcon", "We talked for a long time about how the project was renamed and what "
      "everyone on the team thought of the new name", "not a short statement"),
