@@ -13,6 +13,7 @@ during the backoff after a rebuild that met a full disk again).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from server.errors import NotFound, is_storage_full
-from server.gcpauses import freeze_loaded
+from server.gcpauses import freeze_loaded, paused
 from server.index.dense import FlatDenseIndex
 from server.index.tiered import VectorIndex
 from server.index.tiers import TierRules
@@ -164,9 +165,11 @@ class TenantRegistry:
                 if not self.catalog.has_tenant(tenant_id):   # dropped while this request waited
                     raise NotFound(f"tenant {tenant_id!r} does not exist")
                 started = time.perf_counter()
-                shard = TenantShard.load(tenant_id, self.directory(tenant_id), dim=self.dim, rules=self.rules,
-                                         builder=self._builder, flat_factory=self.flat_factory, audit=self.audit,
-                                         open_log=self.open_log(tenant_id) if self.open_log is not None else None)
+                with paused() if self.gc_freeze else contextlib.nullcontext():
+                    shard = TenantShard.load(tenant_id, self.directory(tenant_id), dim=self.dim, rules=self.rules,
+                                             builder=self._builder, flat_factory=self.flat_factory,
+                                             audit=self.audit, open_log=self.open_log(tenant_id)
+                                             if self.open_log is not None else None)
                 with self._lock:
                     self._shards[tenant_id] = shard
                     self.loads += 1

@@ -76,6 +76,44 @@ def test_the_registry_freezes_after_each_load_only_when_asked(tmp_path: Path, jv
     registry.close()
 
 
+def test_paused_turns_the_collector_off_until_the_last_of_nested_loads_ends() -> None:
+    assert gc.isenabled()
+    with gcpauses.paused():
+        assert not gc.isenabled()
+        with gcpauses.paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()   # the outer load still runs
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gcpauses.paused():
+            pass
+        assert not gc.isenabled()   # off before: left off
+    finally:
+        gc.enable()
+
+
+def test_the_registry_loads_with_the_collector_paused(tmp_path: Path, jvm: None, thawed: None,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from server.tenants import shard as shard_module
+
+    registry = _registry(tmp_path, gc_freeze=True)
+    registry.create("a")
+    _write(registry, "a", 10)
+    registry.evict("a")
+    seen: list[bool] = []
+    real = shard_module.TenantShard.load
+
+    def load(*args: object, **kw: object) -> object:
+        seen.append(gc.isenabled())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(shard_module.TenantShard, "load", load)
+    registry.shard("a")
+    assert seen == [False] and gc.isenabled()
+    registry.close()
+
+
 def test_a_closed_shard_is_freed_without_the_collector(tmp_path: Path, jvm: None, thawed: None) -> None:
     """What makes freezing safe: an evicted shard's objects go by reference counting alone, so freezing them
     leaks nothing."""

@@ -62,3 +62,17 @@ def test_store_replays_puts_updates_deletes_and_vectors(tmp_path: Path) -> None:
     assert store.in_slot("budget", "x") == []
     assert store.seq == 2 and store.allocate_doc_ids(1) == [3]
     assert [op[1] for op in replayed.lexical_ops] == ["put", "put", "del"]
+
+
+def test_metas_only_the_standard_json_reader_reads_are_replayed_too(tmp_path: Path) -> None:
+    """Metas are parsed with orjson, which refuses NaN and integers past 64 bits; json.dumps writes both, so a
+    log holding them must replay every record, not stop there as at a torn one."""
+    path = tmp_path / "x.wal"
+    wal, _ = WriteAheadLog.open(path)
+    wal.append([({"a": float("nan")}, b"x")])
+    wal.append([({"b": 2**70}, b""), ({"c": "ok"}, b"")])
+    wal.close()
+    _, records = WriteAheadLog.open(path)
+    assert len(records) == 3
+    assert records[0][0]["a"] != records[0][0]["a"]   # NaN
+    assert [m for m, _ in records[1:]] == [{"b": 2**70}, {"c": "ok"}]
