@@ -48,7 +48,8 @@ SIBLING_RULE = False
 # Newest first (server/engine/siblings.py, newest_first): statements in a query's top siblings.SLOTS hits that describe
 # the same attribute of the same subject hold their slots newest first. On: recency set recall@1 0.675 -> 0.800 (dev),
 # 0.425 -> 0.600 (held out); LoCoMo and SciFact unchanged by construction, zh/en nDCG@10 and the knowledge-update set
-# unchanged (docs/concepts/updates.md; python -m benchmarks.quality.recency_rules eval).
+# unchanged (docs/concepts/updates.md; python -m benchmarks.quality.recency_rules eval). A newer statement holding every
+# query word of an older one joins it (siblings.NEWER_SUPERSET): the second dev set 0.800 -> 0.822, the first unchanged.
 NEWEST_FIRST = True
 
 

@@ -15,7 +15,10 @@ LLM-free. A link needs all of (:func:`judge`):
   sister", "我妈妈"), and no explicit entities on one that the other lacks;
 * a change cue in the newer text — "switched to", "now", "moved to", "no longer", "instead", "new", "改成",
   "换成", "现在", "搬到" — or, without one, the same "my X is …" frame on both ("my manager is Priya" /
-  "my manager is Tom").
+  "my manager is Tom");
+* the same attribute: both name one of the everyday attribute classes (``_ATTRIBUTES``) outside their change
+  cues, or, for an attribute no class names, the frame rule (:func:`_by_frame`): two short statements sharing a
+  frame word, the newer naming the change itself ("renamed", "换成"; "now" or "new" alone is not enough).
 
 A wrong link demotes a true memory, so every rule errs towards no link. ``LinkUpdate`` (the RPC) undoes a
 link or makes one by hand; both are audited (AUDIT_OP_UNLINK / AUDIT_OP_UPDATE_LINK).
