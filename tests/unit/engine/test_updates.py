@@ -104,6 +104,9 @@ def test_an_attribute_no_class_names_links_by_its_frame(old: str, new: str, fram
                                                                      updates.named_attributes(new)))
     evidence = judge(old, new)
     assert evidence is not None and frame in evidence.shared
+    # the frame rule sits behind the same gates: another scope is never a conflict, nor a low cosine
+    assert updates.judge(mem(new, scope="work"), mem(old, scope="home"), COS, min_cosine=0.82) is None
+    assert judge(old, new, cosine=0.80) is None
 
 
 @pytest.mark.parametrize(("old", "new", "why"), [
