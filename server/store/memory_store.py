@@ -85,12 +85,24 @@ class TenantStore:
     def open(cls, directory: Path, *, dim: int, open_log: LogOpener | None = None) -> tuple[TenantStore, Replayed]:
         """Replays the tenant's log: the local file by default, or the one ``open_log`` opens (a
         :data:`server.store.durable_log.LogOpener`, e.g. ``ObjectLogBackend.opener(tenant_id)``)."""
-        wal, records = open_log(directory) if open_log is not None else WriteAheadLog.open(directory / LOG_FILE)
-        store = cls(directory, wal, dim=dim)
         replayed = Replayed()
-        for meta, blob in records:
-            store._apply(meta, blob, replayed)
-        log.info("tenant store %s: %d memories from %d log records", directory.name, len(store._by_id), len(records))
+        if open_log is None:   # the local file: each record applied as it is read (WriteAheadLog.open's each)
+            store = cls(directory, None, dim=dim)   # type: ignore[arg-type]  # the log is set right after
+            counted = [0]
+
+            def apply(meta: dict, blob: bytes) -> None:
+                counted[0] += 1
+                store._apply(meta, blob, replayed)
+
+            store._wal, _ = WriteAheadLog.open(directory / LOG_FILE, each=apply)
+            n_records = counted[0]
+        else:
+            wal, records = open_log(directory)
+            store = cls(directory, wal, dim=dim)
+            for meta, blob in records:
+                store._apply(meta, blob, replayed)
+            n_records = len(records)
+        log.info("tenant store %s: %d memories from %d log records", directory.name, len(store._by_id), n_records)
         return store, replayed
 
     @property

@@ -16,7 +16,7 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import orjson
@@ -50,33 +50,36 @@ def encode_record(meta: dict[str, Any], blob: bytes = b"") -> bytes:
     return _HEADER.pack(len(meta_bytes), len(blob), crc) + meta_bytes + blob
 
 
-def _loads(meta: bytes) -> dict:
+def _loads(meta: bytes | memoryview) -> dict:
     """A record's meta JSON: orjson (a 1M-memory log's metas parse ~3x faster than with ``json``), else ``json``
     for what orjson refuses and ``json`` reads (NaN, integers past 64 bits), so both read the same records."""
     try:
         return orjson.loads(meta)
     except orjson.JSONDecodeError:
-        return json.loads(meta)
+        return json.loads(bytes(meta))
 
 
 def _read_records(data: bytes) -> Iterator[tuple[int, Record]]:
-    """Yields (end offset, record) for every intact record from the start of ``data``."""
+    """Yields (end offset, record) for every intact record from the start of ``data``. A record's blob is a
+    read-only view of ``data``, not a copy (a put's vectors: 1.5 KB a memory, 1.9 GB for a 1M-memory log, each
+    copy page-faulted in anew); a view keeps ``data`` alive while it lives."""
     offset = 0
+    view = memoryview(data)
     while offset + _HEADER.size <= len(data):
         meta_len, blob_len, crc = _HEADER.unpack_from(data, offset)
         start = offset + _HEADER.size
         end = start + meta_len + blob_len
         if end > len(data):
             return
-        meta_bytes = data[start:start + meta_len]
-        blob = data[start + meta_len:end]
+        meta_bytes = view[start:start + meta_len]
+        blob = view[start + meta_len:end]
         if zlib.crc32(blob, zlib.crc32(meta_bytes)) != crc:
             return
         try:
             meta = _loads(meta_bytes)
         except ValueError:
             return
-        yield end, (meta, bytes(blob))
+        yield end, (meta, blob)   # type: ignore[misc]  # a bytes-like view: len, ==, frombuffer, + and crc32 read it
         offset = end
 
 
@@ -130,8 +133,13 @@ class WriteAheadLog:
         self._size = os.fstat(self._fd).st_size
 
     @classmethod
-    def open(cls, path: Path) -> tuple[WriteAheadLog, list[Record]]:
-        """Opens (creating) the log and returns it with every intact record, cutting a torn tail."""
+    def open(cls, path: Path, *, each: Callable[[dict, bytes], None] | None = None
+             ) -> tuple[WriteAheadLog, list[Record]]:
+        """Opens (creating) the log and returns it with every intact record, cutting a torn tail.
+
+        ``each``: called with every record of every complete group in order instead (the list returned is then
+        empty), so a replay holds one group's metas at a time rather than the whole log's: a 1M-memory tenant's
+        log is 2.2 GB, and its metas as dicts alone about as much again."""
         path.parent.mkdir(parents=True, exist_ok=True)
         _tmp_of(path).unlink(missing_ok=True)   # a compaction cut short by a crash: the log itself is intact
         records: list[Record] = []
@@ -139,7 +147,11 @@ class WriteAheadLog:
         if path.exists():
             data = path.read_bytes()
             for end, group in _read_groups(data):
-                records.extend(group)
+                if each is None:
+                    records.extend(group)
+                else:
+                    for meta, blob in group:
+                        each(meta, blob)
                 good_end = end
             if good_end != len(data):
                 log.warning("wal %s: cutting %d torn bytes at offset %d", path, len(data) - good_end, good_end)

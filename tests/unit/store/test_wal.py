@@ -76,3 +76,19 @@ def test_metas_only_the_standard_json_reader_reads_are_replayed_too(tmp_path: Pa
     assert len(records) == 3
     assert records[0][0]["a"] != records[0][0]["a"]   # NaN
     assert [m for m, _ in records[1:]] == [{"b": 2**70}, {"c": "ok"}]
+
+
+def test_open_hands_each_record_of_complete_groups_in_order_and_cuts_a_torn_tail(tmp_path: Path) -> None:
+    path = tmp_path / "x.wal"
+    wal, _ = WriteAheadLog.open(path)
+    wal.append([({"a": 1}, b"v1"), ({"b": 2}, b"")])
+    wal.append([({"c": 3}, b"v3")])
+    wal.close()
+    good_size = path.stat().st_size
+    with open(path, "ab") as f:   # a crash in the middle of the next group
+        f.write(b"\x10\x00\x00\x00\x00\x00")
+    seen: list[tuple[dict, bytes]] = []
+    wal, records = WriteAheadLog.open(path, each=lambda meta, blob: seen.append((meta, bytes(blob))))
+    assert records == [] and path.stat().st_size == good_size
+    assert seen == [({"a": 1}, b"v1"), ({"b": 2}, b""), ({"c": 3}, b"v3")]
+    wal.close()
