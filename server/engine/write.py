@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -28,6 +28,35 @@ _NUMBER_RE = re.compile(r"\d+")
 
 def new_memory_id() -> str:
     return "m_" + secrets.token_hex(10)
+
+
+def new_memory_ids(n: int) -> Iterator[str]:
+    """``n`` ids as :func:`new_memory_id` makes them, from one read of the system's random source."""
+    hexed = secrets.token_hex(10 * n)
+    return ("m_" + hexed[i:i + 20] for i in range(0, 20 * n, 20))
+
+
+class _Later(Sequence[tuple[float, Memory]]):
+    """A neighbour list built on its first read: the update linker reads a new memory's neighbours only when the
+    memory names an everyday attribute in a statement (server/engine/updates.py find_updated), which most do not."""
+
+    def __init__(self, build: Callable[[], list[tuple[float, Memory]]]) -> None:
+        self._build: Callable[[], list[tuple[float, Memory]]] | None = build
+        self._items: list[tuple[float, Memory]] = []
+
+    def _read(self) -> list[tuple[float, Memory]]:
+        if self._build is not None:
+            self._items, self._build = self._build(), None
+        return self._items
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        return self._read()[i]
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+    def __iter__(self) -> Iterator[tuple[float, Memory]]:
+        return iter(self._read())
 
 
 class Staging:
@@ -132,14 +161,19 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
     results: list[WriteResult] = []
     doc_ids = shard.store.allocate_doc_ids(len(inputs))
     hits, sims = batch_neighbours(shard, vectors)
-    floor = min(cfg.dedupe_cosine, cfg.update_link_cosine)   # what _duplicate_of and _link_update read at most
+    ids = new_memory_ids(len(inputs))
+    mains = main_rows(vectors) if len(inputs) else ()
     for row, (inp, vector, doc_id) in enumerate(zip(inputs, vectors, doc_ids, strict=True)):
         confidence = 1.0 if inp.confidence is None else inp.confidence
         confident = confidence >= PENDING_BELOW_CONFIDENCE
-        neighbours = staging.near_duplicates(main_rows([vector])[0], hits=(hits[0][row], hits[1][row]),
-                                             batch_sims=sims[row], floor=floor)
+
+        def neighbours(floor: float, row: int = row) -> list[tuple[float, Memory]]:
+            """The stored and staged memories at or above ``floor`` by cosine, as staged now (near_duplicates)."""
+            return staging.near_duplicates(mains[row], hits=(hits[0][row], hits[1][row]), batch_sims=sims[row],
+                                           floor=floor)
+
         if not inp.supersedes:
-            target = _duplicate_of(neighbours, inp, cfg=cfg, confident=confident, now_ms=now_ms)
+            target = _duplicate_of(neighbours(cfg.dedupe_cosine), inp, cfg=cfg, confident=confident, now_ms=now_ms)
             if target is not None:
                 merged = _merge(target, inp, now_ms=now_ms)
                 staging.change(merged)
@@ -153,7 +187,7 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
                 continue
         created = inp.created_at_ms or now_ms
         memory = Memory(
-            memory_id=new_memory_id(), doc_id=doc_id, content=inp.content, type=inp.type,
+            memory_id=next(ids), doc_id=doc_id, content=inp.content, type=inp.type,
             importance=DEFAULT_IMPORTANCE if inp.importance is None else inp.importance,
             created_at_ms=created, last_access_at_ms=inp.last_access_at_ms or created, access_count=0,
             entities=inp.entities, source_ref=inp.source_ref, scope=inp.scope, confidence=confidence,
@@ -168,7 +202,10 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
         if confident:
             superseded = _supersede_slot(staging, memory, now_ms=now_ms) + tuple(
                 s for s in (_supersede(staging, sid, memory, now_ms=now_ms) for sid in inp.supersedes) if s)
-        updated = _link_update(staging, memory.memory_id, neighbours, cfg=cfg, now_ms=now_ms) if confident else ()
+        # Read after the memory is staged and has superseded what it names: its neighbours as they stand now (the
+        # memory itself among them, which the linker skips), only when the linker reads them at all.
+        updated = (_link_update(staging, memory.memory_id, _Later(lambda: neighbours(cfg.update_link_cosine)),
+                                cfg=cfg, now_ms=now_ms) if confident else ())
         memory = staging.current(memory.memory_id) or memory
         results.append(WriteResult(memory_id=memory.memory_id,
                                    outcome=WriteOutcome.CREATED if confident else WriteOutcome.PENDING,
@@ -178,14 +215,14 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
     return results
 
 
-def _link_update(staging: Staging, memory_id: str, neighbours: list[tuple[float, Memory]], *, cfg: MemoryConfig,
+def _link_update(staging: Staging, memory_id: str, neighbours: Sequence[tuple[float, Memory]], *, cfg: MemoryConfig,
                  now_ms: int) -> tuple[str, ...]:
-    """Links a new memory to the older one it updates, if any (server/engine/updates.py); returns its id."""
+    """Links a new memory to the older one it updates, if any (server/engine/updates.py); returns its id.
+    ``neighbours``: as staged now (Staging.near_duplicates), best first."""
     memory = staging.current(memory_id)
     if memory is None or memory.supersedes:   # an explicit supersede already says what it replaces
         return ()
-    found = updates.find_updated(memory, [(c, staging.current(m.memory_id) or m) for c, m in neighbours],
-                                 min_cosine=cfg.update_link_cosine)
+    found = updates.find_updated(memory, neighbours, min_cosine=cfg.update_link_cosine)
     if found is None:
         return ()
     updates.link(staging, memory_id, found[0].memory_id, now_ms=now_ms)
