@@ -23,17 +23,23 @@ RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "inge
 
 
 def paused_spans(gate_log: Path, *, day: dt.date) -> list[tuple[float, float]]:
-    """(start, end) epoch seconds of the pauses gate.sh logged ("HH:MM:SS paused" / "HH:MM:SS resumed", UTC)."""
+    """(start, end) epoch seconds of the pauses gate.sh logged ("HH:MM:SS paused" / "HH:MM:SS resumed", UTC), the
+    first line on ``day``; a clock earlier than the line before it is on the next day (a build runs past midnight)."""
     spans: list[tuple[float, float]] = []
     start: float | None = None
     if not gate_log.exists():
         return spans
+    last = 0.0
     for line in gate_log.read_text().splitlines():
         clock, _, what = line.partition(" ")
         try:
             t = dt.datetime.combine(day, dt.time.fromisoformat(clock), tzinfo=dt.timezone.utc).timestamp()
         except ValueError:
             continue
+        if t < last:   # past midnight
+            day += dt.timedelta(days=1)
+            t += 86_400.0
+        last = t
         if what == "paused" and start is None:
             start = t
         elif what == "resumed" and start is not None:
@@ -143,6 +149,7 @@ def plot(mid: np.ndarray, latency: np.ndarray, cumulative: np.ndarray, clean: np
                    alpha=0.3, label="dense index build (BUILDING)" if i == 0 else None)
     ax.set_xlabel("memories in the tenant")
     ax.set_ylabel("Write latency (s)")
+    ax.set_yscale("log")
     ax.set_title(f"big build {title}: Writes around the flat -> IVF-HNSW builds")
     ax.legend(loc="upper left")
     fig.tight_layout()

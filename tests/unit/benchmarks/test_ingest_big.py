@@ -35,3 +35,10 @@ def test_pauses_and_index_builds_are_read_back(tmp_path: Path) -> None:
     assert builds[0] == {"start": 5.0, "memories_at_start": 20100, "index_before": "IDMap2,Flat", "end": 10.0,
                          "memories_at_end": 20600, "index_after": "IVF512_HNSW32,SQ8"}
     assert builds[1]["start"] == 15.0 and builds[1]["index_after"] == ""   # still building at the last row
+
+
+def test_pauses_past_midnight_are_on_the_next_day(tmp_path: Path) -> None:
+    log = tmp_path / "gate.log"
+    log.write_text("23:50:00 paused\n00:10:00 resumed\n01:00:00 paused\n01:00:30 resumed\n")
+    start = dt.datetime(2026, 12, 3, 23, 50, tzinfo=dt.timezone.utc).timestamp()
+    assert paused_spans(log, day=dt.date(2026, 12, 3)) == [(start, start + 1200), (start + 4200, start + 4230)]
