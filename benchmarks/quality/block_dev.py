@@ -90,38 +90,60 @@ def _speaker_head(reserve: int, head: int = 20) -> Callable:
     return patch
 
 
-FUSE = {"speaker4": _speaker_head(4), "speaker8": _speaker_head(8)}
+FUSE = {"speaker4": _speaker_head(4), "speaker8": _speaker_head(8), "speaker12": _speaker_head(12)}
+
+
+def _search_dev(server: EvalServer, tenants: dict, fuse: str = "") -> dict:
+    """Every dev question searched once (``fuse``: a fusion variant of ``FUSE`` patched in), its candidates as the
+    pipeline holds them after the rerank and before the second hop: {question id: row, "docs:<conv>": doc ids}."""
+    out: dict = {}
+    pipeline = server._app.engine.search_pipeline   # type: ignore[union-attr]
+    captured: dict[tuple[str, str], tuple] = {}
+    expand, fused = pipeline._expand_stage, pipeline._fuse
+    if fuse:
+        pipeline._fuse = FUSE[fuse](fused)
+
+    def capture(items: Sequence[SearchItem], cands: list[Candidates]) -> list[Candidates]:
+        for it, cand in zip(items, cands, strict=True):
+            captured[(it.shard.tenant_id, it.query.text)] = (copy.deepcopy(cand), it.query, it.now_ms)
+        return expand(items, cands)
+
+    pipeline._expand_stage = capture
+    try:
+        for conv in _dev():
+            ing, docs = tenants[conv.id]
+            queries = [Query(id=q.id, text=q.text) for q in conv.questions]
+            server.search(ing, queries, DEFAULTS, now_ms=conv.now * 1000, top_k=10)
+            for q in conv.questions:
+                cand, query, now_ms = captured[(ing.tenant, q.text)]
+                out[q.id] = {"conv": conv.id, "cand": cand, "query": query, "now_ms": now_ms}
+            out[f"docs:{conv.id}"] = docs
+    finally:
+        pipeline._expand_stage, pipeline._fuse = expand, fused
+    return out
 
 
 def dump(fuse: str = "") -> None:
-    out: dict = {}
     with _served("dump") as (server, tenants):
-        pipeline = server._app.engine.search_pipeline   # type: ignore[union-attr]
-        captured: dict[tuple[str, str], tuple] = {}
-        expand = pipeline._expand_stage
-        if fuse:
-            pipeline._fuse = FUSE[fuse](pipeline._fuse)
-
-        def capture(items: Sequence[SearchItem], cands: list[Candidates]) -> list[Candidates]:
-            for it, cand in zip(items, cands, strict=True):
-                captured[(it.shard.tenant_id, it.query.text)] = (copy.deepcopy(cand), it.query, it.now_ms)
-            return expand(items, cands)
-
-        pipeline._expand_stage = capture
-        try:
-            for conv in _dev():
-                ing, docs = tenants[conv.id]
-                queries = [Query(id=q.id, text=q.text) for q in conv.questions]
-                server.search(ing, queries, DEFAULTS, now_ms=conv.now * 1000, top_k=10)
-                for q in conv.questions:
-                    cand, query, now_ms = captured[(ing.tenant, q.text)]
-                    out[q.id] = {"conv": conv.id, "cand": cand, "query": query, "now_ms": now_ms}
-                out[f"docs:{conv.id}"] = docs
-        finally:
-            pipeline._expand_stage = expand
+        out = _search_dev(server, tenants, fuse)
     with _dump_path(fuse).open("wb") as f:
         pickle.dump(out, f)
     log.warning("dumped %d questions to %s", sum(":q" in k for k in out), DUMP)
+
+
+def windows(fuses: Sequence[str]) -> dict[str, dict]:
+    """Each fusion variant searched end to end in one server (the cross-encoder reads each variant's own window),
+    then the rest of the pipeline at the defaults: recall@10, recall@5 and block recall per category (dev)."""
+    evidence, cat, _ = _questions()
+    out = {}
+    with _served("windows") as (server, tenants):
+        pipeline = server._app.engine.search_pipeline   # type: ignore[union-attr]
+        for fuse in fuses:
+            data = _search_dev(server, tenants, fuse)
+            outcomes = {qid: serve(pipeline, it, cand, docs) for qid, it, cand, docs in _replay(data, server, tenants)}
+            out[fuse or "defaults"] = _scores(outcomes, evidence, cat)
+            log.warning("%-40s %s", fuse or "defaults", out[fuse or "defaults"])
+    return out
 
 
 @dataclasses.dataclass
@@ -203,7 +225,7 @@ def run_variants(variants: Mapping[str, dict], fuse: str = "") -> dict[str, dict
     with _served("eval") as (server, tenants):
         pipeline = server._app.engine.search_pipeline   # type: ignore[union-attr]
         rows = list(_replay(data, server, tenants))
-        it_cal[0] = pipeline.calibration
+        it_cal[0], it_rank[0] = pipeline.calibration, pipeline.rank
         for name, kw in variants.items():
             saved = {a: getattr(pipeline, a) for a in kw.get("attrs", {})}
             for a, v in kw.get("attrs", {}).items():
@@ -243,6 +265,26 @@ def _hop(seeds: int, radius: int, hop: float, *, names: int = 0) -> Callable:
 
 
 it_cal: list = [None]
+it_rank: list = [None]   # the pipeline's ranking stage (run_variants)
+SESSION_MS = 1800 * 1000   # turns this close in time: one session (LoCoMo: a session's turns share its time)
+
+
+def _sessions(per: int, factor: float) -> Callable:
+    """The ranking stage, then its hits re-picked greedily: a hit's final score × ``factor`` for each better hit past
+    the first ``per`` of its session already picked (session diversity, for evidence spread over sessions)."""
+    def rank(items, cands, timings):  # type: ignore[no-untyped-def]
+        out = []
+        for result in it_rank[0](items, cands, timings):
+            left, picked = list(result.hits), []
+            while left:
+                def score(h: Hit) -> float:
+                    same = sum(abs(h.memory.created_at_ms - p.memory.created_at_ms) <= SESSION_MS for p in picked)
+                    return h.breakdown.final * factor ** max(0, same - per + 1)
+                best = max(range(len(left)), key=lambda i: (score(left[i]), -i))
+                picked.append(left.pop(best))
+            out.append(dataclasses.replace(result, hits=tuple(picked)))
+        return out
+    return rank
 _CAP = re.compile(r"\b[A-Z][a-z]{2,}\b")
 
 
@@ -274,6 +316,8 @@ def _variants() -> dict[str, dict]:
         out[f"hop + names of top {n}"] = {"expand": _hop(2, 1, 0.2, names=n)}
     for f in (1.0, 1.2, 2.0):
         out[f"speaker x{f}"] = {"attrs": {"speaker_factor": f}}
+    for per, factor in ((1, 0.8), (2, 0.8), (2, 0.5), (3, 0.7)):
+        out[f"sessions: past {per} a session x{factor}"] = {"rank": _sessions(per, factor)}
     return out
 
 
@@ -374,8 +418,9 @@ _STOP = frozenset("a an and are as at be but by did do does for from had has hav
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("dump", "misses", "variants"))
+    parser.add_argument("command", choices=("dump", "misses", "variants", "windows"))
     parser.add_argument("--out", type=Path, default=None, help="variants: write the figures (no text) as JSON here")
+    parser.add_argument("--only", default="", help="variants: the variants whose name contains this (and defaults)")
     parser.add_argument("--fuse", default="", choices=("", *FUSE), help="a fusion variant (dump, variants)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -383,8 +428,15 @@ def main(argv: list[str] | None = None) -> int:
         dump(args.fuse)
     elif args.command == "misses":
         misses()
+    elif args.command == "windows":
+        rows = windows(["", *FUSE])
+        if args.out is not None:
+            args.out.write_text(json.dumps({"split": "dev", "conversations": list(LOCOMO_DEV),
+                                            "columns": ["recall@10", "recall@5", "block_recall"], "variants": rows},
+                                           indent=1) + "\n", encoding="utf-8")
     else:
-        rows = run_variants(_variants() if not args.fuse else {"defaults": {}}, args.fuse)
+        chosen = {k: v for k, v in _variants().items() if k == "defaults" or args.only in k}
+        rows = run_variants(chosen if not args.fuse else {"defaults": {}}, args.fuse)
         if args.out is not None:
             args.out.write_text(json.dumps({"split": "dev", "conversations": list(LOCOMO_DEV),
                                             "columns": ["recall@10", "recall@5", "block_recall"], "variants": rows},
