@@ -14,14 +14,18 @@ process, the first ``embed_max_length`` tokens, as before passage vectors); and 
 alone, not its windows (``lucene.SEARCH_WINDOWS`` off in process: server/lexical/windows.py). ``--first-tokens``
 adds the cross-encoder reading each long memory's first tokens instead of its best passage
 (server/engine/passages.py; ``PASSAGE_CHARS`` raised past every memory's length); ``--ce-windows 400,600`` the
-cross-encoder reading a window of that many characters of a long turn (``passages.TURN_WINDOW``, 400 by default).
+cross-encoder reading a window of that many characters of a long turn (``passages.TURN_WINDOW``, 400 by default);
+``--ce-reads 1,3,8n`` the cross-encoder reading that many windows of a long turn, the best logit kept
+(``passages.TURN_READS``, 1 by default: the one window ``best_window`` picks; ``n``: each without the memory's
+context, ``passages.TURN_READ_CONTEXT`` off).
 ``--windows 48/16,128/8`` ingests the set again for each width/limit pair (tokens of a chat turn's dense passage
 window, ``advanced.turn_passage_tokens``; passage vectors a turn gets at most, ``advanced.turn_passage_vectors``;
 every memory here is a chat turn, EPISODIC), set on the running server's write stage between ingests, and searches
 each index at the defaults; ``0/L`` is the rule before chat turns had their own windows (the model's window, texts
 cut at it, ``advanced.passage_vectors`` L); ``--quick`` searches the first index at the defaults alone. ``--filler 500,100,400`` sets the filler
 before the said line and the range after it (characters; default 1000,300,800: 1–2 KB turns; 500,100,400: ~1 KB
-turns). ``--where`` adds, for the default
+turns). ``--long-share 1`` wraps every turn (a third of those without evidence by default). Block searches are
+timed with the tenant's cached cross-encoder scores dropped first. ``--where`` adds, for the default
 and the BM25-without-windows variants, where each evidence turn ranks in the dense, BM25 and fused lists (top 100,
 no rerank) and at the defaults (top 50).
 """
@@ -74,12 +78,16 @@ def long_turn(said: str, rng: random.Random, filler_chars: tuple[int, int, int] 
     return f"assistant: {filler(before)} Earlier in our chat — {said} {filler(rng.randint(low, high))}"
 
 
+LONG_SHARE = 1 / 3   # the share of the other turns wrapped too
+
+
 def inputs(conv, rng: random.Random, evidence: set[str],  # type: ignore[no-untyped-def]
-           filler_chars: tuple[int, int, int] = FILLER_CHARS) -> list[tuple[str, pb.MemoryInput]]:
+           filler_chars: tuple[int, int, int] = FILLER_CHARS, share: float = LONG_SHARE,
+           ) -> list[tuple[str, pb.MemoryInput]]:
     out = []
     for t in conv.turns:
         said = f"{t.speaker}: {t.text}"
-        text = long_turn(said, rng, filler_chars) if t.id in evidence or rng.random() < 1 / 3 else said
+        text = long_turn(said, rng, filler_chars) if t.id in evidence or rng.random() < share else said
         out.append((t.id, pb.MemoryInput(content=text, type=pb.MEMORY_TYPE_EPISODIC, created_at_ms=t.created_at * 1000,
                                          source_ref=t.id)))
     return out
@@ -127,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--where", action="store_true", help="also where the evidence ranks in each list")
     parser.add_argument("--main-only", action="store_true", help="also the dense side on main vectors alone")
     parser.add_argument("--ce-windows", default="", help="comma-separated passages.TURN_WINDOW values to add")
+    parser.add_argument("--ce-reads", default="",
+                        help="comma-separated passages.TURN_READS values to add (windows of a long turn the "
+                             "cross-encoder reads, the best logit kept; 1: best_window's alone)")
     parser.add_argument("--windows", default="",
                         help="comma-separated WIDTH/LIMIT pairs (advanced.turn_passage_tokens/turn_passage_vectors; "
                              "0/L: advanced.passage_vectors L, the model's window): one more "
@@ -134,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="search the first index at the defaults alone")
     parser.add_argument("--filler", default=",".join(map(str, FILLER_CHARS)),
                         help="filler characters before the said line, and the least and most after it")
+    parser.add_argument("--skip-default", action="store_true",
+                        help="with --quick: only the --ce-reads / --ce-windows variants (the defaults measured before)")
+    parser.add_argument("--long-share", type=float, default=LONG_SHARE,
+                        help="share of the turns without evidence wrapped too (1: every turn ~1-2 KB)")
     parser.add_argument("--out", type=Path, default=None,
                         help="default benchmarks/results/quality/long_turns[_held_out].json")
     args = parser.parse_args(argv)
@@ -152,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     conversations = [c for c in load_locomo() if (c.id in LOCOMO_DEV) == (args.split == "dev")]
     rng = random.Random(20260101)
     results: dict = {"split": args.split, "conversations": [c.id for c in conversations], "variants": {},
-                     "filler_chars": list(filler_chars)}
+                     "filler_chars": list(filler_chars), "long_share": args.long_share}
     # Near-duplicate merging off: the filler makes long turns' vectors alike (at the default threshold 79 of conv-26's
     # 419 turns merged into others), which would measure merging, not reading.
     overrides = {"memory": {"audit_searches": False, "dedupe_cosine": 1.01}}
@@ -163,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                  True),
                 ("passage vectors, BM25 without windows", True, None, default_discount, False)]
     if args.quick:
-        variants = variants[:1]
+        variants = variants[:1] if not args.skip_default else []
     if args.main_only:
         variants.append(("main vector only, BM25 without windows (before passages)", False, None, default_discount,
                          False))
@@ -179,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         ingest_s = 0.0
         for conv in conversations:
             evidence = {d for q in conv.questions for d in q.evidence}
-            items = items_of[conv.id] = inputs(conv, rng, evidence, filler_chars)
+            items = items_of[conv.id] = inputs(conv, rng, evidence, filler_chars, args.long_share)
             long_chars += [len(m.content) for _, m in items if len(m.content) > filler_chars[0]]
             tenants[conv.id] = server.ingest(f"long-{conv.id}", items)
             ingest_s += tenants[conv.id].seconds
@@ -196,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         results["ingest_memories_per_s"] = round(turns / ingest_s, 1)
         results["bm25_documents"] = sum(s.lexical.count() for s in shards)
         stage = server._app.engine.write_stage   # type: ignore[union-attr]
+        pair_cache = server._app.engine.pair_cache   # type: ignore[union-attr]
         results["passage_tokens"], results["passage_limit"] = stage.embedder.passage_tokens, stage.passages
         results["turn_passage_tokens"], results["turn_passage_limit"] = stage.turn_tokens, stage.turn_passages
         results["indexes"] = {}
@@ -213,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             for conv in conversations:
                 run.update(server.search(other[conv.id], queries[conv.id], DEFAULTS, now_ms=conv.now * 1000, top_k=10))
+                pair_cache.forget_tenant(other[conv.id].tenant)   # each block search's time without cached pairs
                 docs, times = server.block_docs(other[conv.id], queries[conv.id], now_ms=conv.now * 1000)
                 block.update(docs)
                 ms += times
@@ -226,13 +243,19 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": round(time.perf_counter() - t0, 1), **percentiles(ms)}
             log.info("long turns, windows %d/%d: %s", width, limit, results["indexes"][f"{width}/{limit}"])
         saved = (passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS,
-                 passages.TURN_WINDOW)
+                 passages.TURN_WINDOW, passages.TURN_READS)
         variants += [(f"cross-encoder window {w} chars", True, None, default_discount, True) for w in windows]
+        variants += [(f"cross-encoder reads {r.rstrip('n')} windows{' without context' if r.endswith('n') else ''}",
+                      True, None, default_discount, True)
+                     for r in (x.strip() for x in args.ce_reads.split(",") if x.strip()) if r != str(saved[5])]
         try:
             for name, dense_passages, chars, discount, bm25_windows in variants:
                 passages.PASSAGE_CHARS = chars or saved[0]
                 window = re.search(r"cross-encoder window (\d+)", name)
                 passages.TURN_WINDOW = int(window.group(1)) if window else saved[4]
+                reads = re.search(r"cross-encoder reads (\d+) windows", name)
+                passages.TURN_READS = int(reads.group(1)) if reads else saved[5]
+                passages.TURN_READ_CONTEXT = "without context" not in name
                 tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = dense_passages, discount
                 lucene.SEARCH_WINDOWS = bm25_windows
                 run, block, ms = {}, {}, []
@@ -240,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                 for conv in conversations:
                     now_ms = conv.now * 1000
                     run.update(server.search(tenants[conv.id], queries[conv.id], DEFAULTS, now_ms=now_ms, top_k=10))
+                    pair_cache.forget_tenant(tenants[conv.id].tenant)
                     docs, times = server.block_docs(tenants[conv.id], queries[conv.id], now_ms=now_ms)
                     block.update(docs)
                     ms += times
@@ -254,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
                     log.info("where the evidence ranks: %s", results["variants"][name]["where"])
         finally:
             (passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS,
-             passages.TURN_WINDOW) = saved
+             passages.TURN_WINDOW, passages.TURN_READS) = saved
+            passages.TURN_READ_CONTEXT = True
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0

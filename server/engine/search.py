@@ -29,7 +29,7 @@ from server.engine.candidates import Candidates, SearchItem
 from server.engine.centring import Centring, read_anchors
 from server.engine.expand import adjacent_turns, second_hop, seeds_of
 from server.engine.feedback import FEEDBACK_BELOW, FEEDBACK_WEIGHT, is_weak, rocchio
-from server.engine.passages import rerank_text
+from server.engine.passages import rerank_texts
 from server.engine.ranking import RankStage
 from server.engine.rerank import PairScorer
 from server.engine.speakers import SPEAKER_FACTOR, speaker_relevance
@@ -373,13 +373,14 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
 
     @staticmethod
     def _candidate_pairs(it: SearchItem, cand: Candidates, head: int) -> list[tuple[int, tuple[str, str]]]:
-        """(candidate index, (query, text the cross-encoder reads)) of a query's first ``head`` candidates."""
+        """(candidate index, (query, text the cross-encoder reads)) of a query's first ``head`` candidates; a long
+        chat turn has one pair per window read (server/engine/passages.py ``rerank_texts``), its logit their best."""
         by_doc = it.shard.store.by_doc
         out = []
         for ci, doc in enumerate(cand.ids[:head].tolist()):
             memory = by_doc(doc)
             if memory is not None:  # gone since fusion (a purge): it keeps its fused place
-                out.append((ci, (it.query.text, rerank_text(it.query.text, memory))))   # a long one: its best passage
+                out.extend((ci, (it.query.text, text)) for text in rerank_texts(it.query.text, memory))
         return out
 
     def _expand_stage(self, items: Sequence[SearchItem], cands: list[Candidates]) -> list[Candidates]:
@@ -446,24 +447,27 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         """Pair lengths in tokens of each default-depth query's first full-depth candidates, and the tokens of the
         other queries' pairs (their own depths)."""
         assert self.scorer is not None
-        rows: list[list[tuple[str, str]]] = []
+        rows: list[list[tuple[int, tuple[str, str]]]] = []
         others: list[tuple[str, str]] = []
         for qi, (it, cand) in enumerate(zip(items, cands, strict=True)):
             if qi in default:
-                rows.append([pair for _, pair in self._candidate_pairs(it, cand, self.default_rerank_depth)])
+                rows.append(self._candidate_pairs(it, cand, self.default_rerank_depth))
             else:
                 others.extend(pair for _, pair in self._candidate_pairs(it, cand, self.rerank_depth(it)))
-        flat = self.scorer.pair_tokens([pair for row in rows for pair in row] + others)
+        flat = self.scorer.pair_tokens([pair for row in rows for _, pair in row] + others)
         lengths, start = [], 0
-        for row in rows:
-            lengths.append(flat[start:start + len(row)])
+        for row in rows:   # a candidate's tokens: all of its pairs' (a long chat turn has several)
+            per: dict[int, int] = {}
+            for (ci, _), n in zip(row, flat[start:start + len(row)], strict=True):
+                per[ci] = per.get(ci, 0) + n
+            lengths.append(list(per.values()))
             start += len(row)
         return lengths, sum(flat[start:])
 
     def _apply_rerank(self, items: Sequence[SearchItem], cands: list[Candidates], owners: list[tuple[int, int]],
                       logits: np.ndarray) -> None:
-        for (qi, ci), logit in zip(owners, logits.tolist(), strict=True):
-            cands[qi].rerank[ci] = float(logit)
+        for (qi, ci), logit in zip(owners, logits.tolist(), strict=True):   # several pairs of one candidate: the best
+            cands[qi].rerank[ci] = float(np.fmax(cands[qi].rerank[ci], logit))
         for it, cand in zip(items, cands, strict=True):
             depth = min(self.rerank_depth(it), len(cand.ids))
             if depth == 0:
