@@ -44,7 +44,10 @@ STEPS: tuple[tuple[str, str, str], ...] = (
     ("server.tenants.lexical_slot", "LexicalSlot.write", "commit: Lucene add (+ refresh where it is not behind)"),
     ("server.engine.memories", "Memories.after_write_locked", "commit: after write (audit, cap)"),
     ("server.hygiene.writes", "SaliencePolicy.assemble", "answer"),
+    # Off the Write's path (a thread of its own, behind the acknowledgement), but on the same two cores:
+    ("server.tenants.lexical_slot", "LexicalSlot._refresh", "Lucene refresh (behind the acknowledgement)"),
 )
+REFRESH = "Lucene refresh (behind the acknowledgement)"
 
 
 def _install(totals: dict[str, float], counts: dict[str, int], writes: list[tuple[float, float]]) -> None:
@@ -135,7 +138,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"kind": args.kind, "n": len(texts), "batch": args.batch, "machine": cpu_model(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv),
             "ingest": rate, "client_wall_ms_per_write": round(1000 * rate["seconds"] / writes, 2),
-            "ms_per_write": per_write(warm, done, writes)}
+            "ms_per_write": per_write(warm, done, writes),
+            "lucene_refreshes_per_write": round((done["calls"].get(REFRESH, 0) - warm["calls"].get(REFRESH, 0)) / writes,
+                                                3)}
 
 
 def main(argv: list[str] | None = None) -> int:
