@@ -90,7 +90,32 @@ def _speaker_head(reserve: int, head: int = 20) -> Callable:
     return patch
 
 
-FUSE = {"speaker4": _speaker_head(4), "speaker8": _speaker_head(8), "speaker12": _speaker_head(12)}
+def _expanded(docs: int, terms: int) -> Callable:
+    """Pseudo-relevance feedback on the BM25 side (RM3-like): the query plus the ``terms`` most frequent content words
+    of its first ``docs`` fused candidates (not the speakers' names), searched again; that list replaces BM25's."""
+    def patch(fuse: Callable) -> Callable:
+        def run(it: SearchItem, dense, lexical, feedback=None) -> Candidates:  # type: ignore[no-untyped-def]
+            cand = fuse(it, dense, lexical, feedback)
+            if lexical is None or len(cand.ids) == 0:
+                return cand
+            by_doc = it.shard.store.by_doc
+            asked = set(re.findall(r"[a-z]+", it.query.text.lower()))
+            words: Counter = Counter()
+            for d in cand.ids[:docs].tolist():
+                if (m := by_doc(int(d))) is not None:
+                    words.update(w for w in re.findall(r"[a-z]{3,}", m.content.split(": ", 1)[-1].lower())
+                                 if w not in _STOP and w not in asked)
+            extra = [w for w, _ in words.most_common(terms)]
+            if not extra:
+                return cand
+            scores, ids = it.shard.lexical.search_many([it.query.text + " " + " ".join(extra)], len(lexical[1]))[0]
+            return fuse(it, dense, (scores, ids), feedback)
+        return run
+    return patch
+
+
+FUSE = {"speaker4": _speaker_head(4), "speaker8": _speaker_head(8), "speaker12": _speaker_head(12),
+        "prf3x5": _expanded(3, 5), "prf5x10": _expanded(5, 10)}
 
 
 def _search_dev(server: EvalServer, tenants: dict, fuse: str = "") -> dict:
@@ -429,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "misses":
         misses()
     elif args.command == "windows":
-        rows = windows(["", *FUSE])
+        rows = windows(["", *(f for f in FUSE if args.only in f)])
         if args.out is not None:
             args.out.write_text(json.dumps({"split": "dev", "conversations": list(LOCOMO_DEV),
                                             "columns": ["recall@10", "recall@5", "block_recall"], "variants": rows},
