@@ -29,7 +29,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, Future
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -257,10 +256,6 @@ class TenantShard:
         refreshes behind the acknowledgement, LexicalSlot.searchable; a search waits briefly while a repair swaps
         it)."""
         return self._lexical.searchable()
-
-    def write_coming(self) -> AbstractContextManager[None]:
-        """Around a Write from its validation to its commit: Lucene's refresher waits for it (LexicalSlot.coming)."""
-        return self._lexical.coming()
 
     @property
     def lexical_stale(self) -> bool:
