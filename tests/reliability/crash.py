@@ -79,7 +79,10 @@ class Worker(threading.Thread):
         tok = token(self.index, self.n)
         self.n += 1
         self.model.sent_tokens.add(tok)
-        return " ".join([tok, *self.rng.sample(WORDS, 7)])
+        # The write's number in digits too: seven of seventy words drawn at random make pairs that share most of
+        # them, which e5's crowded cosines can put past the near-duplicate threshold; texts that differ in a
+        # number are never merged (server/engine/write.py _duplicate_of), so every write is CREATED.
+        return " ".join([tok, *self.rng.sample(WORDS, 7), f"no. {self.index}-{self.n}"])
 
     def run(self) -> None:
         ops: list[tuple[float, Callable[[], None]]] = [(0.5, self._op_write), (0.2, self._op_keyed),
