@@ -126,8 +126,9 @@ _ATTR_ZH = [(w, a) for a, ws in _ATTRIBUTES.items() for w in ws if not w.isascii
 
 def attributes(text: str) -> frozenset[str]:
     """The attribute classes a text names (``_ATTRIBUTES``)."""
-    found = {_ATTR_WORDS[w] for w in (_stem(x) for x in _WORD.findall(text.lower())) if w in _ATTR_WORDS}
-    found.update(_ATTR_WORDS[w] for w in _WORD.findall(text.lower()) if w in _ATTR_WORDS)
+    words = _WORD.findall(text.lower())
+    found = {_ATTR_WORDS[w] for w in (_stem(x) for x in words) if w in _ATTR_WORDS}
+    found.update(_ATTR_WORDS[w] for w in words if w in _ATTR_WORDS)
     found.update(a for w, a in _ATTR_ZH if w in text)
     return frozenset(found)
 
@@ -243,12 +244,14 @@ def _analysed(text: str) -> _Text:
     speaker, body = split_speaker(text)
     rel, words = relations(body), content_words(body)
     relation_words = rel | {w for r in rel for w in content_words(r)}
+    attrs, cues = attributes(body), change_cues(body)   # change_cue(body) is cues[0]
     return _Text(cjk=has_cjk(text), speaker=speaker,
                  statement=not ("?" in body or "？" in body or len(body.split()) > MAX_WORDS),
-                 relations=rel, words=words, attributes=attributes(body),
-                 cue=change_cue(body), frames=_frames(body), named=named_attributes(body),
+                 relations=rel, words=words, attributes=attrs, cue=cues[0] if cues else "", frames=_frames(body),
+                 # the cues are cut out by spaces, so what is named outside them is a subset of attrs
+                 named=named_attributes(body) if attrs else frozenset(),
                  heads=frame_words(words, relation_words),
-                 change=next((c for c in change_cues(body) if not _PRESENT_ONLY.fullmatch(c)), ""),
+                 change=next((c for c in cues if not _PRESENT_ONLY.fullmatch(c)), ""),
                  short=_short(body))
 
 

@@ -26,7 +26,6 @@ def _bad_chars(text: str, *, allow_newlines: bool) -> bool:
     return (_BAD_CHARS_BUT_NEWLINES if allow_newlines else _BAD_CHARS).search(text) is not None
 
 
-
 def _label(value: str, field: str, *, max_len: int = _MAX_LABEL) -> None:
     if len(value) > max_len:
         raise InvalidArgument(f"{field} is longer than {max_len} characters")

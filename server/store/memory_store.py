@@ -86,22 +86,20 @@ class TenantStore:
         """Replays the tenant's log: the local file by default, or the one ``open_log`` opens (a
         :data:`server.store.durable_log.LogOpener`, e.g. ``ObjectLogBackend.opener(tenant_id)``)."""
         replayed = Replayed()
-        if open_log is None:   # the local file: each record applied as it is read (WriteAheadLog.open's each)
-            store = cls(directory, None, dim=dim)   # type: ignore[arg-type]  # the log is set right after
-            counted = [0]
+        store = cls(directory, None, dim=dim)   # type: ignore[arg-type]  # its log is set once it is open
+        n_records = 0
 
-            def apply(meta: dict, blob: bytes) -> None:
-                counted[0] += 1
-                store._apply(meta, blob, replayed)
+        def apply(meta: dict, blob: bytes) -> None:
+            nonlocal n_records
+            n_records += 1
+            store._apply(meta, blob, replayed)
 
+        if open_log is None:   # the local file: each record applied as it is read, no list of the whole log
             store._wal, _ = WriteAheadLog.open(directory / LOG_FILE, each=apply)
-            n_records = counted[0]
         else:
-            wal, records = open_log(directory)
-            store = cls(directory, wal, dim=dim)
+            store._wal, records = open_log(directory)
             for meta, blob in records:
-                store._apply(meta, blob, replayed)
-            n_records = len(records)
+                apply(meta, blob)
         log.info("tenant store %s: %d memories from %d log records", directory.name, len(store._by_id), n_records)
         return store, replayed
 

@@ -18,9 +18,9 @@ import threading
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
-from typing import Any
 
 log = logging.getLogger(__name__)
 
