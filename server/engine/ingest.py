@@ -13,6 +13,7 @@ whole is still diluted in its mean (docs/concepts/retrieval.md "Chat turns").
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from server.engine.idempotent import Call, write_answer
 from server.engine.memories import Memories
 from server.engine.validation import validate_memories
 from server.engine.write import commit_writes
+from server.errors import DeadlineExceeded
 from server.hygiene.extractor import EXTRACTOR_KEY_ID, Extractor
 from server.hygiene.normalise import normalise_input
 from server.hygiene.writes import SaliencePolicy
@@ -249,6 +251,10 @@ class Ingest:
             trace = self.tracing.current()
         else:
             vectors = await submit
+        # The caller has stopped waiting when the deadline passed during the embedding: the Write changes nothing
+        # (the queue checks the deadline only on entry, and a client's grpc-timeout may outlast that by microseconds).
+        if deadline_ns is not None and time.monotonic_ns() >= deadline_ns:
+            raise DeadlineExceeded("deadline passed before the write was committed")
         results = await asyncio.get_running_loop().run_in_executor(
             self.write_pool, self.commit, shard, memories, vectors, key_id, None if call is None else done, trace)
         self.extractor.note_write(shard, memories, results)   # counts turns; an extraction runs in the background
