@@ -1,7 +1,8 @@
 """Small models with random weights, built locally, that go through the real loading code.
 
 They carry an ``engram_provenance.json`` marking them as untrained, so ``describe()`` says so wherever
-they are loaded. Their tokenizer is the packaged MiniLM one (real WordPiece vocabulary, 30522 ids).
+they are loaded. Their tokenizer is the packaged MiniLM one (real WordPiece vocabulary, 30522 ids), or where that package is not
+installed (a GPU box the weights were not carried to) the same vocabulary from the project's trained cross-encoder.
 """
 
 from __future__ import annotations
@@ -32,6 +33,21 @@ class BertShape:
 
 TINY_BERT = BertShape(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 MINILM_L6_BERT = BertShape(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536)
+# multilingual-e5-small's encoder (12 layers of MiniLM-L6's width); its 250k-row embedding table is left out: a
+# lookup, not compute, so the forward pass costs the same
+E5_SMALL_BERT = BertShape(hidden_size=384, num_hidden_layers=12, num_attention_heads=12, intermediate_size=1536)
+# the project's trained cross-encoder, tracked in the repository: all-MiniLM-L6-v2's WordPiece vocabulary
+TRACKED_TOKENIZER = Path(__file__).resolve().parent / "weights" / "engram-reranker-v1"
+
+
+def tokenizer_source() -> Path:
+    """A folder with the MiniLM WordPiece tokenizer: the packaged model's, else the tracked cross-encoder's."""
+    try:
+        return minilm_path()
+    except Exception:   # noqa: BLE001 (the package is absent or incomplete: a bare GPU box)
+        if (TRACKED_TOKENIZER / "tokenizer.json").is_file():
+            return TRACKED_TOKENIZER
+        raise
 
 
 def build_tiny_cross_encoder(dest: Path, *, seed: int = 0, num_labels: int = 1) -> Path:
@@ -46,6 +62,11 @@ def build_minilm_shaped_cross_encoder(dest: Path, *, seed: int = 0) -> Path:
     return _build(dest, shape=MINILM_L6_BERT, head=True, seed=seed, name="engram-minilm-shaped-cross-encoder")
 
 
+def build_shaped_encoder(dest: Path, shape: BertShape, *, name: str, seed: int = 0) -> Path:
+    """An encoder of ``shape`` with random weights, loadable by ``HFEmbedder.load``: for speed benchmarks only."""
+    return _build(dest, shape=shape, head=False, seed=seed, name=name)
+
+
 def build_tiny_encoder(dest: Path, *, seed: int = 0) -> Path:
     """A 2-layer, 32-wide BERT encoder (dim 32) with random weights, loadable by ``HFEmbedder.load``."""
     return _build(dest, shape=TINY_BERT, head=False, seed=seed, name="engram-tiny-encoder")
@@ -54,7 +75,7 @@ def build_tiny_encoder(dest: Path, *, seed: int = 0) -> Path:
 def _build(dest: Path, *, shape: BertShape, head: bool, seed: int, name: str, num_labels: int = 1) -> Path:
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification, BertModel
 
-    source = minilm_path()
+    source = tokenizer_source()
     tokenizer = AutoTokenizer.from_pretrained(str(source), use_fast=True)
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,

