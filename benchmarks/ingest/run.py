@@ -104,6 +104,8 @@ def embed_alone(texts_by_kind: dict[str, list[str]], *, device: str, batch: int)
                 model.embed(texts[i:i + wide])
             torch.cuda.synchronize()
             rates[f"batch_{wide}"] = len(texts) / (time.perf_counter() - t0)
+            out[f"{kind}_stages"] = cuda_stages(model, texts, batch=batch)
+            rates["pipelined"] = out[f"{kind}_stages"].pop("pipelined")
         if device == "cpu" and cores > 1:
             parts = [texts[i::cores] for i in range(cores)]
 
@@ -119,6 +121,39 @@ def embed_alone(texts_by_kind: dict[str, list[str]], *, device: str, batch: int)
         out[kind] = {k: round(v, 2) for k, v in rates.items()} | {"best": round(max(rates.values()), 2)}
         log.info("embedder alone, %s: %s", kind, out[kind])
     return out
+
+
+def cuda_stages(model: Any, texts: list[str], *, batch: int) -> dict[str, float]:
+    """Where a GPU's embedding time goes, in texts/s of each stage alone: tokenizing (CPU) in batches of ``batch``,
+    the forward pass of the tokenized batches in micro-batches of 64 (the loader's default) and of a whole batch,
+    and both overlapped (``pipelined``: a thread tokenizes the next batches while the GPU runs this one)."""
+    import torch
+
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)   # the CPU: a smoke test
+    chunks = [texts[i:i + batch] for i in range(0, len(texts), batch)]
+    t0 = time.perf_counter()
+    tokens = [model.tokenize(c) for c in chunks]
+    stages = {"tokenize": len(texts) / (time.perf_counter() - t0)}
+    default = model.batch_size
+    try:
+        for micro in (default, batch):
+            model.batch_size = micro
+            model.forward(tokens[0])
+            sync()
+            t0 = time.perf_counter()
+            for t in tokens:
+                model.forward(t)
+            sync()
+            stages[f"forward_micro_{micro}"] = len(texts) / (time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(1) as pool:
+            for t in pool.map(model.tokenize, chunks):
+                model.forward(t)
+        sync()
+        stages["pipelined"] = len(texts) / (time.perf_counter() - t0)
+    finally:
+        model.batch_size = default
+    return {k: round(v, 2) for k, v in stages.items()}
 
 
 def shaped_embedder(config: Any, device: str, exc: Exception) -> tuple[Any, str]:

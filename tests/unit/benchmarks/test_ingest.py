@@ -25,3 +25,15 @@ def test_a_stack_counts_for_its_innermost_stage() -> None:
     assert stage_of("run (threading.py:1);EmbedStage._forward (/r/server/engine/ingest.py:99);"
                     "HFRunner.forward (/r/models/_hf.py:245)") == "embed: forward pass"
     assert stage_of("run (threading.py:1);select (selectors.py:3)") == "other"
+
+
+def test_the_gpu_stage_breakdown_times_every_stage_and_restores_the_micro_batch(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.ingest.run import cuda_stages
+    from models.embedder import HFEmbedder
+    from models.testing import build_tiny_encoder
+
+    model = HFEmbedder.load(build_tiny_encoder(tmp_path / "enc"))
+    before = model.batch_size
+    stages = cuda_stages(model, short_turns(300, synthetic=True), batch=128)
+    assert set(stages) == {"tokenize", f"forward_micro_{before}", "forward_micro_128", "pipelined"}
+    assert all(rate > 0 for rate in stages.values()) and model.batch_size == before

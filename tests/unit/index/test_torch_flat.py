@@ -77,8 +77,7 @@ def test_cuda_matches_the_cpu_twin(dtype: torch.dtype, atol: float) -> None:
     queries = unit(np.random.default_rng(4), 64, dim)
     got, want = gpu.search(queries, 100), cpu.search(queries, 100)
     np.testing.assert_allclose(got[0], want[0], atol=atol)
-    if dtype == torch.float32:
-        assert (got[1] == want[1]).mean() > 0.999
-    else:  # fp16 may swap near-ties; the sets must still agree almost everywhere
-        overlap = np.mean([len(set(a) & set(b)) / len(a) for a, b in zip(got[1], want[1], strict=True)])
-        assert overlap > 0.97
+    # the scores agree (above), so a swapped pair of ids is a near-tie summed in another order (float32: seen on
+    # an H200, 10 of 6,400); the sets must still agree almost everywhere
+    overlap = np.mean([len(set(a) & set(b)) / len(a) for a, b in zip(got[1], want[1], strict=True)])
+    assert overlap > (0.999 if dtype == torch.float32 else 0.97)
