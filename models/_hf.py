@@ -26,6 +26,11 @@ from models.unpadded import PACKED_INPUTS, UnpaddedBert, pack
 
 logger = logging.getLogger(__name__)
 
+# Rows a forward pass takes on a CUDA device when the loader is given none: micro-batches of 32 and 64 left an
+# H200 waiting on launches and a sync each (benchmarks/gpu/run.sh: the forward pass of 128 short turns 1.6x faster
+# in one pass than in two of 64; docs/benchmarks/gpu.md)
+CUDA_MICRO_BATCH = 512
+
 InputT = TypeVar("InputT")
 
 PROVENANCE_FILE = "engram_provenance.json"
@@ -142,6 +147,7 @@ class HFRunner(Generic[InputT]):
     """
 
     kind = "model"
+    cpu_batch_size = 64   # rows a forward pass takes on a CPU when the loader is given none
 
     def __init__(
         self,
@@ -152,10 +158,12 @@ class HFRunner(Generic[InputT]):
         device: torch.device,
         dtype: torch.dtype,
         max_length: int,
-        batch_size: int,
+        batch_size: int | None,
         trace: bool = False,
         unpad: bool = False,
     ) -> None:
+        if batch_size is None:   # a GPU takes whole Writes and rerank lists in one pass; a CPU, cache-sized ones
+            batch_size = CUDA_MICRO_BATCH if device.type == "cuda" else self.cpu_batch_size
         if batch_size < 1:
             raise ModelLoadError(f"batch_size must be >= 1, got {batch_size}")
         self._tokenizer = tokenizer

@@ -52,7 +52,7 @@ class HFEmbedder(HFRunner[str]):
         device: str = "cpu",
         dtype: torch.dtype | str | None = None,
         max_length: int = 256,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         pooling: Pooling | None = None,
         num_threads: int | None = None,
         name: str | None = None,

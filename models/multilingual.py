@@ -298,7 +298,7 @@ class E5Embedder(HFEmbedder):
         device: str = "cpu",
         dtype: torch.dtype | str | None = None,
         max_length: int = 256,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         num_threads: int | None = None,
         trace: bool = False,
         unpad: bool = False,

@@ -26,6 +26,7 @@ class HFCrossEncoder(HFRunner[TextPair]):
     """
 
     kind = "cross-encoder"
+    cpu_batch_size = 32
 
     def __init__(self, *, positive_label: int, **kwargs: Any) -> None:
         self.num_labels = int(kwargs["model"].config.num_labels)  # before the base class's load-time checks
@@ -40,7 +41,7 @@ class HFCrossEncoder(HFRunner[TextPair]):
         device: str = "cpu",
         dtype: torch.dtype | str | None = None,
         max_length: int = 512,
-        batch_size: int = 32,
+        batch_size: int | None = None,
         positive_label: int | None = None,
         num_threads: int | None = None,
         name: str | None = None,

@@ -125,9 +125,11 @@ def embed_alone(texts_by_kind: dict[str, list[str]], *, device: str, batch: int)
 
 def cuda_stages(model: Any, texts: list[str], *, batch: int) -> dict[str, float]:
     """Where a GPU's embedding time goes, in texts/s of each stage alone: tokenizing (CPU) in batches of ``batch``,
-    the forward pass of the tokenized batches in micro-batches of 64 (the loader's default) and of a whole batch,
-    and both overlapped (``pipelined``: a thread tokenizes the next batches while the GPU runs this one)."""
+    the forward pass of the tokenized batches in micro-batches of 64 (a CPU's), of a whole batch and of the CUDA
+    default (models._hf.CUDA_MICRO_BATCH), and both overlapped (``pipelined``: a thread tokenizes the next batches while the GPU runs this one)."""
     import torch
+
+    from models._hf import CUDA_MICRO_BATCH
 
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)   # the CPU: a smoke test
     chunks = [texts[i:i + batch] for i in range(0, len(texts), batch)]
@@ -136,7 +138,7 @@ def cuda_stages(model: Any, texts: list[str], *, batch: int) -> dict[str, float]
     stages = {"tokenize": len(texts) / (time.perf_counter() - t0)}
     default = model.batch_size
     try:
-        for micro in (default, batch):
+        for micro in sorted({64, batch, CUDA_MICRO_BATCH}):
             model.batch_size = micro
             model.forward(tokens[0])
             sync()

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from models._hf import CUDA_MICRO_BATCH
 from models.testing import MINILM_L6_BERT, TRACKED_TOKENIZER, build_shaped_encoder
 
 pytestmark = [
@@ -33,6 +34,7 @@ def test_trained_cross_encoder_in_float16_ranks_like_float32_on_the_cpu() -> Non
     cpu = HFCrossEncoder.load(TRACKED_TOKENIZER, device="cpu", dtype="float32")
     gpu = HFCrossEncoder.load(TRACKED_TOKENIZER, device="cuda", dtype="float16")
     pairs = [(q, p) for q in QUERIES for p in PASSAGES]
+    assert gpu.batch_size == CUDA_MICRO_BATCH and cpu.batch_size == 32
     want, got = cpu.score(pairs), gpu.score(pairs)
     assert got.dtype == np.float32 and got.shape == want.shape
     np.testing.assert_allclose(got, want, atol=0.05 * float(np.ptp(want)) + 1e-3)

@@ -203,3 +203,14 @@ def test_a_failed_trace_falls_back_to_eager(monkeypatch: pytest.MonkeyPatch, min
     model = HFEmbedder.load(minilm_path(), name=MINILM_NAME, dtype="float32", trace=True)
     assert model.describe()["traced"] is False
     np.testing.assert_allclose(model.embed(MIXED), minilm.embed(MIXED), atol=1e-5)
+
+
+def test_micro_batch_defaults_to_the_cpu_size_off_cuda(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from models._hf import CUDA_MICRO_BATCH
+    from models.reranker import HFCrossEncoder
+    from models.testing import build_tiny_cross_encoder, build_tiny_encoder
+
+    assert HFEmbedder.load(build_tiny_encoder(tmp_path / "enc")).batch_size == 64
+    assert HFCrossEncoder.load(build_tiny_cross_encoder(tmp_path / "ce")).batch_size == 32
+    assert HFEmbedder.load(build_tiny_encoder(tmp_path / "enc2"), batch_size=8).batch_size == 8
+    assert CUDA_MICRO_BATCH >= 128   # a whole Write of 128 in one pass on a GPU
