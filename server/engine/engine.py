@@ -237,6 +237,8 @@ class Engine:
         """``idempotency_key`` (here and on confirm, forget, delete): a retry with the same key and request
         is answered from the first call's record, applied once (server/engine/idempotent.py)."""
         shard = await self._shard(principal, tenant_id)
+        if shard.repair_due():   # space returned after a full disk: the lexical rebuild takes it before new Writes
+            await asyncio.get_running_loop().run_in_executor(self.write_pool, self.registry.repair_if_due, shard)
         call = await idempotent.write_call(idempotency_key, memories, pool=self.cpu_pool)
         return await idempotent.once(shard, call, lambda: self.ingest.write(
             shard, memories, key_id=principal.key_id, deadline_ns=deadline_ns, call=call),

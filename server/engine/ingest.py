@@ -213,7 +213,13 @@ class Ingest:
     async def write(self, shard: TenantShard, memories: Sequence[MemoryInput], *, key_id: str,
                     deadline_ns: int | None = None, call: Call | None = None) -> list[WriteResult]:
         """``call``: an idempotent Write (server/engine/idempotent.py): its answer (every input's result,
-        skipped ones too) is committed in the memories' log group; alone when every input was skipped."""
+        skipped ones too) is committed in the memories' log group; alone when every input was skipped. Lucene's
+        refresh of the Writes before waits for this one meanwhile (TenantShard.write_coming)."""
+        with shard.write_coming():
+            return await self._write(shard, memories, key_id=key_id, deadline_ns=deadline_ns, call=call)
+
+    async def _write(self, shard: TenantShard, memories: Sequence[MemoryInput], *, key_id: str,
+                     deadline_ns: int | None, call: Call | None) -> list[WriteResult]:
         memories = [normalise_input(m, where=f"memories[{i}]") for i, m in enumerate(memories)]
         validate_memories(memories, limits=self.config.limits)
         # salience; below the tenant's min_salience (else memory.min_salience): skipped, but not the extractor's facts

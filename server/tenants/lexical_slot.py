@@ -10,9 +10,18 @@ disk that stayed full, a rebuild holding the write lock starved writes: found by
 A Write's documents are added under the write lock, but made visible to searches (Lucene's NRT refresh, ~22 ms
 of a Write of 128 short turns on a 2-core EPYC: two thirds of Lucene's part of the commit) behind the Write's
 acknowledgement, on a refresher thread (the refresh is JNI: the GIL is free meanwhile). The next query still
-sees the Write: a search reads :meth:`LexicalSlot.searchable`, which waits until every lexical write made
-before it is visible (refreshing itself when the refresher stopped). Durability is untouched: a refresh only
-changes what searches see; the log holds every change and a load replays it past Lucene's commit.
+sees the Write: a search reads :meth:`LexicalSlot.searchable`, which asks the refresher for a refresh at once and
+waits until every lexical write made before it is visible (refreshing itself when the refresher stopped).
+Durability is untouched: a refresh only changes what searches see; the log holds every change and a load replays
+it past Lucene's commit.
+
+The refresher does not refresh after every Write of a stream: while another Write of the tenant is on its way
+(:meth:`LexicalSlot.coming`: from its validation to its commit) or came in the last ``REFRESH_QUIET_S``, it waits,
+for at most ``REFRESH_DELAY_S`` after the first write not yet visible, or until a search asks. Each refresh
+flushes a segment and opens a reader, and the small segments are merged again: on a 2-core EPYC a refresh after
+each Write of 128 short turns cost ~21 ms of CPU a Write (Lucene's merge threads included), one after every fourth
+~10 ms (docs/benchmarks/ingest.md "A Write of 128 short turns with less CPU"). A Write with none behind it is
+refreshed ``REFRESH_QUIET_S`` after its commit, as before but for that wait.
 """
 
 from __future__ import annotations
@@ -20,7 +29,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from server.domain import Memory
@@ -35,6 +45,8 @@ LEXICAL_BYTES_PER_MEMORY = 400      # a rebuilt Lucene index on disk, conservati
 REPAIR_BACKOFF_S = (1.0, 60.0)      # after a rebuild that met a full disk: first wait, longest wait
 LEXICAL_SWAP_WAIT_S = 30.0          # a search waits at most this for a repair's swap (measured: tens of ms)
 REFRESH_WAIT_S = 5.0                # ... and this for the refresher (~22 ms a Write of 128), then refreshes itself
+REFRESH_QUIET_S = 0.03              # the refresher waits this long after a commit for the next Write to arrive ...
+REFRESH_DELAY_S = 1.0               # ... and at most this after the first write that is not visible yet
 
 
 class LexicalSlot:
@@ -53,6 +65,11 @@ class LexicalSlot:
         self._written = 0                 # lexical writes made (each a commit's documents and deletes)
         self._visible = 0                 # of them, those a refresh made visible to searches
         self._refreshing = False          # a refresher thread runs
+        self._coming = 0                  # Writes of the tenant on their way to a commit (coming)
+        self._asked = False               # a search waits for a refresh
+        self._closed = False
+        self._last_s = 0.0                # monotonic: the last lexical write, or the last Write's end
+        self._behind_s = 0.0              # ... and the first write not visible yet
 
     @property
     def index(self) -> LuceneIndex:
@@ -68,6 +85,9 @@ class LexicalSlot:
         on an error). A stale index answers at once, from its last state."""
         with self._seen:
             target = self._written
+            if self._visible < target and self._refreshing:
+                self._asked = True
+                self._seen.notify_all()
             self._seen.wait_for(lambda: self._visible >= target or not self._refreshing or self.stale,
                                 REFRESH_WAIT_S)
             behind = self._visible < target and not self.stale
@@ -91,21 +111,54 @@ class LexicalSlot:
             self.lost(exc)
             return
         with self._seen:
+            self._last_s = time.monotonic()
+            if self._visible >= self._written:
+                self._behind_s = self._last_s
             self._written += 1
+            self._seen.notify_all()
             if self._refreshing:
                 return   # the running refresher reads _written again before it stops
             self._refreshing = True
         threading.Thread(target=self._refresher, name=f"lexical-refresh:{self.tenant_id}", daemon=True).start()
 
+    @contextmanager
+    def coming(self) -> Iterator[None]:
+        """Around a Write of the tenant from its validation to its commit: the refresher waits for it (module)."""
+        with self._seen:
+            self._coming += 1
+        try:
+            yield
+        finally:
+            with self._seen:
+                self._coming -= 1
+                self._last_s = time.monotonic()
+                self._seen.notify_all()
+
+    def _due_in_s(self) -> float:
+        """Seconds until the refresher refreshes (0: now); caller holds ``_seen``."""
+        if self._asked:
+            return 0.0
+        now = time.monotonic()
+        due = self._behind_s + REFRESH_DELAY_S - now
+        if not self._coming:
+            due = min(due, self._last_s + REFRESH_QUIET_S - now)
+        return max(0.0, due)
+
     def _refresher(self) -> None:
-        """Refreshes until every write made is visible, then stops (a burst of Writes shares one thread) and
-        detaches from the JVM (an ended thread left attached keeps its Java thread object for good)."""
+        """Refreshes when due (module) until every write made is visible, then stops (a burst of Writes shares one
+        thread) and detaches from the JVM (an ended thread left attached keeps its Java thread object for good)."""
         try:
             while True:
                 with self._seen:
+                    while not (self._visible >= self._written or self.stale or self._closed):
+                        wait_s = self._due_in_s()
+                        if wait_s <= 0:
+                            break
+                        self._seen.wait(wait_s)
                     target = self._written
-                    if self._visible >= target or self.stale:
+                    if self._visible >= target or self.stale or self._closed:
                         return
+                    self._asked = False
                 if not self._refresh(target):
                     return
         finally:
@@ -134,6 +187,8 @@ class LexicalSlot:
             log.exception("tenant %s: the lexical refresh failed; the next search refreshes", self.tenant_id)
             return False
         with self._seen:
+            if target > self._visible and target < self._written:
+                self._behind_s = time.monotonic()   # the writes made during the refresh: not visible yet
             self._visible = max(self._visible, target)
             self._seen.notify_all()
         return True
@@ -219,6 +274,9 @@ class LexicalSlot:
         return True
 
     def close(self) -> None:
+        with self._seen:
+            self._closed = True   # a waiting refresher stops
+            self._seen.notify_all()
         try:
             self.index.close()
         except Exception:

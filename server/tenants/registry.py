@@ -324,12 +324,16 @@ class TenantRegistry:
     def _has_room(self, extra_bytes: int) -> bool:
         return self.space is None or self.space.has_room(extra_bytes)
 
+    def repair_if_due(self, shard: TenantShard) -> bool:
+        """Rebuilds the shard's stale lexical index when its repair is due and the disk has room for it (blocks:
+        a worker thread's call)."""
+        return shard.repair_due() and self._has_room(shard.lexical_rebuild_bytes()) and shard.repair_lexical()
+
     def maintain(self) -> list[Future[int | None]]:
         """Repairs stale lexical indexes and starts the compactions that are due; returns their futures."""
         started: list[Future[int | None]] = []
         for shard in self.loaded():
-            if shard.repair_due() and self._has_room(shard.lexical_rebuild_bytes()):
-                shard.repair_lexical()
+            self.repair_if_due(shard)
             store = shard.store
             with self._lock:
                 if shard.tenant_id in self._compacting or shard.closed:

@@ -12,7 +12,8 @@ A full disk: a commit that cannot reach the log changes nothing (the store raise
 closes its IndexWriter when a flush meets ENOSPC, so a lexical failure after a durable commit marks the
 lexical index stale (searches keep the last reader; the write stays acknowledged: it is in the log, the
 store and the dense index) and :meth:`TenantShard.repair_lexical` rebuilds it from the store once space
-returns: the registry tries only when the disk has room for the rebuilt index (``lexical_rebuild_bytes``),
+returns (at the periodic flush, and before the next Write to the tenant, which would otherwise take the room
+first): the registry tries only when the disk has room for the rebuilt index (``lexical_rebuild_bytes``),
 and after a rebuild that met a full disk again, not before a backoff (1 s doubling to a minute). A rebuild
 holds the write lock; retried every flush interval on a disk that stayed full, it starved writes (found by
 the tmpfs test: ten failed rebuilds in five seconds). A dense snapshot that cannot be written is skipped (it
@@ -29,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, Future
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +258,10 @@ class TenantShard:
         refreshes behind the acknowledgement, LexicalSlot.searchable; a search waits briefly while a repair swaps
         it)."""
         return self._lexical.searchable()
+
+    def write_coming(self) -> AbstractContextManager[None]:
+        """Around a Write from its validation to its commit: Lucene's refresher waits for it (LexicalSlot.coming)."""
+        return self._lexical.coming()
 
     @property
     def lexical_stale(self) -> bool:

@@ -16,7 +16,9 @@ from tests.unit.tenants.test_shard_snapshot import load, vectors, write
 
 from server.lexical.jvm import jclass
 from server.lexical.lucene import LuceneIndex
+from server.tenants import lexical_slot
 from server.tenants.lexical_slot import LexicalSlot
+from server.tenants.shard import TenantShard
 
 pytestmark = pytest.mark.usefixtures("jvm")
 
@@ -41,6 +43,29 @@ def late(monkeypatch: pytest.MonkeyPatch) -> None:
         original(self)
 
     monkeypatch.setattr(LexicalSlot, "_refresher", later)
+
+
+@pytest.fixture
+def refreshes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the threads that refreshed Lucene, in order."""
+    names: list[str] = []
+    original = LuceneIndex.refresh
+
+    def counted(self: LuceneIndex) -> None:
+        names.append(threading.current_thread().name)
+        original(self)
+
+    monkeypatch.setattr(LuceneIndex, "refresh", counted)
+    return names
+
+
+@pytest.fixture
+def shard(tmp_path: Path, builder: ThreadPoolExecutor, refreshes: list[str]) -> Iterator[TenantShard]:
+    """A loaded shard whose refreshes from here on are in ``refreshes``."""
+    loaded = load(tmp_path / "t", builder)
+    refreshes.clear()   # the load's own
+    yield loaded
+    loaded.close()
 
 
 def test_a_search_after_the_commit_finds_it_while_the_refresher_is_late(tmp_path: Path, builder, late) -> None:  # type: ignore[no-untyped-def]
@@ -76,24 +101,12 @@ def test_a_refresher_that_failed_leaves_the_refresh_to_the_search(tmp_path: Path
         shard.close()
 
 
-def test_a_search_waits_for_the_refresher_rather_than_refreshing_again(tmp_path: Path, builder,  # type: ignore[no-untyped-def]
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    shard = load(tmp_path / "t", builder)
-    refreshes: list[str] = []
-    original = LuceneIndex.refresh
-
-    def counted(self: LuceneIndex) -> None:
-        refreshes.append(threading.current_thread().name)
-        original(self)
-
-    monkeypatch.setattr(LuceneIndex, "refresh", counted)
-    try:
-        for i in range(5):
-            write(shard, [f"sparrow note {i} at dawn"], vectors(1, 10 + i))
-            assert len(shard.lexical.search(f"sparrow {i}", 10)[1]) == i + 1
-        assert refreshes and all(name.startswith("lexical-refresh:") for name in refreshes), refreshes
-    finally:
-        shard.close()
+def test_a_search_waits_for_the_refresher_rather_than_refreshing_again(shard: TenantShard,
+                                                                      refreshes: list[str]) -> None:
+    for i in range(5):
+        write(shard, [f"sparrow note {i} at dawn"], vectors(1, 10 + i))
+        assert len(shard.lexical.search(f"sparrow {i}", 10)[1]) == i + 1
+    assert refreshes and all(name.startswith("lexical-refresh:") for name in refreshes), refreshes
 
 
 def test_a_full_disk_at_the_refresh_behind_marks_the_index_stale(tmp_path: Path, builder,  # type: ignore[no-untyped-def]
@@ -133,3 +146,35 @@ def test_refresher_threads_leave_no_java_thread_behind(tmp_path: Path, builder) 
         assert java_threads() <= before + 2
     finally:
         shard.close()
+
+
+def test_a_write_on_its_way_holds_the_refresh_until_a_search_asks(shard: TenantShard, refreshes: list[str]) -> None:
+    """A stream of Writes is refreshed once for several (lexical_slot.py): while the next Write is on its way the
+    refresher waits, and a search asks it for the refresh at once."""
+    with shard.write_coming():
+        write(shard, ["the heron nests by the river"], vectors(1, 1))
+        time.sleep(4 * lexical_slot.REFRESH_QUIET_S)
+        assert refreshes == [], "the refresher did not wait for the Write on its way"
+        assert len(shard.lexical.search("heron river", 5)[1]) == 1
+        assert len(refreshes) == 1 and refreshes[0].startswith("lexical-refresh:"), refreshes
+
+
+def test_the_refresh_waits_at_most_the_delay(shard: TenantShard, refreshes: list[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lexical_slot, "REFRESH_DELAY_S", 0.2)
+    with shard.write_coming():
+        write(shard, ["a kingfisher dives for minnows"], vectors(1, 2))
+        deadline = time.monotonic() + 3.0
+        while not refreshes and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert refreshes, "no refresh within the delay while Writes kept coming"
+        assert time.monotonic() - (deadline - 3.0) >= 0.15
+
+
+def test_a_write_with_none_behind_is_refreshed_after_the_quiet_wait(shard: TenantShard, refreshes: list[str]) -> None:
+    with shard.write_coming():
+        write(shard, ["the swift returns in may"], vectors(1, 5))
+    deadline = time.monotonic() + lexical_slot.REFRESH_DELAY_S / 2
+    while not refreshes and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert len(refreshes) == 1, "a Write with none behind it waited for the delay"
