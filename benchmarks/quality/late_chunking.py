@@ -4,11 +4,13 @@ the main pass), on the dense side alone (each memory scored at its best vector; 
 the long-turn set of benchmarks/quality/long_turns.py. Measured to decide whether late chunking could replace the
 windows' extra forward passes (they halve the ingest rate of ~1 KB turns: docs/benchmarks/ingest.md).
 
-    .venv/bin/python -m benchmarks.quality.late_chunking [--split dev|held_out] [--filler 500,100,400]
+    .venv/bin/python -m benchmarks.quality.late_chunking [--split dev|held_out] [--filler 500,100,400] [--strides 1.0]
 
 Variants: ``main`` (the main vector alone), ``windows`` (the server's), ``late_main`` (the spans pooled from the main
 pass over the first ``embed_max_length`` tokens; spans past it as independent windows), ``late_full`` (the spans
-pooled from one pass over the whole turn, up to 512 tokens). Writes benchmarks/results/quality/late_chunking*.json.
+pooled from one pass over the whole turn, up to 512 tokens); ``--strides`` adds the independent windows at other
+strides (``windows_stride_X``, a share of the window; the server's is 0.5). Writes
+benchmarks/results/quality/late_chunking*.json (``--name``: another name).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import datetime as dt
 import json
 import random
+import sys
 from typing import Any
 
 import numpy as np
@@ -44,15 +47,41 @@ def token_states(emb: Any, rows: list[np.ndarray]) -> list[np.ndarray]:
         return [emb._model(**emb._pad(batch, np.array([i])))[0][0].float().numpy() for i in range(len(rows))]
 
 
-def conversation_vectors(emb: Any, texts: list[str], cost: dict[str, int]) -> dict[str, list[list[np.ndarray]]]:
+def stride_vectors(emb: Any, texts: list[str], long: list[int], stride: float) -> tuple[list[list[np.ndarray]], int]:
+    """The independent windows again with another stride (``models.embedder.PASSAGE_STRIDE``, a share of the
+    window): each long text's window vectors, and the tokens embedded."""
+    import models.embedder as embedder_module
+    from models.base import TokenBatch
+
+    default = embedder_module.PASSAGE_STRIDE
+    embedder_module.PASSAGE_STRIDE = stride
+    try:
+        wins = emb.passage_windows([texts[i] for i in long], limit=LIMIT, width=WIDTH)
+    finally:
+        embedder_module.PASSAGE_STRIDE = default
+    flat = [w for ws in wins for w in ws]
+    vectors = iter(emb.forward(TokenBatch(input_ids=tuple(flat), token_type_ids=tuple(np.zeros_like(w) for w in flat)))
+                   if flat else [])
+    return [[next(vectors) for _ in ws] for ws in wins], sum(len(w) for w in flat)
+
+
+def conversation_vectors(emb: Any, texts: list[str], cost: dict[str, int],
+                         strides: tuple[float, ...] = ()) -> dict[str, list[list[np.ndarray]]]:
     """Each variant's vectors of each text (the main vector first)."""
     from models.base import TokenBatch
 
     tok = emb.tokenize(texts)
     main = emb.forward(tok)
     cost["main"] += int(tok.lengths.sum())
-    vecs: dict[str, list[list[np.ndarray]]] = {k: [[main[i]] for i in range(len(texts))] for k in VARIANTS}
+    vecs: dict[str, list[list[np.ndarray]]] = {k: [[main[i]] for i in range(len(texts))]
+                                                for k in (*VARIANTS, *(f"windows_stride_{x}" for x in strides))}
     long = [i for i, n in enumerate(tok.lengths) if n > emb.windows_from(WIDTH)]
+    for x in strides:
+        name = f"windows_stride_{x}"
+        windows, tokens = stride_vectors(emb, texts, long, x)
+        cost[name] = cost.get(name, 0) + tokens
+        for i, ws in zip(long, windows, strict=True):
+            vecs[name][i].extend(ws)
     wins = emb.passage_windows([texts[i] for i in long], limit=LIMIT, width=WIDTH)
     flat = [w for ws in wins for w in ws]
     if not flat:
@@ -84,21 +113,22 @@ def conversation_vectors(emb: Any, texts: list[str], cost: dict[str, int]) -> di
     return vecs
 
 
-def run(split: str, filler: tuple[int, int, int]) -> dict[str, Any]:
+def run(split: str, filler: tuple[int, int, int], strides: tuple[float, ...] = ()) -> dict[str, Any]:
     from server.app import load_embedder
     from server.config import load_config
 
     emb = load_embedder(load_config(env={}), "cpu")
     rng = random.Random(20260101)   # long_turns.py's seed: the same set
-    recalls: dict[str, list[float]] = {k: [] for k in VARIANTS}
-    cost = dict.fromkeys(VARIANTS, 0)
+    names = (*VARIANTS, *(f"windows_stride_{x}" for x in strides))
+    recalls: dict[str, list[float]] = {k: [] for k in names}
+    cost = dict.fromkeys(names, 0)
     for conv in [c for c in load_locomo() if (c.id in LOCOMO_DEV) == (split == "dev")]:
         items = inputs(conv, rng, {d for q in conv.questions for d in q.evidence}, filler)
         ids = [i for i, _ in items]
-        vecs = conversation_vectors(emb, [emb.passage_prefix + m.content for _, m in items], cost)
+        vecs = conversation_vectors(emb, [emb.passage_prefix + m.content for _, m in items], cost, strides)
         questions = [q for q in conv.questions if q.evidence]
         qv = emb.embed([emb.query_prefix + q.text for q in questions])
-        for name in VARIANTS:
+        for name in names:
             mats = [np.stack(v) for v in vecs[name]]
             owner = np.concatenate([[i] * len(m) for i, m in enumerate(mats)])
             sims = qv @ np.concatenate(mats).T
@@ -119,15 +149,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--split", choices=("dev", "held_out"), default="dev")
     p.add_argument("--filler", default=",".join(map(str, FILLER_CHARS)))
+    p.add_argument("--strides", default="", help="comma-separated window strides (a share of the window) to add")
+    p.add_argument("--name", default="", help="the result file's name (default late_chunking[_SPLIT])")
     args = p.parse_args(argv)
     filler = tuple(int(x) for x in args.filler.split(","))
     assert len(filler) == 3, "--filler BEFORE,AFTER_MIN,AFTER_MAX"
     out = {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": cpu_model(),
-           "command": f"python -m benchmarks.quality.late_chunking --split {args.split} --filler {args.filler}",
-           **run(args.split, filler)}   # type: ignore[arg-type]
+           "command": "python -m benchmarks.quality.late_chunking " + " ".join(argv if argv is not None else sys.argv[1:]),
+           **run(args.split, filler, tuple(float(x) for x in args.strides.split(",") if x.strip()))}  # type: ignore[arg-type]
     print(json.dumps(out, indent=2))  # noqa: T201 (a benchmark's console output)
-    suffix = "" if args.split == "dev" else f"_{args.split}"
-    (repo_root() / "benchmarks" / "results" / "quality" / f"late_chunking{suffix}.json").write_text(
+    name = args.name or ("late_chunking" if args.split == "dev" else f"late_chunking_{args.split}")
+    (repo_root() / "benchmarks" / "results" / "quality" / f"{name}.json").write_text(
         json.dumps(out, indent=2) + "\n")
     return 0
 
