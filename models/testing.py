@@ -1,8 +1,9 @@
 """Small models with random weights, built locally, that go through the real loading code.
 
 They carry an ``engram_provenance.json`` marking them as untrained, so ``describe()`` says so wherever
-they are loaded. Their tokenizer is the packaged MiniLM one (real WordPiece vocabulary, 30522 ids), or where that package is not
-installed (a GPU box the weights were not carried to) the same vocabulary from the project's trained cross-encoder.
+they are loaded. Their tokenizer is the packaged MiniLM one (real WordPiece vocabulary, 30522 ids), or where that
+package is not installed (a GPU box the weights were not carried to) the same vocabulary from the project's trained
+cross-encoder.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ MINILM_L6_BERT = BertShape(hidden_size=384, num_hidden_layers=6, num_attention_h
 # multilingual-e5-small's encoder (12 layers of MiniLM-L6's width); its 250k-row embedding table is left out: a
 # lookup, not compute, so the forward pass costs the same
 E5_SMALL_BERT = BertShape(hidden_size=384, num_hidden_layers=12, num_attention_heads=12, intermediate_size=1536)
-# the project's trained cross-encoder, tracked in the repository: all-MiniLM-L6-v2's WordPiece vocabulary
-TRACKED_TOKENIZER = Path(__file__).resolve().parent / "weights" / "engram-reranker-v1"
+# the project's trained cross-encoder, tracked in the repository (all-MiniLM-L6-v2's WordPiece vocabulary: the tokenizer
+# of random-weight models where the packaged MiniLM is absent)
+TRACKED_RERANKER = Path(__file__).resolve().parent / "weights" / "engram-reranker-v1"
 
 
 def tokenizer_source() -> Path:
@@ -45,8 +47,8 @@ def tokenizer_source() -> Path:
     try:
         return minilm_path()
     except Exception:   # noqa: BLE001 (the package is absent or incomplete: a bare GPU box)
-        if (TRACKED_TOKENIZER / "tokenizer.json").is_file():
-            return TRACKED_TOKENIZER
+        if (TRACKED_RERANKER / "tokenizer.json").is_file():
+            return TRACKED_RERANKER
         raise
 
 

@@ -51,7 +51,7 @@ def load_models(device: str, workdir: Path, *, tiny: bool):  # type: ignore[no-u
     from models.reranker import HFCrossEncoder
     from models.testing import (
         E5_SMALL_BERT,
-        TRACKED_TOKENIZER,
+        TRACKED_RERANKER,
         build_minilm_shaped_cross_encoder,
         build_shaped_encoder,
         build_tiny_cross_encoder,
@@ -75,8 +75,8 @@ def load_models(device: str, workdir: Path, *, tiny: bool):  # type: ignore[no-u
                                                             name="engram-e5-small-shaped-encoder"), device=device)
             embedder_note = ("multilingual-e5-small-shaped encoder (12 layers, 384 wide) with RANDOM weights "
                              f"(latency only; packaged model unavailable: {exc})")
-        if (TRACKED_TOKENIZER / "model.safetensors").is_file():
-            ce_path = TRACKED_TOKENIZER
+        if (TRACKED_RERANKER / "model.safetensors").is_file():
+            ce_path = TRACKED_RERANKER
         else:
             ce_path = build_minilm_shaped_cross_encoder(workdir / "ce")
             reranker_note = "MiniLM-L6-shaped cross-encoder with RANDOM weights (latency only)"

@@ -14,8 +14,8 @@ from typing import Any
 
 
 def load(folder: Path) -> dict[str, Any]:
-    return {name: json.loads((folder / f"{name}.json").read_text()) for name in ("device_stages_cuda", "ingest-gpu", "ingest-gpu-e5")
-            if (folder / f"{name}.json").is_file()}
+    names = ("device_stages_cuda", "ingest-gpu", "ingest-gpu-e5")
+    return {name: json.loads((folder / f"{name}.json").read_text()) for name in names if (folder / f"{name}.json").is_file()}
 
 
 def plot(run: dict[str, Any], before: dict[str, Any], *, labels: tuple[str, str], out: Path) -> None:

@@ -126,7 +126,8 @@ def embed_alone(texts_by_kind: dict[str, list[str]], *, device: str, batch: int)
 def cuda_stages(model: Any, texts: list[str], *, batch: int) -> dict[str, float]:
     """Where a GPU's embedding time goes, in texts/s of each stage alone: tokenizing (CPU) in batches of ``batch``,
     the forward pass of the tokenized batches in micro-batches of 64 (a CPU's), of a whole batch and of the CUDA
-    default (models._hf.CUDA_MICRO_BATCH), and both overlapped (``pipelined``: a thread tokenizes the next batches while the GPU runs this one)."""
+    default (models._hf.CUDA_MICRO_BATCH), and both overlapped (``pipelined``: a thread tokenizes the next batches
+    while the GPU runs this one)."""
     import torch
 
     from models._hf import CUDA_MICRO_BATCH
@@ -167,12 +168,13 @@ def shaped_embedder(config: Any, device: str, exc: Exception) -> tuple[Any, str]
     from models.testing import E5_SMALL_BERT, MINILM_L6_BERT, build_shaped_encoder
 
     e5 = config.models.embedder == E5_NAME
-    shape, name = (E5_SMALL_BERT, "engram-e5-small-shaped-encoder") if e5 else (MINILM_L6_BERT, "engram-minilm-shaped-encoder")
+    shape, name = ((E5_SMALL_BERT, "engram-e5-small-shaped-encoder") if e5
+                   else (MINILM_L6_BERT, "engram-minilm-shaped-encoder"))
     with tempfile.TemporaryDirectory() as tmp:
         model = HFEmbedder.load(build_shaped_encoder(Path(tmp) / "enc", shape, name=name), device=device,
                                 dtype=config.models.dtype, max_length=config.models.embed_max_length)
-    note = (f"{config.models.embedder or 'minilm'}-shaped encoder ({shape.num_hidden_layers} layers, {shape.hidden_size} "
-            f"wide) with RANDOM weights and the MiniLM WordPiece tokenizer: speed only (weights unavailable: {exc})")
+    note = (f"{config.models.embedder or 'minilm'}-shaped encoder ({shape.num_hidden_layers} layers, "
+            f"{shape.hidden_size} wide) with RANDOM weights and the MiniLM WordPiece tokenizer: speed only (weights unavailable: {exc})")
     log.warning("embedder alone: %s", note)
     return model, note
 

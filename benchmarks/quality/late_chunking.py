@@ -154,9 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     filler = tuple(int(x) for x in args.filler.split(","))
     assert len(filler) == 3, "--filler BEFORE,AFTER_MIN,AFTER_MAX"
+    strides = tuple(float(x) for x in args.strides.split(",") if x.strip())
+    command = " ".join(argv if argv is not None else sys.argv[1:])
     out = {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": cpu_model(),
-           "command": "python -m benchmarks.quality.late_chunking " + " ".join(argv if argv is not None else sys.argv[1:]),
-           **run(args.split, filler, tuple(float(x) for x in args.strides.split(",") if x.strip()))}  # type: ignore[arg-type]
+           "command": f"python -m benchmarks.quality.late_chunking {command}",
+           **run(args.split, filler, strides)}  # type: ignore[arg-type]
     print(json.dumps(out, indent=2))  # noqa: T201 (a benchmark's console output)
     name = args.name or ("late_chunking" if args.split == "dev" else f"late_chunking_{args.split}")
     (repo_root() / "benchmarks" / "results" / "quality" / f"{name}.json").write_text(

