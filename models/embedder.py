@@ -105,13 +105,15 @@ class HFEmbedder(HFRunner[str]):
         return list(self._tokenizer(list(items), truncation=False, padding=False, return_attention_mask=False,
                                     return_token_type_ids=False)["input_ids"])
 
-    def passage_windows(self, texts: Sequence[str], *, limit: int,
-                        width: int | None = None) -> list[list[npt.NDArray[np.int64]]]:
+    def passage_windows(self, texts: Sequence[str], *, limit: int, width: int | None = None,
+                        first: bool = False) -> list[list[npt.NDArray[np.int64]]]:
         """For each text as it is embedded (prefix included), the token ids of up to ``limit`` further windows over
         the text; ``[]`` for a text of at most :meth:`windows_from` ``(width)`` tokens. Each window is a whole model
         input of ``width`` tokens (None: :attr:`passage_tokens`; 0: ``max_length``): the special tokens and the
         passage prefix around the rest of them of the text, one every half window (:func:`further_windows`). The
-        write stage asks only for texts whose :meth:`tokenize` row is longer than that (server/engine/ingest.py)."""
+        write stage asks only for texts whose :meth:`tokenize` row is longer than that (server/engine/ingest.py).
+        ``first``: the window at the body's start too, before the others (for a text whose main vector is not its
+        own pass; :func:`further_windows`)."""
         width = self.passage_tokens if width is None else width
         if not texts or limit <= 0:
             return [[] for _ in texts]
@@ -121,7 +123,7 @@ class HFEmbedder(HFRunner[str]):
             head = self._encode_full([prefix])[0][1:-1] if prefix else []
         return [further_windows(np.asarray(row, dtype=np.int64), max_length=self.max_length,
                                 keep=len(head) if row[1:1 + len(head)] == head else 0, limit=limit,
-                                width=width, above=self.windows_from(width)) for row in rows]
+                                width=width, above=self.windows_from(width), first=first) for row in rows]
 
     @property
     def passage_from(self) -> int:
@@ -170,28 +172,29 @@ class HFEmbedder(HFRunner[str]):
 
 
 def further_windows(ids: npt.NDArray[np.int64], *, max_length: int, keep: int, limit: int, width: int = 0,
-                    above: int | None = None) -> list[npt.NDArray[np.int64]]:
+                    above: int | None = None, first: bool = False) -> list[npt.NDArray[np.int64]]:
     """The passage windows of a tokenized text ``ids`` (``[first special, keep prefix tokens, body..., last
     special]``) longer than ``above`` tokens (None: the ``max_length`` a model reads; a shorter text has none): each
     is the first special, the prefix, ``W = width - 2 - keep`` body tokens and the last special (``width`` 0 or over
     ``max_length``: ``max_length``). Windows start every ``W * PASSAGE_STRIDE`` tokens from the first stride on (the
     main vector, what truncation embeds, reads ``body[:W]`` and more), the last one ending at the body's end. When
     more than ``limit`` would be needed, the stride grows (less overlap, up to none) so ``limit`` windows reach as
-    far as they can; what lies past ``W * (1 + limit)`` tokens (and the main vector's) is not embedded. Pure."""
+    far as they can; what lies past ``W * (1 + limit)`` tokens (and the main vector's) is not embedded. ``first``:
+    the window at the body's start comes first as well (``limit`` counts the others). Pure."""
     if len(ids) <= (max_length if above is None else above) or limit <= 0:
         return []
     width = (width if 0 < width <= max_length else max_length) - 2 - keep
     if width < 1:
         return []
-    first, prefix, body, last = ids[:1], ids[1:1 + keep], ids[1 + keep:-1], ids[-1:]
+    head, prefix, body, last = ids[:1], ids[1:1 + keep], ids[1 + keep:-1], ids[-1:]
     rest = len(body) - width
     stride = max(1, int(width * PASSAGE_STRIDE))
     count = -(-rest // stride)
     if count > limit:
         stride = min(width, -(-rest // limit))
         count = min(limit, -(-rest // stride))
-    starts = [min(j * stride, rest) for j in range(1, count + 1)]
-    return [np.concatenate([first, prefix, body[s:s + width], last]) for s in starts]
+    starts = [0] * first + [min(j * stride, rest) for j in range(1, count + 1)]
+    return [np.concatenate([head, prefix, body[s:s + width], last]) for s in starts]
 
 
 def _pooling_from_folder(path: str) -> Pooling:

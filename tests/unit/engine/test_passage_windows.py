@@ -27,6 +27,15 @@ def test_windows_cover_the_rest_in_half_steps_and_the_last_ends_at_the_end() -> 
     assert further_windows(ids[:12], max_length=12, keep=1, limit=20) == []   # fits: nothing more
 
 
+def test_first_adds_the_window_at_the_body_start_before_the_others() -> None:
+    ids = np.array([101, 7, *range(1000, 1050), 102])
+    plain = further_windows(ids, max_length=12, keep=1, limit=20)
+    rows = further_windows(ids, max_length=12, keep=1, limit=20, first=True)
+    assert rows[0].tolist() == [101, 7, *range(1000, 1009), 102]      # the main vector's first window, whole
+    assert [r.tolist() for r in rows[1:]] == [r.tolist() for r in plain]   # ``limit`` counts the others
+    assert further_windows(ids[:12], max_length=12, keep=1, limit=20, first=True) == []   # fits: none at all
+
+
 def test_a_cap_widens_the_stride_up_to_no_overlap_and_no_further() -> None:
     ids = np.array([101, *range(1000, 1100), 102])                # 100 body tokens, 10 a window
     rows = further_windows(ids, max_length=12, keep=0, limit=3)
