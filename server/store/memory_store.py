@@ -277,8 +277,13 @@ class TenantStore:
         return max(0, self._live_bytes) + self.idempotency.encoded_bytes
 
     def compaction_due(self, *, ratio: float, min_bytes: int) -> bool:
+        """The byte rule (the log holds ``ratio`` times its live data, and ``min_bytes``), or the log's own rule where
+        it has one (a log in the bucket: the segments a takeover reads, server/store/object_wal.py)."""
         size = self.log_bytes
-        return size >= min_bytes and size >= ratio * max(1, self.live_bytes_estimate)
+        if size >= min_bytes and size >= ratio * max(1, self.live_bytes_estimate):
+            return True
+        replay_due = getattr(self._wal, "replay_due", None)
+        return bool(replay_due is not None and replay_due(self.live_bytes_estimate))
 
     def begin_compaction(self) -> CompactionPlan | None:
         """Takes the state to compact at the log's current end; None while another compaction runs. The

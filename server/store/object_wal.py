@@ -103,6 +103,10 @@ class ObjectBackedLog:
     stores_artefacts = True
     keeps_base_seq = True   # the base's seq is the replay's compacted_seq
 
+    def replay_due(self, live_bytes: int) -> bool:
+        """Whether the segments past the base call for a compaction (:func:`segments_due`)."""
+        return segments_due(self.objects.segments_past_base, live_bytes, self.objects.compact_segments)
+
     @property
     def needs_reload(self) -> bool:
         return self.objects.fenced or self.objects.uncertain or (self._audit is not None and self._audit.needs_reload)
@@ -199,6 +203,24 @@ def _store_seq(records: Sequence[Record]) -> int:
     return max((int(meta.get("seq", 0)) for meta, _ in records), default=0)
 
 
+# The live bytes one more segment past the base may stand for before the segment rule compacts: a takeover reads the
+# base (live data, one large GET at the bucket's bandwidth) and every segment after it (one small GET each, FETCH_THREADS
+# at a time: ~6 ms a segment on AWS at ~100 ms a GET, about what 256 KiB-1 MiB of base take), and each compaction
+# rewrites the base once, so a Write pays about this many bytes of rewrite: near the ~100-200 KB a Write of 128 chat
+# turns appends, the byte rule's own 1x.
+SEGMENT_BASE_BYTES = 256 << 10
+# The segment rule's floor: a small tenant's base is not rewritten for every few Writes (300 segments replay in ~1 s on
+# SeaweedFS, ~2 s at 16 GETs at once on AWS: docs/operations/object-storage.md).
+COMPACT_SEGMENTS = 256
+
+
+def segments_due(segments: int, live_bytes: int, floor: int) -> bool:
+    """The segment rule: ``segments`` past the base reach ``floor`` (:data:`COMPACT_SEGMENTS`; 0: never)
+    and one for each :data:`SEGMENT_BASE_BYTES` of ``live_bytes``, so a takeover's replay stays within a few
+    times the base's own read however long the tenant only appends (the byte rule never fires then). Pure."""
+    return floor > 0 and segments >= max(floor, live_bytes // SEGMENT_BASE_BYTES)
+
+
 @dataclass(frozen=True)
 class ObjectLogBackend:
     """Opens tenants' logs in one bucket as one owner (this process). Built once at start by the
@@ -207,6 +229,7 @@ class ObjectLogBackend:
     store: ObjectStore
     owner_id: str
     grace_s: float
+    compact_segments: int = COMPACT_SEGMENTS   # the segment rule's floor (segments_due; 0: the byte rule only)
 
     @classmethod
     def from_config(cls, config: ObjectStoreConfig, *, env: Mapping[str, str], owner_id: str = "") -> ObjectLogBackend:
@@ -267,5 +290,5 @@ class _Opener:
 
     def __call__(self, directory: Path) -> tuple[TenantLog, list[Record]]:
         objects = ObjectLog(self.backend.store, self.tenant_id, owner_id=self.backend.owner_id,
-                            grace_s=self.backend.grace_s, root=self.root)
+                            grace_s=self.backend.grace_s, root=self.root, compact_segments=self.backend.compact_segments)
         return ObjectBackedLog.open(directory, objects, cache_name=self.cache_name)

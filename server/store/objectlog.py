@@ -129,8 +129,9 @@ CATALOG_ROOT = "system/catalog/"
 
 class ObjectLog:
     def __init__(self, store: ObjectStore, tenant_id: str, *, owner_id: str, grace_s: float = 300.0,
-                 clock: Callable[[], float] = time.time, root: str = "") -> None:
+                 clock: Callable[[], float] = time.time, root: str = "", compact_segments: int = 0) -> None:
         self.store = store
+        self.compact_segments = compact_segments   # the segment rule's floor (object_wal.segments_due; 0: off)
         self.tenant_id = tenant_id
         self.owner_id = owner_id
         self.grace_s = grace_s
@@ -276,6 +277,13 @@ class ObjectLog:
                 self._manifest = new
             return new
         raise StoreUnavailable(f"tenant {self.tenant_id}: the manifest stayed contended; retry")
+
+    @property
+    def segments_past_base(self) -> int:
+        """Segments (commits and fences) after the manifest's base: what a takeover reads one GET each."""
+        with self._lock:
+            base_seq = self._manifest.base_seq
+        return max(0, self.next_seq - 1 - base_seq)
 
     # -- appends ------------------------------------------------------------------------------------
     def append(self, records: Sequence[Record], *, at_ms: int = 0, line: Mapping[str, Any] | None = None) -> int:

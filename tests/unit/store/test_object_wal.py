@@ -212,3 +212,38 @@ def test_the_cache_is_not_fsynced_and_a_cache_cut_short_is_rebuilt_from_the_buck
         f.truncate(cache.stat().st_size // 2)
     again = open_store(objects, tmp_path / "a")
     assert state(again) == expected and sorted(vectors_of(again)) == sorted(vectors_of(first))
+
+
+def test_an_append_only_tenant_is_compacted_by_its_segment_count(backend: tuple[ObjectLogBackend, Faults],
+                                                                  tmp_path: Path) -> None:
+    """The byte rule never fires on a log of puts alone (all of it is live), yet a takeover reads every segment past
+    the base with one GET each: the segment rule compacts it, and a later owner reads the base and a short tail."""
+    objects, _ = backend
+    segmented = dataclasses.replace(objects, compact_segments=8)
+    store = open_store(segmented, tmp_path / "a")
+    for i in range(1, 7):      # the takeover's fence is segment 1, then 6 commits: 7 segments past the base
+        store.commit(puts=[(memory(i), vec(i))])
+        assert not store.compaction_due(ratio=2.0, min_bytes=4 << 20)   # below the floor
+    assert store._wal.objects.segments_past_base == 7
+    store.commit(puts=[(memory(7), vec(7))])
+    assert store.compaction_due(ratio=2.0, min_bytes=4 << 20)       # 8: due, though every byte is live
+    plain = open_store(objects, tmp_path / "plain", tenant="plain")   # the default floor, 256: not yet
+    for i in range(1, 20):
+        plain.commit(puts=[(memory(i), vec(i))])
+    assert not plain.compaction_due(ratio=2.0, min_bytes=4 << 20)
+    store.compact()
+    assert not store.compaction_due(ratio=2.0, min_bytes=4 << 20)
+    expected = state(store)
+    store._wal.objects.collect()    # grace 0: the segments the base stands for go now (the fences stay)
+    again = open_store(segmented, tmp_path / "b")
+    assert state(again) == expected and vectors_of(again) == vectors_of(store)
+    assert again._wal.objects.segments_past_base <= 2   # the tail the new owner read: the last fence (and its own)
+
+
+def test_the_segment_rule_scales_with_the_live_bytes() -> None:
+    from server.store.object_wal import SEGMENT_BASE_BYTES, segments_due
+
+    assert not segments_due(10_000, 0, 0)                       # 0: off
+    assert segments_due(256, 0, 256) and not segments_due(255, 0, 256)
+    big = 1000 * SEGMENT_BASE_BYTES                             # a base of 1000 segments' worth: 1000 needed
+    assert not segments_due(999, big, 256) and segments_due(1000, big, 256)
