@@ -19,6 +19,7 @@ import dataclasses
 import datetime as dt
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(measure(endpoint, n, floor, args.rounds, Path(tmp)))
                 print(json.dumps(rows[-1]))  # noqa: T201 (a benchmark's console output)
     out = {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": cpu_model(),
-           "command": "python -m benchmarks.cluster.takeover " + " ".join(argv if argv is not None else []),
+           "command": "python -m benchmarks.cluster.takeover " + " ".join(argv if argv is not None else sys.argv[1:]),
            "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "takeover.json").write_text(json.dumps(out, indent=1) + "\n")
