@@ -42,8 +42,9 @@ log = logging.getLogger(__name__)
 
 class ObjectBackedLog:
     def __init__(self, objects: ObjectLog, cache: WriteAheadLog, seq_at: dict[int, int], *,
-                 compacted_seq: int = 0, artefacts: dict[str, bytes] | None = None) -> None:
+                 compacted_seq: int = 0, artefacts: dict[str, bytes] | None = None, compact_segments: int = 0) -> None:
         self.objects = objects
+        self.compact_segments = compact_segments   # the segment rule's floor (segments_due; 0: the byte rule only)
         # What the last compaction stored beside its base (write_replacement's ``artefacts``: a shard's index
         # files), as loaded; the shard takes them (``take_artefacts``) and rebuilds what is missing.
         self._artefacts = artefacts or {}
@@ -62,7 +63,8 @@ class ObjectBackedLog:
         self._audit: BucketAuditLog | None = None
 
     @classmethod
-    def open(cls, directory: Path, objects: ObjectLog, *, cache_name: str = LOG_FILE) -> tuple[ObjectBackedLog, list[Record]]:
+    def open(cls, directory: Path, objects: ObjectLog, *, cache_name: str = LOG_FILE,
+             compact_segments: int = 0) -> tuple[ObjectBackedLog, list[Record]]:
         """Takes the tenant over (owner CAS, replay, fence) and rebuilds the local cache (``directory /
         cache_name``) from the replay."""
         replay = objects.acquire()
@@ -86,7 +88,8 @@ class ObjectBackedLog:
         compacted = max((int(meta.get("seq", 0)) for meta, _ in replay.base), default=0)
         # The cache's appends are not fsynced: an acknowledged commit is in the bucket, and every open rewrites the
         # cache from the bucket (above), so nothing ever reads a cache that a crash of the machine cut short.
-        opened = cls(objects, WriteAheadLog(path, sync=False), seq_at, compacted_seq=compacted, artefacts=replay.artefacts)
+        opened = cls(objects, WriteAheadLog(path, sync=False), seq_at, compacted_seq=compacted,
+                     artefacts=replay.artefacts, compact_segments=compact_segments)
         opened._tail = _tail_commits(replay)
         opened.last_commit = Commit(seq=max([compacted, *(c.seq for c in opened._tail)]))
         return opened, replay.records()
@@ -105,7 +108,7 @@ class ObjectBackedLog:
 
     def replay_due(self, live_bytes: int) -> bool:
         """Whether the segments past the base call for a compaction (:func:`segments_due`)."""
-        return segments_due(self.objects.segments_past_base, live_bytes, self.objects.compact_segments)
+        return segments_due(self.objects.segments_past_base, live_bytes, self.compact_segments)
 
     @property
     def needs_reload(self) -> bool:
@@ -204,10 +207,10 @@ def _store_seq(records: Sequence[Record]) -> int:
 
 
 # The live bytes one more segment past the base may stand for before the segment rule compacts: a takeover reads the
-# base (live data, one large GET at the bucket's bandwidth) and every segment after it (one small GET each, FETCH_THREADS
-# at a time: ~6 ms a segment on AWS at ~100 ms a GET, about what 256 KiB-1 MiB of base take), and each compaction
-# rewrites the base once, so a Write pays about this many bytes of rewrite: near the ~100-200 KB a Write of 128 chat
-# turns appends, the byte rule's own 1x.
+# base (live data, one large GET at the bucket's bandwidth) and every segment after it (one small GET each,
+# FETCH_THREADS at a time: ~6 ms a segment on AWS at ~100 ms a GET, about what 256 KiB-1 MiB of base take), and each
+# compaction rewrites the base once, so a Write pays about this many bytes of rewrite: near the ~100-200 KB a Write of
+# 128 chat turns appends, the byte rule's own 1x.
 SEGMENT_BASE_BYTES = 256 << 10
 # The segment rule's floor: a small tenant's base is not rewritten for every few Writes (300 segments replay in ~1 s on
 # SeaweedFS, ~2 s at 16 GETs at once on AWS: docs/operations/object-storage.md).
@@ -290,5 +293,6 @@ class _Opener:
 
     def __call__(self, directory: Path) -> tuple[TenantLog, list[Record]]:
         objects = ObjectLog(self.backend.store, self.tenant_id, owner_id=self.backend.owner_id,
-                            grace_s=self.backend.grace_s, root=self.root, compact_segments=self.backend.compact_segments)
-        return ObjectBackedLog.open(directory, objects, cache_name=self.cache_name)
+                            grace_s=self.backend.grace_s, root=self.root)
+        return ObjectBackedLog.open(directory, objects, cache_name=self.cache_name,
+                                    compact_segments=self.backend.compact_segments)

@@ -129,9 +129,8 @@ CATALOG_ROOT = "system/catalog/"
 
 class ObjectLog:
     def __init__(self, store: ObjectStore, tenant_id: str, *, owner_id: str, grace_s: float = 300.0,
-                 clock: Callable[[], float] = time.time, root: str = "", compact_segments: int = 0) -> None:
+                 clock: Callable[[], float] = time.time, root: str = "") -> None:
         self.store = store
-        self.compact_segments = compact_segments   # the segment rule's floor (object_wal.segments_due; 0: off)
         self.tenant_id = tenant_id
         self.owner_id = owner_id
         self.grace_s = grace_s
