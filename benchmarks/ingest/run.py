@@ -179,6 +179,41 @@ def shaped_embedder(config: Any, device: str, exc: Exception) -> tuple[Any, str]
     return model, note
 
 
+# random vectors of distinct texts lie close together (cosine 0.95-0.998 between the synthetic turns): with the
+# embedder's own thresholds most Writes would merge into a neighbour and skip the index adds
+SHAPED_SERVER_ENV = {"ENGRAM_ADVANCED__DEDUPE_COSINE": "0.999", "ENGRAM_MEMORY__UPDATE_LINK_COSINE": "0.999"}
+
+
+def use_shaped_if_missing(env: dict[str, str]) -> str | None:
+    """Where the configured embedder's weights are absent (a GPU box they could not travel to), builds an encoder of
+    its shape with random weights and points this benchmark and its server at it (``ENGRAM_MODELS__EMBEDDER``, set
+    in ``os.environ`` and ``env``), with near-duplicate merging and update links set above the random vectors'
+    similarities (SHAPED_SERVER_ENV: every Write still looks both up, none merges). Returns the note, or None when
+    the configured embedder loads."""
+    from models.multilingual import E5_NAME
+    from models.testing import E5_SMALL_BERT, MINILM_L6_BERT, build_shaped_encoder
+    from server.app import load_embedder
+    from server.config import load_config
+
+    config = load_config(env={**os.environ, **env})
+    try:
+        load_embedder(config, "cpu")
+        return None
+    except Exception as exc:  # noqa: BLE001 (the weight package was not carried)
+        reason = exc
+    e5 = config.models.embedder == E5_NAME
+    shape, name = ((E5_SMALL_BERT, "engram-e5-small-shaped-encoder") if e5
+                   else (MINILM_L6_BERT, "engram-minilm-shaped-encoder"))
+    path = build_shaped_encoder(Path(tempfile.mkdtemp(prefix="engram-shaped-")) / "enc", shape, name=name)
+    os.environ["ENGRAM_MODELS__EMBEDDER"] = env["ENGRAM_MODELS__EMBEDDER"] = str(path)
+    env.update(SHAPED_SERVER_ENV)
+    note = (f"{config.models.embedder}-shaped encoder ({shape.num_hidden_layers} layers, {shape.hidden_size} wide) "
+            f"with RANDOM weights and the MiniLM WordPiece tokenizer, in the benchmark and the server, "
+            f"{SHAPED_SERVER_ENV}: speed only (weights unavailable: {reason})")
+    log.warning("%s", note)
+    return note
+
+
 def chunked_rate(model: Any, texts: list[str], *, batch: int, lanes: int, passages: int = 0) -> float:
     """Texts/s of the embedder run as the server's write stage runs it with no search waiting: each batch tokenized
     once, its length-sorted chunks (scheduler.embed_chunks) on ``lanes`` threads of one torch thread each.
@@ -228,18 +263,21 @@ def write_all(client: Any, tenant: str, texts: list[str], *, batch: int, in_flig
     """Writes ``texts`` in Writes of ``batch``, ``in_flight`` at once, each a ``memory_type`` memory; memories/s."""
     chunks = [texts[i:i + batch] for i in range(0, len(texts), batch)]
     t0 = time.perf_counter()
-    written = 0
+    written = merged = linked = 0
 
-    def send(chunk: list[str]) -> int:
+    def send(chunk: list[str]) -> tuple[int, int, int]:
         if stop is not None and stop.is_set():
-            return 0
-        return len(client.write(tenant, [{"content": t, "type": memory_type} for t in chunk]).results)
+            return 0, 0, 0
+        results = client.write(tenant, [{"content": t, "type": memory_type} for t in chunk]).results
+        return len(results), sum(bool(r.merged_into) for r in results), sum(bool(r.updates) for r in results)
 
     with ThreadPoolExecutor(in_flight) as pool:
-        for n in pool.map(send, chunks):
-            written += n
+        for n, m, u in pool.map(send, chunks):
+            written, merged, linked = written + n, merged + m, linked + u
     seconds = time.perf_counter() - t0
-    return {"memories": written, "seconds": round(seconds, 2), "rate": round(written / seconds, 2)}
+    # merged: near duplicates folded into an earlier memory; linked: written as an update of an older one
+    return {"memories": written, "seconds": round(seconds, 2), "rate": round(written / seconds, 2),
+            "merged": merged, "linked_as_update": linked}
 
 
 def part_a(server: ServerProcess, texts_by_kind: dict[str, list[str]], *, batch: int,
@@ -431,19 +469,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server")
     p.add_argument("--memory-type", choices=("semantic", "episodic"), default="semantic",
                    help="part a: the type of every memory written (episodic: chat turns, their own passage windows)")
+    p.add_argument("--shaped-if-missing", action="store_true",
+                   help="where the configured embedder's weights are absent, an encoder of its shape with random weights "
+                        "in the benchmark and the server (speed only; a GPU box the weights could not travel to)")
     p.add_argument("--name", default="ingest")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     parts = set(args.parts.split(","))
     env = {"ENGRAM_MODELS__DEVICE": args.device, **dict(e.split("=", 1) for e in args.env)}
+    shaped_note = use_shaped_if_missing(env) if args.shaped_if_missing else None
     synthetic = args.texts == "synthetic"
     kinds = args.kinds.split(",")
     texts = {k: long_turns(args.n_long, synthetic=synthetic) if k == "long" else short_turns(args.n_short, synthetic=synthetic)
              for k in ("long", "short") if k in kinds}
     results: dict[str, Any] = {"name": args.name, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                "machine": cpu_model(), "device": args.device, "command": " ".join(sys.argv),
-                               "env": env, "batch": args.batch,
+                               "env": env, "batch": args.batch, **({"shaped_note": shaped_note} if shaped_note else {}),
                                "texts": {k: {"n": len(v), "mean_chars": round(float(np.mean([len(t) for t in v])), 1)}
                                          for k, v in texts.items()}}
     if "embed" in parts:

