@@ -85,7 +85,8 @@ class ServerProcess:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited ({self.proc.returncode}); see {self.log_path}")
+                tail = "".join(Path(self.log_path).read_text(errors="replace").splitlines(keepends=True)[-15:])
+                raise RuntimeError(f"server exited ({self.proc.returncode}); the end of {self.log_path}:\n{tail}")
             try:
                 with grpc.insecure_channel(self.address) as channel:
                     info = sgrpc.MemoryServiceStub(channel).Info(
