@@ -133,8 +133,8 @@ async def flush_every(interval_s: float, engine: Engine, *, after: Callable[[], 
             await after()
 
 
-# On a CPU the models run as frozen TorchScript traces (one C++ call per forward, no GIL) on packed tokens
-# without padding (models/unpadded.py); both keep the output. The serving probe at 1 × 10k, 32 clients (README
+# The models run as frozen TorchScript traces (one C++ call per forward, no GIL; CPU and CUDA), on a CPU on packed
+# tokens without padding (models/unpadded.py); both keep the output. The serving probe at 1 × 10k, 32 clients (README
 # "Serving benchmark", what was tried): trace 224.9 batched QPS vs eager 172.3; unpadded 399.3 vs padded 354.8.
 CPU_SPEED = {"trace": True, "unpad": True}
 

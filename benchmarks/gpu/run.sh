@@ -115,24 +115,25 @@ step "5/5 ingest (cuda; target: 20k short memories/s)"
 # import, a SIGKILLed and resumed JSONL import) needs both. Synthetic turns: the box has no LoCoMo data. The
 # server's default embedder (multilingual-e5-small); where its weights were not carried, an encoder of its shape
 # with random weights in the benchmark and the server alike, labelled so in the JSON (speed only).
-SERVER_PARTS=""
-if [ "$SERVER_OK" = 1 ]; then
-  SERVER_PARTS="b,c"
-else
-  echo "ingest: the server's parts skipped (FAISS, pyjnius or Java missing); the embedder alone runs"
-fi
 if want 5; then
-  # two runs, each writing its JSON: the rates side by side (the embedder alone, Writes of 128 to an idle server),
-  # then search during an import and the SIGKILLed, resumed JSONL import
-  FIRST="embed"; [ "$SERVER_OK" = 1 ] && FIRST="embed,a"
-  for parts in "$FIRST" "$SERVER_PARTS"; do
-    [ -n "$parts" ] || continue
-    name=ingest-gpu-server; [ "$parts" = "b,c" ] && name=ingest-gpu-server-bc
+  ingest() {   # NAME PARTS [more arguments]
+    local name=$1 parts=$2; shift 2
     ENGRAM_MODELS__EMBEDDER=multilingual-e5-small "$PY" -m benchmarks.ingest.run --device "$DEVICE" --texts synthetic \
         --parts "$parts" --shaped-if-missing \
         --n-long "${INGEST_LONG:-4000}" --n-short "${INGEST_SHORT:-40000}" --n "${INGEST_N:-100000}" \
-        --search-seconds 10 --out "$OUT" --name "$name" || status=1
-  done
+        --search-seconds 10 --out "$OUT" --name "$name" "$@" || status=1
+  }
+  if [ "$SERVER_OK" = 1 ]; then
+    # each run writes its JSON: the embedder alone beside Writes of 128 to an idle server; the same Writes with the
+    # models eager (PYTORCH_JIT=0: no TorchScript trace) side by side; search during an import, and the SIGKILLed,
+    # resumed JSONL import on a server that times the write path's steps
+    ingest ingest-gpu-server embed,a
+    ingest ingest-gpu-server-eager a --env PYTORCH_JIT=0
+    ingest ingest-gpu-server-bc b,c --stages
+  else
+    echo "ingest: the server's parts skipped (FAISS, pyjnius or Java missing); the embedder alone runs"
+    ingest ingest-gpu embed
+  fi
 fi
 
 step "done: results in $OUT (exit $status)"

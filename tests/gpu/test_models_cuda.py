@@ -53,3 +53,36 @@ def test_encoder_on_cuda_points_where_the_cpu_twin_does(tmp_path: Path) -> None:
     assert got.dtype == np.float32 and got.shape == want.shape
     cosine = np.sum(got * want, axis=1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1))
     assert cosine.min() > 0.995, cosine
+
+
+def test_traced_encoder_on_cuda_gives_the_eager_vectors_from_any_thread(tmp_path: Path) -> None:
+    """The server loads its models traced (server.app CPU_SPEED): on CUDA too, a frozen TorchScript graph run
+    without the profiling executor. Same vectors as the eager network, for texts of lengths it was not traced at,
+    and from a thread that is not the loader's (the server's device thread)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from models.embedder import HFEmbedder
+
+    path = build_shaped_encoder(tmp_path / "enc", MINILM_L6_BERT, name="engram-minilm-shaped-encoder")
+    eager = HFEmbedder.load(path, device="cuda", dtype="float16")
+    traced = HFEmbedder.load(path, device="cuda", dtype="float16", trace=True)
+    assert traced.describe()["traced"] and not eager.describe()["traced"]
+    texts = QUERIES + PASSAGES + [" ".join(PASSAGES) * 3]   # the last one cut at the model's window
+    want = eager.embed(texts)
+    with ThreadPoolExecutor(1) as pool:
+        got = pool.submit(traced.embed, texts).result()
+    cosine = np.sum(got * want, axis=1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1))
+    assert cosine.min() > 0.999, cosine
+
+
+def test_traced_cross_encoder_on_cuda_scores_like_eager(tmp_path: Path) -> None:
+    from models.reranker import HFCrossEncoder
+    from models.testing import build_minilm_shaped_cross_encoder
+
+    path = build_minilm_shaped_cross_encoder(tmp_path / "ce")
+    eager = HFCrossEncoder.load(path, device="cuda", dtype="float16")
+    traced = HFCrossEncoder.load(path, device="cuda", dtype="float16", trace=True)
+    assert traced.describe()["traced"]
+    pairs = [(q, p) for q in QUERIES for p in PASSAGES]
+    want, got = eager.score(pairs), traced.score(pairs)
+    np.testing.assert_allclose(got, want, atol=0.02 * float(np.ptp(want)) + 1e-3)
