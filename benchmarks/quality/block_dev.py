@@ -3,6 +3,8 @@
     .venv/bin/python -m benchmarks.quality.block_dev dump       # one server, the dev conversations, one search pass
     .venv/bin/python -m benchmarks.quality.block_dev misses     # where each dev evidence turn ends, and why
     .venv/bin/python -m benchmarks.quality.block_dev variants   # recall@10 / block per category for each variant
+    .venv/bin/python -m benchmarks.quality.block_dev windows    # fusion variants, each searched end to end (rerank too)
+    .venv/bin/python -m benchmarks.quality.block_dev dense-alone   # the dense retriever alone, question as written / unnamed
 
 Dev conversations only (``block.LOCOMO_DEV``): the held-out ones are reported by ``run --only block`` and never
 read here. ``dump`` starts one in-process server at its defaults, writes each dev conversation as the block suite
@@ -114,8 +116,99 @@ def _expanded(docs: int, terms: int) -> Callable:
     return patch
 
 
+def unnamed(question: str, name: str, how: str = "they") -> str:
+    """``question`` without the speaker ``name``: "What did Caroline research?" → "What did they research?" (``how``
+    "they"; "Caroline's" → "their"), "What did research?" ("drop")."""
+    text = re.sub(rf"(?<!\w){re.escape(name)}'s(?!\w)", "their" if how == "they" else "", question)
+    text = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", "they" if how == "they" else "", text)
+    return " ".join(text.split())
+
+
+def _dense_text(how: str) -> Callable:
+    """For a question that names one chat speaker, the dense list searched with the name taken out (:func:`unnamed`):
+    the name says whose turns (the speaker rule's part), and in the embedding it pulls the turns that address that
+    speaker. ``how`` "they" / "drop" replace the dense list; "both" adds the unnamed list as a third RRF input (the
+    dense weight) beside the question's own."""
+    def patch(fuse: Callable) -> Callable:
+        pipeline_embed: list[Callable] = []
+
+        def run(it: SearchItem, dense, lexical, feedback=None) -> Candidates:  # type: ignore[no-untyped-def]
+            cand = fuse(it, dense, lexical, feedback)
+            name = _named(it, cand)
+            if not name or dense is None:
+                return cand
+            vec = pipeline_embed[0]([unnamed(it.query.text, name, "drop" if how == "drop" else "they")])
+            scores, ids = it.shard.dense.search(np.asarray(vec), len(dense[1]))
+            if how == "both":
+                return fuse(it, dense, lexical, (scores[0], ids[0]))
+            return fuse(it, (scores[0], ids[0]), lexical, feedback)
+
+        run.pipeline_embed = pipeline_embed   # type: ignore[attr-defined]
+        return run
+    return patch
+
+
+def _rerank_text(dense_how: str = "") -> Callable:
+    """The cross-encoder reads the unnamed question (:func:`unnamed`) for a question that names one chat speaker;
+    ``dense_how``: the dense list's variant too (:func:`_dense_text`), "" the defaults'. The speaker rule, after the
+    rerank, still reads the question as written."""
+    def patch(fuse: Callable) -> Callable:
+        inner = _dense_text(dense_how)(fuse) if dense_how else fuse
+
+        def run(it: SearchItem, *args, **kw) -> Candidates:  # type: ignore[no-untyped-def]
+            return inner(it, *args, **kw)
+
+        if dense_how:
+            run.pipeline_embed = inner.pipeline_embed   # type: ignore[attr-defined]
+
+        def rerank_patch(original: Callable) -> Callable:
+            def pairs(items: Sequence[SearchItem], cands: list[Candidates]):  # type: ignore[no-untyped-def]
+                found, owners = original(items, cands)
+                names = {qi: _named(items[qi], cands[qi]) for qi in {qi for qi, _ in owners}}
+                return [(unnamed(q, names[qi]) if names[qi] else q, d)
+                        for (q, d), (qi, _) in zip(found, owners, strict=True)], owners
+            return pairs
+
+        run.rerank_patch = rerank_patch   # type: ignore[attr-defined]
+        return run
+    return patch
+
+
+def dense_alone() -> dict:
+    """The dense retriever alone (the server's embedder, cosine over every turn of each dev conversation) for the dev
+    questions that name one speaker: evidence recall@5/10/20 over all turns and over that speaker's turns, with the
+    question as written and unnamed (:func:`unnamed`). No server, no fusion, no rerank."""
+    from server.app import load_embedder
+    from server.config import load_config
+    from server.engine.speakers import named_speaker
+
+    emb = load_embedder(load_config(env={}), "cpu")
+    qp, pp = getattr(emb, "query_prefix", ""), getattr(emb, "passage_prefix", "")
+    sums: dict[str, list[float]] = defaultdict(list)
+    for conv in _dev():
+        vecs = emb.embed([pp + f"{t.speaker}: {t.text}" for t in conv.turns])
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        for q in conv.questions:
+            name = named_speaker(q.text, list(conv.speakers))
+            if not name:
+                continue
+            qv = emb.embed([qp + q.text, qp + unnamed(q.text, name)])
+            qv /= np.linalg.norm(qv, axis=1, keepdims=True)
+            ev = set(q.evidence)
+            for form, v in (("as written", qv[0]), ("unnamed", qv[1])):
+                order = np.argsort(-(vecs @ v))
+                own = [i for i in order if conv.turns[i].speaker == name]
+                for scope, ranked in (("all turns", order), ("the speaker's turns", own)):
+                    for k in (5, 10, 20):
+                        found = {conv.turns[i].id for i in ranked[:k]} & ev
+                        sums[f"cat{q.category} | {scope} | {form} | recall@{k}"].append(len(found) / len(ev))
+    return {key: {"questions": len(v), "recall": round(float(np.mean(v)), 3)} for key, v in sorted(sums.items())}
+
+
 FUSE = {"speaker4": _speaker_head(4), "speaker8": _speaker_head(8), "speaker12": _speaker_head(12),
-        "prf3x5": _expanded(3, 5), "prf5x10": _expanded(5, 10)}
+        "prf3x5": _expanded(3, 5), "prf5x10": _expanded(5, 10),
+        "dense_unnamed": _dense_text("they"), "dense_drop": _dense_text("drop"), "dense_both": _dense_text("both"),
+        "rerank_unnamed": _rerank_text(), "rerank_dense_unnamed": _rerank_text("they")}
 
 
 def _search_dev(server: EvalServer, tenants: dict, fuse: str = "") -> dict:
@@ -127,6 +220,11 @@ def _search_dev(server: EvalServer, tenants: dict, fuse: str = "") -> dict:
     expand, fused = pipeline._expand_stage, pipeline._fuse
     if fuse:
         pipeline._fuse = FUSE[fuse](fused)
+        if hasattr(pipeline._fuse, "pipeline_embed"):   # a variant that embeds a query of its own
+            pipeline._fuse.pipeline_embed.append(pipeline._embed)
+    pairs = pipeline._rerank_pairs
+    if hasattr(pipeline._fuse, "rerank_patch"):   # a variant that changes what the cross-encoder reads
+        pipeline._rerank_pairs = pipeline._fuse.rerank_patch(pairs)
 
     def capture(items: Sequence[SearchItem], cands: list[Candidates]) -> list[Candidates]:
         for it, cand in zip(items, cands, strict=True):
@@ -144,7 +242,7 @@ def _search_dev(server: EvalServer, tenants: dict, fuse: str = "") -> dict:
                 out[q.id] = {"conv": conv.id, "cand": cand, "query": query, "now_ms": now_ms}
             out[f"docs:{conv.id}"] = docs
     finally:
-        pipeline._expand_stage, pipeline._fuse = expand, fused
+        pipeline._expand_stage, pipeline._fuse, pipeline._rerank_pairs = expand, fused, pairs
     return out
 
 
@@ -443,7 +541,7 @@ _STOP = frozenset("a an and are as at be but by did do does for from had has hav
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("dump", "misses", "variants", "windows"))
+    parser.add_argument("command", choices=("dump", "misses", "variants", "windows", "dense-alone"))
     parser.add_argument("--out", type=Path, default=None, help="variants: write the figures (no text) as JSON here")
     parser.add_argument("--only", default="", help="variants: the variants whose name contains this (and defaults)")
     parser.add_argument("--fuse", default="", choices=("", *FUSE), help="a fusion variant (dump, variants)")
@@ -453,6 +551,13 @@ def main(argv: list[str] | None = None) -> int:
         dump(args.fuse)
     elif args.command == "misses":
         misses()
+    elif args.command == "dense-alone":
+        rows = dense_alone()
+        for key, row in rows.items():
+            log.warning("%-60s %s", key, row)
+        if args.out is not None:
+            args.out.write_text(json.dumps({"split": "dev", "conversations": list(LOCOMO_DEV), "rows": rows},
+                                           indent=1) + "\n", encoding="utf-8")
     elif args.command == "windows":
         rows = windows(["", *(f for f in FUSE if args.only in f)])
         if args.out is not None:
