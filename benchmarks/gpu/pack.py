@@ -20,7 +20,7 @@ under the cap beside them, so the trained cross-encoder's 45 MB of weights and t
 that call (the server then runs without a reranker), and come back after it:
 
     git rm -r -q --cached models/weights/engram-reranker-v1/model.safetensors benchmarks/results
-    printf '/models/weights/engram-reranker-v1/model.safetensors\n/benchmarks/results/\n' >> .git/info/exclude
+    printf '/models/weights/engram-reranker-v1/model.safetensors\\n/benchmarks/results/\\n' >> .git/info/exclude
     # ... the call, carrying .whl and server/lexical/java/build ...
     git reset -q -- models/weights/engram-reranker-v1/model.safetensors benchmarks/results   # and the two lines
 """
