@@ -159,17 +159,25 @@ def cuda_stages(model: Any, texts: list[str], *, batch: int) -> dict[str, float]
     return {k: round(v, 2) for k, v in stages.items()}
 
 
+def embedder_shape(config: Any) -> tuple[Any, str]:
+    """The shape (models.testing) and name of a random-weight stand-in for the configured embedder: 12 layers for
+    multilingual-e5-small, MiniLM-L6's 6 otherwise."""
+    from models.multilingual import E5_NAME
+    from models.testing import E5_SMALL_BERT, MINILM_L6_BERT
+
+    if config.models.embedder == E5_NAME:
+        return E5_SMALL_BERT, "engram-e5-small-shaped-encoder"
+    return MINILM_L6_BERT, "engram-minilm-shaped-encoder"
+
+
 def shaped_embedder(config: Any, device: str, exc: Exception) -> tuple[Any, str]:
     """An encoder of the configured embedder's shape with random weights (12 layers for multilingual-e5-small,
     6 for MiniLM), the MiniLM WordPiece tokenizer, the configured dtype and lengths: the embedder's speed where
     its weights could not travel. The note says so; the rates are speed only."""
     from models.embedder import HFEmbedder
-    from models.multilingual import E5_NAME
-    from models.testing import E5_SMALL_BERT, MINILM_L6_BERT, build_shaped_encoder
+    from models.testing import build_shaped_encoder
 
-    e5 = config.models.embedder == E5_NAME
-    shape, name = ((E5_SMALL_BERT, "engram-e5-small-shaped-encoder") if e5
-                   else (MINILM_L6_BERT, "engram-minilm-shaped-encoder"))
+    shape, name = embedder_shape(config)
     with tempfile.TemporaryDirectory() as tmp:
         model = HFEmbedder.load(build_shaped_encoder(Path(tmp) / "enc", shape, name=name), device=device,
                                 dtype=config.models.dtype, max_length=config.models.embed_max_length)
@@ -190,8 +198,7 @@ def use_shaped_if_missing(env: dict[str, str]) -> str | None:
     in ``os.environ`` and ``env``), with near-duplicate merging and update links set above the random vectors'
     similarities (SHAPED_SERVER_ENV: every Write still looks both up, none merges). Returns the note, or None when
     the configured embedder loads."""
-    from models.multilingual import E5_NAME
-    from models.testing import E5_SMALL_BERT, MINILM_L6_BERT, build_shaped_encoder
+    from models.testing import build_shaped_encoder
     from server.app import load_embedder
     from server.config import load_config
 
@@ -201,9 +208,7 @@ def use_shaped_if_missing(env: dict[str, str]) -> str | None:
         return None
     except Exception as exc:  # noqa: BLE001 (the weight package was not carried)
         reason = exc
-    e5 = config.models.embedder == E5_NAME
-    shape, name = ((E5_SMALL_BERT, "engram-e5-small-shaped-encoder") if e5
-                   else (MINILM_L6_BERT, "engram-minilm-shaped-encoder"))
+    shape, name = embedder_shape(config)
     path = build_shaped_encoder(Path(tempfile.mkdtemp(prefix="engram-shaped-")) / "enc", shape, name=name)
     os.environ["ENGRAM_MODELS__EMBEDDER"] = env["ENGRAM_MODELS__EMBEDDER"] = str(path)
     env.update(SHAPED_SERVER_ENV)
