@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from benchmarks.quality.block import LOCOMO_DEV
 from benchmarks.quality.datasets import load_locomo_turns, load_scifact
 from training.bm25 import BM25
 from training.conversation import mine_turn_queries, turn_docs
@@ -28,7 +29,8 @@ TRAIN_FILE = "scifact_train.json"
 SELFSUP_FILE = "scifact_selfsup.json"
 TEST_FILE = "scifact_test_eval_only.json"
 LOCOMO_FILE = "locomo_selfsup.json"
-LOCOMO_TURNS_FILE = "locomo_turns.json"  # doc id → memory text of every turn in both forms
+LOCOMO_TURNS_FILE = "locomo_turns.json"  # doc id → memory text of every turn in every form
+LOCOMO_QUESTIONS_FILE = "locomo_questions.json"
 
 
 def save(path: Path, mined: Sequence[MinedQuery]) -> None:
@@ -67,24 +69,43 @@ def mine(out_dir: Path, *, selfsup: int, seed: int, depth: int = 100) -> None:
 def mine_locomo(out_dir: Path, *, count: int, seed: int, depth: int = 100, root: Path | None = None) -> None:
     """Writes ``count`` conversational queries and the turn texts under ``out_dir`` (nothing when
     ``count`` is 0; skipped when cached). Reads only the LoCoMo conversation text."""
-    paths = [out_dir / LOCOMO_FILE, out_dir / LOCOMO_TURNS_FILE]
+    _mine_turns(out_dir / LOCOMO_FILE, count=count, seed=seed, depth=depth, root=root, only=None, questions=False)
+
+
+def mine_locomo_questions(out_dir: Path, *, count: int, seed: int, depth: int = 100, root: Path | None = None,
+                          only: Collection[str] | None = LOCOMO_DEV) -> None:
+    """Writes ``count`` conversational questions (:func:`training.conversation.turn_questions`) and the turn
+    texts under ``out_dir`` (nothing at 0; skipped when cached). Reads only the LoCoMo conversation text; the
+    questions come from the conversations in ``only`` (default: the dev ones, so the held-out conversations
+    measure what they teach; None: every one)."""
+    _mine_turns(out_dir / LOCOMO_QUESTIONS_FILE, count=count, seed=seed, depth=depth, root=root, only=only,
+                questions=True)
+
+
+def _mine_turns(path: Path, *, count: int, seed: int, depth: int, root: Path | None, only: Collection[str] | None,
+                questions: bool) -> None:
+    """``path``: the mined queries; beside it the texts of every turn of every conversation (both files' docs)."""
+    texts = path.parent / LOCOMO_TURNS_FILE
     if count <= 0:
         return
-    if all(p.is_file() for p in paths) and len(load(paths[0])) >= count:
-        log.info("conversational queries cached in %s", out_dir)
+    if path.is_file() and texts.is_file() and len(load(path)) >= count:
+        log.info("conversational %s cached in %s", "questions" if questions else "queries", path.parent)
         return
-    out_dir.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     conversations = load_locomo_turns(root)
-    mined = mine_turn_queries(conversations, count=count, seed=seed, depth=depth)
-    save(paths[0], mined)
-    paths[1].write_text(json.dumps(turn_docs(conversations), ensure_ascii=False), encoding="utf-8")
-    log.info("mined %d conversational queries from %d LoCoMo conversations into %s",
-             len(mined), len(conversations), out_dir)
+    asked = {c: turns for c, turns in conversations.items() if only is None or c in only}
+    mined = mine_turn_queries(asked, count=count, seed=seed, depth=depth, questions=questions)
+    save(path, mined)
+    texts.write_text(json.dumps(turn_docs(conversations), ensure_ascii=False), encoding="utf-8")
+    log.info("mined %d conversational %s from %d LoCoMo conversations into %s", len(mined),
+             "questions" if questions else "queries", len(asked), path.parent)
 
 
-def load_locomo_queries(out_dir: Path, *, count: int) -> tuple[list[MinedQuery], dict[str, str]]:
-    """The first ``count`` cached conversational queries and the turn texts by doc id (empty at 0)."""
+def load_locomo_queries(out_dir: Path, *, count: int, questions: bool = False,
+                        ) -> tuple[list[MinedQuery], dict[str, str]]:
+    """The first ``count`` cached conversational queries (``questions``: the questions) and the turn texts by doc
+    id (empty at 0)."""
     if count <= 0:
         return [], {}
     turns = json.loads((out_dir / LOCOMO_TURNS_FILE).read_text(encoding="utf-8"))
-    return load(out_dir / LOCOMO_FILE)[:count], turns
+    return load(out_dir / (LOCOMO_QUESTIONS_FILE if questions else LOCOMO_FILE))[:count], turns

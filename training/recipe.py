@@ -36,6 +36,19 @@ LOCOMO_PROVENANCE = ("; and self-supervised LoCoMo conversation turns (query: a 
                      "questions, answers or evidence labels")
 
 
+QUESTIONS_PROVENANCE = ("; and self-supervised questions naming a turn's speaker (a question form around a few "
+                        "content words of a turn of LoCoMo's dev conversations; positive: that turn as the server "
+                        "reads it, with its date and previous turn, or as 'speaker: text'; hard negatives: BM25 over "
+                        "the same conversation's turns)")
+
+
+def _has_head(init: Path) -> bool:
+    """The folder is a sequence classifier (a cross-encoder trained further keeps its head), not a bare encoder."""
+    config = init / "config.json"
+    return config.is_file() and any(a.endswith("ForSequenceClassification")
+                                    for a in json.loads(config.read_text(encoding="utf-8")).get("architectures", ()))
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m training", description=__doc__)
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -44,6 +57,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--selfsup", type=int, default=3500, help="self-supervised sentence queries")
     p.add_argument("--locomo", type=int, default=1500,
                    help="self-supervised LoCoMo turn queries, from the conversation text only (0 = none)")
+    p.add_argument("--locomo-questions", type=int, default=0,
+                   help="self-supervised LoCoMo questions naming a turn's speaker, from the conversation text only")
     p.add_argument("--negatives", type=int, default=7)
     p.add_argument("--pool-depth", type=int, default=30, help="hard negatives come from this BM25 depth")
     p.add_argument("--eval-depth", type=int, default=20)
@@ -83,15 +98,21 @@ def training_groups(args: argparse.Namespace, docs: dict[str, str], *, seed: int
     dev_claims = [q for q in claims if is_dev(q.id, dev_share=DEV_SHARE)]
     selfsup = mining.load(args.cache / mining.SELFSUP_FILE)[:args.selfsup]
     turns, turn_texts = mining.load_locomo_queries(args.cache, count=args.locomo)
+    mining.mine_locomo_questions(args.cache, count=args.locomo_questions, seed=seed)
+    questions, question_texts = mining.load_locomo_queries(args.cache, count=args.locomo_questions, questions=True)
+    turn_texts = {**turn_texts, **question_texts}
+    turns = turns + questions
     pool = [type(q)(id=q.id, text=q.text, positives=q.positives, candidates=q.candidates[:args.pool_depth],
                     positive_text=q.positive_text) for q in train_claims + selfsup + turns]
     groups = build_groups(pool, {**docs, **turn_texts}, negatives=args.negatives, seed=seed)
     if args.train_limit:
         groups = groups[:args.train_limit]
     counts = {"groups": len(groups), "train_claims": len(train_claims), "dev_claims": len(dev_claims),
-              "selfsup_queries": len(selfsup), "locomo_queries": len(turns),
+              "selfsup_queries": len(selfsup), "locomo_queries": len(turns) - len(questions),
               # the positive is never a candidate of a turn query, so every one with enough candidates is a group
               "locomo_groups": sum(len(q.candidates[:args.pool_depth]) >= args.negatives for q in turns)}
+    if questions:
+        counts["locomo_questions"] = len(questions)
     log.info("%d groups (%d train claims, %d dev claims held out, %d self-supervised queries, "
              "%d conversational queries → %d groups)", len(groups), counts["train_claims"], counts["dev_claims"],
              counts["selfsup_queries"], counts["locomo_queries"], counts["locomo_groups"])
@@ -115,9 +136,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "name": NAME,
         "provenance": (f"engram training recipe (make reranker), seed {cfg.seed}; initialised from "
                        f"{minilm_provenance() if args.init is None else args.init} first {cfg.layers or 'all'} "
-                       "layers + fresh head; trained on SciFact train claims (dev share held out) and "
-                       "self-supervised SciFact corpus sentences with BM25 hard negatives"
-                       f"{LOCOMO_PROVENANCE if args.locomo > 0 else ''}"),
+                       f"layers + {'its own head' if _has_head(init) else 'fresh head'}; trained on SciFact train "
+                       "claims (dev share held out) and self-supervised SciFact corpus sentences with BM25 hard "
+                       f"negatives{LOCOMO_PROVENANCE if args.locomo > 0 else ''}"
+                       f"{QUESTIONS_PROVENANCE if args.locomo_questions > 0 else ''}"),
         "base_model": MINILM_NAME if args.init is None else str(args.init),
         "training": config_dict(cfg),
         "data": {**counts, "negatives": args.negatives, "pool_depth": args.pool_depth,

@@ -13,7 +13,8 @@ import pytest
 from benchmarks.quality.datasets import Turn, contextualise, load_locomo_turns
 from training import mine as mining
 from training.bm25 import tokens
-from training.conversation import content_words, doc_id, mine_turn_queries, turn_docs, turn_queries
+from training.conversation import (QUESTION_FORMS, content_words, doc_id, mine_turn_queries, turn_docs, turn_queries,
+                                   turn_questions)
 from training.data import MinedQuery
 from training.recipe import parse, training_groups
 
@@ -196,3 +197,93 @@ def test_recipe_pool_takes_conversational_groups_only_when_asked(tmp_path: Path,
     assert all(not set(g.passages) & turns for g in groups if g not in from_turns)
     assert (count > 0) == bool(from_turns) == (cache / mining.LOCOMO_FILE).is_file()
     assert training_groups(args, DOCS, seed=13) == (groups, counts)
+
+
+def test_questions_name_the_speaker_around_a_few_of_the_turns_words(
+        conversations: dict[str, tuple[Turn, ...]]) -> None:
+    questions = turn_questions(conversations, count=100, seed=4)
+    assert questions == turn_questions(conversations, count=100, seed=4)
+    assert turn_questions(conversations, count=5, seed=4) == questions[:5]
+    # another stream than the keyword queries': not the same turns in the same order
+    assert [q.turn for q in questions] != [q.turn for q in turn_queries(conversations, count=100, seed=4)]
+    assert [q.form for q in questions[:4]] == ["served", "speaker", "served", "speaker"]
+    frames = {re.escape(f).replace(re.escape("{s}"), "(?P<s>.+?)").replace(re.escape("{p}"), "(?P<p>.+)")
+              for f in QUESTION_FORMS}
+    for q in questions:
+        match = next(m for m in (re.fullmatch(f, q.text) for f in frames) if m)
+        assert match["s"] == q.turn.speaker
+        picked = match["p"].split()
+        assert 2 <= len(picked) <= 5 and set(picked) <= set(content_words(q.turn.text))
+        assert q.asks == " ".join([q.turn.speaker, *picked])
+        assert SECRET not in q.text.lower()
+
+
+def test_served_form_is_what_the_server_reads_of_a_turn(conversations: dict[str, tuple[Turn, ...]]) -> None:
+    docs = turn_docs(conversations)
+    turns = conversations["conv-a"]
+    first, second, next_session = turns[0], turns[1], turns[6]
+    assert docs[doc_id("conv-a", first.id, "speaker")] == f"Ann: {first.text}"
+    # the session's first turn has no context; the next one reads the turn before it, as the server threads them
+    assert docs[doc_id("conv-a", first.id, "served")] == f"[3 May 2023] Ann: {first.text}"
+    assert docs[doc_id("conv-a", second.id, "served")] == (f"[3 May 2023] Bob: {second.text}"
+                                                           f"\ncontext: Ann: {first.text}")
+    assert next_session.session == 2 and docs[doc_id("conv-a", next_session.id, "served")] == (
+        f"[6 May 2023] Ann: {next_session.text}")
+
+
+def test_question_negatives_hold_the_reply_but_never_a_turn_that_says_every_asked_word(
+        conversations: dict[str, tuple[Turn, ...]]) -> None:
+    docs = turn_docs(conversations)
+    mined = mine_turn_queries(conversations, count=100, seed=3, questions=True)
+    asked = {q.text: q for q in turn_questions(conversations, count=100, seed=3)}
+    replies = 0
+    for m in mined:
+        q = asked[m.text]
+        (positive,) = m.positives
+        assert positive == doc_id(q.conversation, q.turn.id, q.form) and m.id.startswith("locomo-q-")
+        for c in m.candidates:
+            assert c.endswith(f"/{q.form}") and c != positive
+            own = docs[c].partition("\ncontext: ")[0]
+            assert not set(tokens(q.asks)) <= set(tokens(own))
+            replies += q.form == "served" and f"context: {q.turn.speaker}: {q.turn.text}" in docs[c]
+    assert replies > 0   # the turn that answers the positive (its context) is a negative: it is not the one asked
+
+
+def test_questions_are_mined_from_the_dev_conversations_only(tmp_path: Path, root: Path) -> None:
+    cache = tmp_path / "cache"
+    mining.mine_locomo_questions(cache, count=6, seed=1, root=root)   # the default: LoCoMo's dev conversations only
+    assert mining.load_locomo_queries(cache, count=6, questions=True)[0] == []   # the fixture has none of them
+    mining.mine_locomo_questions(cache, count=6, seed=1, root=root, only=("conv-b",))
+    mined, texts = mining.load_locomo_queries(cache, count=6, questions=True)
+    assert len(mined) == 6 and all(m.id.startswith("locomo-q-conv-b-") for m in mined)
+    assert all(c in texts and c.startswith("locomo/conv-b/") for m in mined for c in (*m.positives, *m.candidates))
+    assert not (cache / mining.LOCOMO_FILE).exists()   # the keyword queries' file is another one
+    assert parse([]).locomo_questions == 0
+
+
+def test_recipe_pool_takes_question_groups_when_asked(tmp_path: Path, root: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    _scifact_cache(cache)
+    mining.mine_locomo_questions(cache, count=5, seed=13, root=root, only=None)
+    args = parse(["--cache", str(cache), "--negatives", "2", "--selfsup", "0", "--locomo", "0",
+                  "--locomo-questions", "5"])
+    groups, counts = training_groups(args, DOCS, seed=13)
+    docs = turn_docs(load_locomo_turns(root))
+    served = {t for d, t in docs.items() if d.endswith(("/served", "/speaker"))}
+    from_questions = [g for g in groups if g.passages[0] in served]
+    assert counts["locomo_questions"] == 5 and counts["locomo_queries"] == 0
+    assert counts["locomo_groups"] == len(from_questions) > 0
+    assert counts["groups"] == len(groups) == counts["train_claims"] + len(from_questions)
+    assert all(set(g.passages) <= served and g.query.endswith(("?", ".")) for g in from_questions)
+    assert "locomo_questions" not in training_groups(parse(["--cache", str(cache), "--negatives", "2", "--selfsup",
+                                                            "0", "--locomo", "0"]), DOCS, seed=13)[1]
+
+
+def test_the_turn_texts_hold_every_conversation_whichever_file_was_mined_last(tmp_path: Path, root: Path) -> None:
+    cache = tmp_path / "cache"
+    mining.mine_locomo(cache, count=6, seed=1, root=root)
+    mining.mine_locomo_questions(cache, count=3, seed=1, root=root, only=("conv-b",))
+    mined, texts = mining.load_locomo_queries(cache, count=6)
+    assert {c.split("/")[1] for m in mined for c in m.positives} == {"conv-a", "conv-b"}
+    assert all(c in texts for m in mined for c in (*m.positives, *m.candidates))
