@@ -17,7 +17,8 @@ adds the cross-encoder reading each long memory's first tokens instead of its be
 cross-encoder reading a window of that many characters of a long turn (``passages.TURN_WINDOW``, 400 by default);
 ``--ce-reads 1,3,8n`` the cross-encoder reading that many windows of a long turn, the best logit kept
 (``passages.TURN_READS``, 1 by default: the one window ``best_window`` picks; ``n``: each without the memory's
-context, ``passages.TURN_READ_CONTEXT`` off).
+context, ``passages.TURN_READ_CONTEXT`` off); ``--every-word`` the window chosen by every query word, function words
+too (``passages.SKIP_FUNCTION_WORDS`` off, the rule before).
 ``--windows 48/16,128/8`` ingests the set again for each width/limit pair (tokens of a chat turn's dense passage
 window, ``advanced.turn_passage_tokens``; passage vectors a turn gets at most, ``advanced.turn_passage_vectors``;
 every memory here is a chat turn, EPISODIC), set on the running server's write stage between ingests, and searches
@@ -138,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ce-reads", default="",
                         help="comma-separated passages.TURN_READS values to add (windows of a long turn the "
                              "cross-encoder reads, the best logit kept; 1: best_window's alone)")
+    parser.add_argument("--every-word", action="store_true",
+                        help="also the cross-encoder's window of a long memory chosen by every query word of three "
+                             "letters or more, function words too (passages.SKIP_FUNCTION_WORDS off)")
     parser.add_argument("--windows", default="",
                         help="comma-separated WIDTH/LIMIT pairs (advanced.turn_passage_tokens/turn_passage_vectors; "
                              "0/L: advanced.passage_vectors L, the model's window): one more "
@@ -248,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         variants += [(f"cross-encoder reads {r.rstrip('n')} windows{' without context' if r.endswith('n') else ''}",
                       True, None, default_discount, True)
                      for r in (x.strip() for x in args.ce_reads.split(",") if x.strip()) if r != str(saved[5])]
+        if args.every_word:
+            variants.append(("cross-encoder window by every word", True, None, default_discount, True))
         try:
             for name, dense_passages, chars, discount, bm25_windows in variants:
                 passages.PASSAGE_CHARS = chars or saved[0]
@@ -256,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                 reads = re.search(r"cross-encoder reads (\d+) windows", name)
                 passages.TURN_READS = int(reads.group(1)) if reads else saved[5]
                 passages.TURN_READ_CONTEXT = "without context" not in name
+                passages.SKIP_FUNCTION_WORDS = name != "cross-encoder window by every word"
                 tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = dense_passages, discount
                 lucene.SEARCH_WINDOWS = bm25_windows
                 run, block, ms = {}, {}, []
@@ -280,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             (passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS,
              passages.TURN_WINDOW, passages.TURN_READS) = saved
             passages.TURN_READ_CONTEXT = True
+            passages.SKIP_FUNCTION_WORDS = True
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -45,13 +45,13 @@ from benchmarks.quality.harness import DEFAULTS, EvalServer
 from benchmarks.quality.suites import FIXED_NOW_MS, _scores
 from engram_proto.v1 import messages_pb2 as pb
 from server.engine import passages
-from server.engine import search as search_module
 from server.engine.passages import PASSAGE_CHARS
 from server.index import tiered
 from server.lexical import lucene
 from server.text import memory_text
 
 log = logging.getLogger(__name__)
+EVERY_WORD = "best passage chosen by every word (the rule before)"
 
 
 def _cpu() -> str:
@@ -73,6 +73,9 @@ def main() -> int:
                         help="run only the default and BM25 without long memories' windows (lucene.SEARCH_WINDOWS)")
     parser.add_argument("--windows", default="", help="comma-separated WIDTH/LIMIT dense passage windows: one more "
                         "tenant each, searched at the defaults beside the default")
+    parser.add_argument("--every-word", action="store_true",
+                        help="the default beside the best passage chosen by every query word, function words too "
+                             "(passages.SKIP_FUNCTION_WORDS off, the rule before)")
     parser.add_argument("--out", type=Path, default=repo_root() / "benchmarks" / "results" / "quality"
                         / "scifact_passages.json")
     args = parser.parse_args()
@@ -88,7 +91,7 @@ def main() -> int:
         docs = [d for d in docs if d.id in keep]
     long_docs = sum(len(d.text) > PASSAGE_CHARS for d in docs)
     items = [(d.id, pb.MemoryInput(content=d.text, type=pb.MEMORY_TYPE_SEMANTIC, source_ref=d.id)) for d in docs]
-    default = search_module.rerank_text
+    default = passages.rerank_text
     margin = passages.PASSAGE_MARGIN
     discount = tiered.PASSAGE_DISCOUNT
     # (rerank text, margin, passage vectors searched, passage discount, BM25 reads long memories' windows)
@@ -106,6 +109,9 @@ def main() -> int:
     if args.bm25_windows:   # the default beside BM25 without windows (server/lexical/windows.py) alone
         variants = {f"best passage (default, margin {margin})": variants[f"best passage (default, margin {margin})"],
                     "BM25 without windows": (default, margin, True, discount, False)}
+    if args.every_word:   # the default beside the window chosen by every query word (passages.SKIP_FUNCTION_WORDS)
+        variants = {f"best passage (default, margin {margin})": variants[f"best passage (default, margin {margin})"],
+                    EVERY_WORD: variants[f"best passage (default, margin {margin})"]}
     sweep = [tuple(int(x) for x in pair.split("/")) for pair in args.windows.split(",") if pair.strip()]
     if sweep:   # the default beside other dense passage windows, each on its own tenant
         variants = {f"best passage (default, margin {margin})": variants[f"best passage (default, margin {margin})"]}
@@ -141,15 +147,17 @@ def main() -> int:
             for r in range(args.rounds):
                 order = list(variants) if r % 2 == 0 else list(reversed(variants))
                 for name in order:
-                    (search_module.rerank_text, passages.PASSAGE_MARGIN, tiered.SEARCH_PASSAGES,
+                    (passages.rerank_text, passages.PASSAGE_MARGIN, tiered.SEARCH_PASSAGES,
                      tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS) = variants[name]
+                    passages.SKIP_FUNCTION_WORDS = name != EVERY_WORD
                     try:
                         t0 = time.perf_counter()
                         run = server.search(tenant, data.queries, DEFAULTS, now_ms=FIXED_NOW_MS, top_k=100)
                         seconds = time.perf_counter() - t0
                     finally:
-                        search_module.rerank_text, passages.PASSAGE_MARGIN = default, margin
+                        passages.rerank_text, passages.PASSAGE_MARGIN = default, margin
                         tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS = True, discount, True
+                        passages.SKIP_FUNCTION_WORDS = True
                     scores = _scores(run, data.qrels, (10, 100))
                     results[split][name].append({**scores, "seconds": round(seconds, 1)})
                     log.info("%s %s round %d: %s", split, name, r, scores)
@@ -157,6 +165,7 @@ def main() -> int:
            "command": "python -m benchmarks.quality.scifact_passages --rounds %d --margins %s --splits %s --docs %d "
                       "--discounts %s%s" % (args.rounds, args.margins, args.splits, args.docs, args.discounts,
                                                " --bm25-windows" if args.bm25_windows else "")
+                      + (" --every-word" if args.every_word else "")
                       + (f" --ce-windows {args.ce_windows}" if args.ce_windows else "")
                       + (f" --windows {args.windows}" if args.windows else ""),
            "docs": len(docs), "docs_over_passage_chars": long_docs, "passage_chars": PASSAGE_CHARS, "ingest": ingest,

@@ -4,12 +4,13 @@ Long chat turns (an assistant's 1–3 KB answer) are common, and the cross-encod
 its window (256 tokens: about the first 800 characters of English beside a short question); evidence deep in such a
 turn was never read. :func:`rerank_text` gives the cross-encoder, for a memory whose content is longer than
 ``PASSAGE_CHARS``, the memory's header (date, unnamed entities) and the window of its content that shares the most
-of the query's words (overlapping windows every ``PASSAGE_STRIDE`` characters, cut at word boundaries: the
-windows BM25 indexes too, server/lexical/windows.py; ties: the
-earliest) when that window holds at least ``PASSAGE_MARGIN`` more of them than the first window, else the first
+of the query's words, function words ("what", "did", "the") not counted (overlapping windows every
+``PASSAGE_STRIDE`` characters, cut at word boundaries: the windows BM25 indexes too, server/lexical/windows.py; ties:
+the earliest) when that window holds at least ``PASSAGE_MARGIN`` more of them than the first window, else the first
 window; the window is ``TURN_WINDOW`` (400) characters for an episodic memory (a chat turn), ``PASSAGE_WINDOW`` (800)
-for any other (a document, a fact). A short memory reads exactly as before (:func:`~server.text.memory_text`). One function for every place that
-builds a rerank pair: the rerank stage and the rerank cost model count the same text. Pure; no model runs here.
+for any other (a document, a fact). A short memory reads exactly as before (:func:`~server.text.memory_text`). One
+function for every place that builds a rerank pair: the rerank stage and the rerank cost model count the same text.
+Pure; no model runs here.
 """
 
 from __future__ import annotations
@@ -37,16 +38,28 @@ PASSAGE_MARGIN = 1      # a later window is read only when it holds this many mo
 TURN_READS = 1
 TURN_READ_CONTEXT = True   # whether each window read carries the memory's context (the turn before it), as one read does
 _WORD = re.compile(r"\w+", re.UNICODE)
+# English function words of three letters or more: a question shares them with any stretch of talk ("What did …",
+# "… the …"), so they say nothing about which window holds its answer. A window is chosen by the other words.
+FUNCTION_WORDS = frozenset("""
+the and for are but not you your yours all any can had has have having her hers him his how its our ours out she
+that their theirs them then there these they this those was were what when where which while who whom whose why
+will with would could should shall might must did does doing done been being into onto from about above after again
+against also because before below between both down during each few further here itself just more most myself nor
+off once only other over own same some such than too under until very yourself yourselves himself herself
+themselves ourselves upon via per yet
+""".split())
+SKIP_FUNCTION_WORDS = True   # off: every word of three letters or more counts, as before (kept for measurement)
 
 
 def terms(text: str) -> frozenset[str]:
-    """Casefolded words of three or more characters, and each pair of adjacent CJK characters."""
+    """Casefolded words of three or more characters that are not :data:`FUNCTION_WORDS`, and each pair of adjacent
+    CJK characters."""
     out: set[str] = set()
     for word in _WORD.findall(text.casefold()):
         cjk = [c for c in word if is_cjk_char(c)]
         if cjk and len(cjk) == len(word):
             out.update(word[i:i + 2] for i in range(max(1, len(word) - 1)))
-        elif len(word) >= 3:
+        elif len(word) >= 3 and not (SKIP_FUNCTION_WORDS and word in FUNCTION_WORDS):
             out.add(word)
     return frozenset(out)
 

@@ -77,3 +77,20 @@ def test_a_long_turn_reads_a_narrower_window_than_a_long_document() -> None:
     assert len(passages.rerank_text(query, memory(content), window=600)) > 500
     short = memory("assistant: " + FILLER * 4)                            # under PASSAGE_CHARS: read whole
     assert passages.rerank_text(query, short) == memory_text(short)
+
+
+def test_function_words_do_not_choose_the_window() -> None:
+    # The talk around the answer says "what", "did", "the" more often than the answer's own window does; the window
+    # is chosen by the question's other words. Every word of three letters or more chose the talk before.
+    talk = "What did you think of the plan? What did they say about the idea, and what did the others do then? "
+    evidence = "Caroline researched adoption agencies in May."
+    content = "assistant: " + FILLER * 3 + evidence + " " + FILLER * 2 + talk * 3 + FILLER
+    query = "What did Caroline research about adoption?"
+    assert passages.terms(query) == {"caroline", "research", "adoption"}
+    assert evidence in passages.rerank_text(query, memory(content))
+    saved = passages.SKIP_FUNCTION_WORDS
+    try:
+        passages.SKIP_FUNCTION_WORDS = False
+        assert evidence not in passages.rerank_text(query, memory(content))   # the rule before: the talk
+    finally:
+        passages.SKIP_FUNCTION_WORDS = saved
