@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from benchmarks.quality.datasets import Turn, contextualise
-from server.text import CONTEXT_MARK, indexed_text
+from server.text import indexed_text, without_context
 from training.bm25 import BM25, tokens
 from training.data import MinedQuery
 
@@ -196,7 +196,7 @@ def mine_turn_queries(conversations: Mapping[str, Sequence[Turn]], *, count: int
             if len(words & positive) >= near_duplicate * max(len(words | positive), 1):
                 continue
             # a turn that says every asked word itself answers as well as the positive (its context does not)
-            if asked <= set(tokens(docs[doc_id(q.conversation, turn_id, q.form)].partition(CONTEXT_MARK)[0])):
+            if asked <= set(tokens(without_context(docs[doc_id(q.conversation, turn_id, q.form)]))):
                 continue
             kept.append(doc_id(q.conversation, turn_id, q.form))
             if len(kept) == depth:
