@@ -45,7 +45,9 @@ class BM25:
 
     def search(self, query: str, k: int, *, exclude: Sequence[str] = ()) -> list[str]:
         """Top ``k`` doc ids by BM25 (ties broken by doc id order)."""
-        cols = [self.vocab[t] for t in set(tokens(query)) if t in self.vocab]
+        # The query's terms in a fixed order: summed in the order of a set, the scores of two turns that tie
+        # could differ in the last bit from one process to the next (string hashes are salted per process).
+        cols = [self.vocab[t] for t in sorted(set(tokens(query))) if t in self.vocab]
         if not cols:
             return []
         scores = np.asarray(self.weights[:, cols] @ self.idf[cols]).ravel()
