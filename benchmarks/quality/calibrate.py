@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.quality.block import LOCOMO_DEV, LOCOMO_HELD_OUT
 from benchmarks.quality.datasets import load_locomo, load_scifact, repo_root
 from benchmarks.quality.harness import EvalServer, Ingested, Stage, docs_of_hit
 from benchmarks.quality.suites import FIXED_NOW_MS, locomo_inputs
@@ -88,6 +89,7 @@ def _rows(server: EvalServer, tenant: Ingested, hits: Mapping[str, Sequence[pb.H
 
 
 def collect(server: EvalServer) -> dict[str, dict[str, np.ndarray]]:
+    """Rows per data set: ``scifact`` and ``locomo:<conversation id>`` for every LoCoMo conversation."""
     from training.data import is_dev
     from training.recipe import DEV_SHARE
 
@@ -101,13 +103,35 @@ def collect(server: EvalServer) -> dict[str, dict[str, np.ndarray]]:
     dev = {q.id for q in sf_train.queries if is_dev(q.id, dev_share=DEV_SHARE)}
     _, _, rx, ry = _rows(server, tenant, {q: h for q, h in hits.items() if q in dev}, texts, sf_train.qrels)
     out["scifact"] = {"fx": np.array(fx), "fy": np.array(fy), "rx": np.array(rx), "ry": np.array(ry)}
-    parts: list[tuple[list, list, list, list]] = []
     for conv in load_locomo():
         tenant = server.ingest(f"cal-locomo-{conv.id}", locomo_inputs(conv))
         qs = [q for q in conv.questions]
         hits = server.search_hits(tenant, [_q(q) for q in qs], ALL, now_ms=conv.now * 1000, top_k=200)
-        parts.append(_rows(server, tenant, hits, {q.id: q.text for q in qs}, {q.id: {e: 1 for e in q.evidence} for q in qs}))
-    out["locomo"] = {k: np.array(sum((p[i] for p in parts), [])) for i, k in enumerate(("fx", "fy", "rx", "ry"))}
+        part = _rows(server, tenant, hits, {q.id: q.text for q in qs}, {q.id: {e: 1 for e in q.evidence} for q in qs})
+        out[f"locomo:{conv.id}"] = {k: np.array(part[i]) for i, k in enumerate(("fx", "fy", "rx", "ry"))}
+    return out
+
+
+def select(rows: Mapping[str, Mapping[str, np.ndarray]], conversations: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+    """The fit's data sets: SciFact, and the named LoCoMo conversations' rows as one set."""
+    missing = [c for c in conversations if f"locomo:{c}" not in rows]
+    if missing:
+        raise ValueError(f"no rows for LoCoMo conversations {missing}")
+    parts = [rows[f"locomo:{c}"] for c in conversations]
+    locomo = {k: np.concatenate([p[k] for p in parts if len(p[k])]) for k in ("fx", "fy", "rx", "ry")}
+    return {"scifact": dict(rows["scifact"]), "locomo": locomo}
+
+
+def save_rows(path: Path, rows: Mapping[str, Mapping[str, np.ndarray]]) -> None:
+    np.savez_compressed(path, **{f"{name}|{k}": v for name, d in rows.items() for k, v in d.items()})
+
+
+def load_rows(path: Path) -> dict[str, dict[str, np.ndarray]]:
+    out: dict[str, dict[str, np.ndarray]] = {}
+    with np.load(path) as z:
+        for key in z.files:
+            name, k = key.split("|")
+            out.setdefault(name, {})[k] = z[key]
     return out
 
 
@@ -144,34 +168,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--make-default", action="store_true", help="make this embedder's fit the file's default")
     parser.add_argument("--report", type=Path, default=None,
                         help="the fit's report (default benchmarks/results/quality/calibration-<embedder>.json)")
+    parser.add_argument("--locomo", choices=("dev", "all"), default="dev",
+                        help="LoCoMo conversations fitted on: the dev ones (default) or all five")
+    parser.add_argument("--rows", type=Path, default=None,
+                        help="an .npz of collected rows: read if it exists (no server run), else written")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     for noisy in ("server", "models"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    with tempfile.TemporaryDirectory(prefix="engram-calibrate-") as tmp, EvalServer(Path(tmp) / "data") as server:
-        info = server.info()
-        data = collect(server)
+    if args.rows is not None and args.rows.is_file():
+        rows = load_rows(args.rows)
+        names = {k: str(v) for k, v in json.loads(args.rows.with_suffix(".json").read_text()).items()}
+    else:
+        with tempfile.TemporaryDirectory(prefix="engram-calibrate-") as tmp, EvalServer(Path(tmp) / "data") as server:
+            info = server.info()
+            names = {"embedder": info.embedder.name, "reranker": info.reranker.name}
+            rows = collect(server)
+        if args.rows is not None:
+            save_rows(args.rows, rows)
+            args.rows.with_suffix(".json").write_text(json.dumps(names) + "\n")
+    conversations = LOCOMO_DEV if args.locomo == "dev" else LOCOMO_DEV + LOCOMO_HELD_OUT
+    data = select(rows, conversations)
     fcoef, fint, fstats = fit(data, "fx", "fy")
     rcoef, rint, rstats = fit(data, "rx", "ry")
     source = ("benchmarks/quality/calibrate.py: SciFact train claims (cross-encoder: its held-out dev claims) over the "
-              "test corpus, and LoCoMo questions (categories 1-4) over '<speaker>: <text>' turns written one by one "
-              "(threaded by the server); equal weight each")
+              f"test corpus, and LoCoMo questions (categories 1-4) of {', '.join(conversations)} over '<speaker>: <text>' "
+              "turns written one by one (threaded by the server); equal weight each")
     fit_entry = {
-        "reranker": info.reranker.name, "source": source,
+        "reranker": names["reranker"], "source": source,
         "fused": {"features": list(FUSED_FEATURES), "coef": [round(float(c), 5) for c in fcoef], "intercept": round(fint, 5)},
         "rerank": {"features": list(RERANK_FEATURES), "coef": [round(float(c), 5) for c in rcoef], "intercept": round(rint, 5)},
     }
     # One fit per embedder, kept beside the others; the one just made becomes the default when asked.
     calibration = json.loads(args.out.read_text()) if args.out.is_file() else {"fits": {}}
-    calibration["fits"][info.embedder.name] = fit_entry
+    calibration["fits"][names["embedder"]] = fit_entry
     if args.make_default or "default" not in calibration:
-        calibration["default"] = info.embedder.name
+        calibration["default"] = names["embedder"]
     args.out.write_text(json.dumps(calibration, indent=2) + "\n")
     if args.report is None:
-        slug = info.embedder.name.rsplit("/", 1)[-1]
+        slug = names["embedder"].rsplit("/", 1)[-1]
         args.report = repo_root() / "benchmarks" / "results" / "quality" / f"calibration-{slug}.json"
     args.report.parent.mkdir(parents=True, exist_ok=True)
-    args.report.write_text(json.dumps({"embedder": info.embedder.name, **fit_entry,
+    args.report.write_text(json.dumps({"embedder": names["embedder"], **fit_entry,
                                        "fit": {"fused": fstats, "rerank": rstats}}, indent=2) + "\n")
     log.info("fused %s %.3f %s", fcoef, fint, fstats)
     log.info("rerank %s %.3f %s", rcoef, rint, rstats)

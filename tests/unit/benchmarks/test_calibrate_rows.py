@@ -1,0 +1,57 @@
+"""The calibration fit's data: the held-out LoCoMo conversations stay out of the default fit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.quality.block import LOCOMO_DEV, LOCOMO_HELD_OUT
+from benchmarks.quality.calibrate import fit, load_rows, save_rows, select
+
+
+def _rows(n: int, value: float) -> dict[str, np.ndarray]:
+    return {"fx": np.full((n, 2), value), "fy": np.arange(n) % 2 * 1.0,
+            "rx": np.full((n, 3), value), "ry": np.arange(n) % 2 * 1.0}
+
+
+def _all_rows() -> dict[str, dict[str, np.ndarray]]:
+    rows = {"scifact": _rows(6, 0.5)}
+    for i, conv in enumerate(LOCOMO_DEV + LOCOMO_HELD_OUT):
+        rows[f"locomo:{conv}"] = _rows(4 + i, float(i))
+    return rows
+
+
+def test_dev_fit_reads_no_held_out_row() -> None:
+    rows = _all_rows()
+    data = select(rows, LOCOMO_DEV)
+    held_out_values = {float(i) for i, c in enumerate(LOCOMO_DEV + LOCOMO_HELD_OUT) if c in LOCOMO_HELD_OUT}
+    assert set(data) == {"scifact", "locomo"}
+    assert len(data["locomo"]["fy"]) == sum(len(rows[f"locomo:{c}"]["fy"]) for c in LOCOMO_DEV)
+    assert not held_out_values & set(np.unique(data["locomo"]["fx"]).tolist())
+    every = select(rows, LOCOMO_DEV + LOCOMO_HELD_OUT)
+    assert len(every["locomo"]["rx"]) == sum(len(rows[f"locomo:{c}"]["ry"]) for c in LOCOMO_DEV + LOCOMO_HELD_OUT)
+
+
+def test_missing_conversation_is_an_error() -> None:
+    rows = _all_rows()
+    del rows[f"locomo:{LOCOMO_DEV[0]}"]
+    with pytest.raises(ValueError, match=LOCOMO_DEV[0]):
+        select(rows, LOCOMO_DEV)
+
+
+def test_rows_round_trip_and_fit_the_same(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(0)
+    rows = {"scifact": {"fx": rng.normal(size=(40, 2)), "fy": (rng.random(40) < 0.3) * 1.0,
+                        "rx": rng.normal(size=(20, 3)), "ry": (rng.random(20) < 0.3) * 1.0}}
+    for conv in LOCOMO_DEV + LOCOMO_HELD_OUT:
+        rows[f"locomo:{conv}"] = {"fx": rng.normal(size=(30, 2)), "fy": (rng.random(30) < 0.2) * 1.0,
+                                  "rx": rng.normal(size=(10, 3)), "ry": (rng.random(10) < 0.2) * 1.0}
+    save_rows(tmp_path / "rows.npz", rows)
+    back = load_rows(tmp_path / "rows.npz")
+    assert set(back) == set(rows)
+    a = fit(select(rows, LOCOMO_DEV), "fx", "fy")
+    b = fit(select(back, LOCOMO_DEV), "fx", "fy")
+    np.testing.assert_array_equal(a[0], b[0])
+    assert a[1] == b[1]
+    c = fit(select(rows, LOCOMO_DEV + LOCOMO_HELD_OUT), "fx", "fy")
+    assert not np.allclose(a[0], c[0])
