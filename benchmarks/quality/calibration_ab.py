@@ -17,14 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import platform
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from benchmarks.ingest.run import cpu_model
 from benchmarks.quality.datasets import repo_root
 from benchmarks.quality.harness import EvalServer, Ingested
 from server.fusion.calibration import BUNDLED_CALIBRATION, load_calibration
@@ -100,15 +99,6 @@ def run(fits: Mapping[str, Path], suites: list[str]) -> dict:
     return out
 
 
-def _machine() -> str:
-    try:
-        model = next(line.split(":", 1)[1].strip() for line in subprocess.run(
-            ["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines() if line.startswith("Model name"))
-    except (OSError, StopIteration, subprocess.CalledProcessError):
-        model = platform.processor()
-    return model
-
-
 def table(out: Mapping) -> str:
     names = list(out["fits"])
     lines = ["| suite | figure | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
@@ -166,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown suites {sorted(unknown)}; choose from {SUITES}")
     out = run(fits, suites)
-    out.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine=_machine(),
+    out.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine=cpu_model(),
                command="python -m benchmarks.quality.calibration_ab " + " ".join(argv if argv is not None
                                                                                  else sys.argv[1:]))
     args.out.mkdir(parents=True, exist_ok=True)
