@@ -112,7 +112,8 @@ def collect(server: EvalServer) -> dict[str, dict[str, np.ndarray]]:
     return out
 
 
-def select(rows: Mapping[str, Mapping[str, np.ndarray]], conversations: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+def select(rows: Mapping[str, Mapping[str, np.ndarray]],
+           conversations: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
     """The fit's data sets: SciFact, and the named LoCoMo conversations' rows as one set."""
     missing = [c for c in conversations if f"locomo:{c}" not in rows]
     if missing:
@@ -192,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     fcoef, fint, fstats = fit(data, "fx", "fy")
     rcoef, rint, rstats = fit(data, "rx", "ry")
     source = ("benchmarks/quality/calibrate.py: SciFact train claims (cross-encoder: its held-out dev claims) over the "
-              f"test corpus, and LoCoMo questions (categories 1-4) of {', '.join(conversations)} over '<speaker>: <text>' "
-              "turns written one by one (threaded by the server); equal weight each")
+              f"test corpus, and LoCoMo questions (categories 1-4) of {', '.join(conversations)} over "
+              "'<speaker>: <text>' turns written one by one (threaded by the server); equal weight each")
     fit_entry = {
         "reranker": names["reranker"], "source": source,
         "fused": {"features": list(FUSED_FEATURES), "coef": [round(float(c), 5) for c in fcoef], "intercept": round(fint, 5)},

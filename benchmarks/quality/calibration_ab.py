@@ -8,8 +8,9 @@ written and searches it again), then searches with each fit in turn: the fit rep
 calibration, and nothing else changes (the same index, the same candidates, the same cross-encoder logits). Every
 search is "as of" a fixed time, so no pass reads the accesses an earlier one recorded, and the background
 consolidation is off (``advanced.consolidate_interval_s`` 0): every ten minutes it folds a conversation's repeated
-turns into semantic memories, so a pass that ran after it would search another index than the pass before. ``name=`` (an empty path) is
-the bundled ``server/fusion/calibration.json``. Writes ``benchmarks/results/quality/<name>.json`` and ``.png``.
+turns into semantic memories, so a pass that ran after it would search another index than the pass before.
+``name=`` (an empty path) is the bundled ``server/fusion/calibration.json``. Writes
+``benchmarks/results/quality/<name>.json`` and ``.png``.
 """
 
 from __future__ import annotations
