@@ -66,7 +66,7 @@ def summary(suite: str, out: Mapping) -> dict[str, float]:
 
 def run(fits: Mapping[str, Path], suites: list[str]) -> dict:
     out: dict = {"fits": {name: str(path) for name, path in fits.items()}, "suites": {}}
-    overrides = {"memory": {"audit_searches": False}, "advanced": {"consolidate_interval_s": 0}}
+    overrides = {"advanced": {"consolidate_interval_s": 0}}   # beside the harness's own settings
     with tempfile.TemporaryDirectory(prefix="engram-calab-") as tmp, \
             EvalServer(Path(tmp) / "data", overrides=overrides) as server:
         info = server.info()
