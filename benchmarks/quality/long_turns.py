@@ -68,15 +68,18 @@ FILLER = (
 FILLER_CHARS = (1000, 300, 800)   # filler before the said line; the range of filler after it
 
 
+def filler(chars: int, rng: random.Random) -> str:
+    """At least ``chars`` characters of FILLER sentences, drawn by ``rng``."""
+    out: list[str] = []
+    while sum(len(s) + 1 for s in out) < chars:
+        out.append(rng.choice(FILLER))
+    return " ".join(out)
+
+
 def long_turn(said: str, rng: random.Random, filler_chars: tuple[int, int, int] = FILLER_CHARS) -> str:
     """``said`` inside an assistant-style turn: ~1 KB of filler before it, ~0.3–0.8 KB after (``filler_chars``)."""
-    def filler(chars: int) -> str:
-        out: list[str] = []
-        while sum(len(s) + 1 for s in out) < chars:
-            out.append(rng.choice(FILLER))
-        return " ".join(out)
     before, low, high = filler_chars
-    return f"assistant: {filler(before)} Earlier in our chat — {said} {filler(rng.randint(low, high))}"
+    return f"assistant: {filler(before, rng)} Earlier in our chat — {said} {filler(rng.randint(low, high), rng)}"
 
 
 LONG_SHARE = 1 / 3   # the share of the other turns wrapped too

@@ -11,6 +11,14 @@ Gina both have in common?"), is left alone. The factor is a prior on the calibra
 (capped below 1), so the block's floors read it as any relevance. Memories without a speaker (facts, documents,
 SciFact's abstracts, the written sets' statements) are never touched. Chosen on the LoCoMo dev conversations
 (docs/benchmarks/quality.md, the speaker rule's variants; docs/concepts/ranking.md).
+
+A chat between a user and an assistant is written the same way with roles for names (``"user: …"``,
+``"assistant: …"``, as ``write_conversation`` writes ``("user", text)`` turns), and there the user asks in the first
+person: "What did I say about Rome?" names the user without a name. A question that names no speaker by name, speaks
+in the first person ("I", "my", "me", "我") and not in the second ("you", "你"), names the user role
+(``USER_ROLES``) when the candidates hold exactly one such speaker and at least one other (``FIRST_PERSON``). A
+question in the second person ("what did you suggest for my trip?") may ask about the assistant's words and is left
+alone.
 """
 
 from __future__ import annotations
@@ -26,6 +34,11 @@ from server.text import has_cjk
 
 SPEAKER_FACTOR = 1.5     # × on the relevance of the named speaker's turns (1: off)
 MAX_RELEVANCE = 0.999    # a relevance is a probability: the factor never lifts one to 1
+FIRST_PERSON = True      # a first-person question names the user role (False: names only)
+USER_ROLES = frozenset({"user", "human", "用户"})   # speakers that stand for the user (compared in lower case)
+_FIRST_EN = re.compile(r"(?<![\w'’])(?:i|me|my|mine|myself)(?![\w'’])|(?<![\w'’])i['’](?:m|ve|d|ll)(?!\w)",
+                       re.IGNORECASE)
+_SECOND_EN = re.compile(r"(?<![\w'’])(?:you|your|yours|yourself)(?!\w)", re.IGNORECASE)
 
 
 def _named_in(name: str, query: str) -> bool:
@@ -40,10 +53,31 @@ def speakers_of(memories: Sequence[Memory | None]) -> list[str]:
     return [split_speaker(m.content)[0] if m is not None and m.type == MemoryType.EPISODIC else "" for m in memories]
 
 
-def named_speaker(query: str, speakers: Sequence[str]) -> str:
-    """The one speaker of ``speakers`` that ``query`` names, else "" (none, or more than one)."""
+def first_person(query: str) -> bool:
+    """``query`` speaks in the first person singular and not in the second (English words; Chinese 我 outside 我们,
+    and no 你 or 您)."""
+    if has_cjk(query):
+        if "你" in query or "您" in query:
+            return False
+        if "我" in query.replace("我们", ""):
+            return True
+    return _FIRST_EN.search(query) is not None and _SECOND_EN.search(query) is None
+
+
+def named_speaker(query: str, speakers: Sequence[str], *, roles: bool | None = None) -> str:
+    """The one speaker of ``speakers`` that ``query`` names, else "" (none, or more than one). With ``roles``
+    (default ``FIRST_PERSON``), a first-person question that names no speaker names the one user role among them,
+    when another speaker is among them too."""
     named = {s for s in speakers if s and _named_in(s, query)}
-    return named.pop() if len(named) == 1 else ""
+    if len(named) == 1:
+        return named.pop()
+    if named or not (FIRST_PERSON if roles is None else roles):
+        return ""
+    present = {s for s in speakers if s}
+    users = {s for s in present if s.lower() in USER_ROLES}
+    if len(users) == 1 and len(present) > 1 and first_person(query):
+        return users.pop()
+    return ""
 
 
 def speaker_relevance(query: str, memories: Sequence[Memory | None], relevance: np.ndarray, *,

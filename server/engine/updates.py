@@ -49,6 +49,8 @@ LINK_COSINE_CJK_SHIFT = 0.05
 MAX_WORDS = 30   # a text longer than this (in space-separated words) is a narrative, never linked
 
 _SPEAKER = re.compile(r"^\s*([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?)\s*:\s+")
+# A chat's roles in any case ("user: …", "assistant: …", as agents log them), and in Chinese with either colon.
+_ROLE = re.compile(r"^\s*(user|assistant|human|ai|system)\s*:\s+|^\s*(用户|助手)\s*[:：]\s*", re.IGNORECASE)
 _WORD = re.compile(r"\d+(?:[.,:]\d+)*|[a-z][a-z0-9'-]*")
 _CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 
@@ -157,7 +159,11 @@ def family(t: MemoryType) -> int:
 
 
 def split_speaker(text: str) -> tuple[str, str]:
-    """``("Caroline", "I moved …")`` for a ``"Caroline: I moved …"`` turn, else ``("", text)``."""
+    """``("Caroline", "I moved …")`` for a ``"Caroline: I moved …"`` turn, ``("user", "I moved …")`` for a chat role
+    (``"user: …"``, ``"Assistant: …"``, ``"用户：…"``; a role comes back in lower case), else ``("", text)``."""
+    m = _ROLE.match(text)
+    if m:
+        return ((m.group(1) or m.group(2)).lower(), text[m.end():])
     m = _SPEAKER.match(text)
     return (m.group(1), text[m.end():]) if m else ("", text)
 

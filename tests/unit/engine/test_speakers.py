@@ -50,3 +50,42 @@ def test_names_are_read_as_words_and_cjk_names_as_text() -> None:
     assert speakers.named_speaker("Which city have both Jean and John visited?", ["Jon", "Gina"]) == ""
     assert speakers.named_speaker("小明去年去了哪里？", ["小明", "小红"]) == "小明"
     assert speakers.speakers_of(TURNS) == ["Melanie", "Caroline", "", "", ""]
+
+
+CHAT = [memory("assistant: Rome in spring is lovely; the Borghese gallery needs a booking."),
+        memory("user: I booked the Borghese gallery for the 14th."),
+        memory("User: my sister lives in Rome."),
+        memory("用户：我下周去罗马。"),
+        memory("Caroline: no role here")]
+
+
+def test_chat_roles_are_speakers_in_any_case() -> None:
+    assert speakers.speakers_of(CHAT) == ["assistant", "user", "user", "用户", "Caroline"]
+
+
+@pytest.mark.parametrize("query", ["What did I book in Rome?", "Where does my sister live?",
+                                   "I'm going to Rome, what did I plan?", "what have i booked?"])
+def test_a_first_person_question_names_the_user(query: str) -> None:
+    rel = np.array([0.40, 0.30, 0.1, 0.1, 0.1])
+    out = speakers.speaker_relevance(query, CHAT[:3], rel[:3])
+    assert out[1] == pytest.approx(0.30 * speakers.SPEAKER_FACTOR) and out[1] > out[0]
+    assert out[0] == rel[0]
+
+
+@pytest.mark.parametrize("query", ["What did you recommend for my trip?",      # the second person: maybe the assistant
+                                   "What is in the Borghese gallery?",         # no person
+                                   "What did we book?"])                       # we: both
+def test_other_questions_leave_the_roles_alone(query: str) -> None:
+    rel = np.array([0.40, 0.30, 0.1])
+    assert speakers.speaker_relevance(query, CHAT[:3], rel) is rel
+
+
+def test_the_user_role_needs_another_speaker_beside_it_and_only_one_user_role() -> None:
+    assert speakers.named_speaker("What did I book?", ["user", "user"]) == ""           # nothing to prefer
+    assert speakers.named_speaker("What did I book?", ["user", "用户", "assistant"]) == ""   # two user roles
+    assert speakers.named_speaker("What did I book?", ["Caroline", "Melanie"]) == ""    # names, no role
+    assert speakers.named_speaker("What did I book?", ["user", "assistant"], roles=False) == ""
+    assert speakers.named_speaker("我下周去哪里？", ["用户", "助手"]) == "用户"
+    assert speakers.named_speaker("你推荐了什么？", ["用户", "助手"]) == ""
+    # A role the question names as a word is named like any speaker.
+    assert speakers.named_speaker("What did the assistant suggest?", ["user", "assistant"]) == "assistant"
