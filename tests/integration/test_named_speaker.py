@@ -1,7 +1,9 @@
 """The speaker a question names, through the real server (e5, FAISS, Lucene, the shipped cross-encoder): in a
 conversation written as ``"<speaker>: <text>"`` turns, a question about one speaker raises that speaker's turns by
 ``SPEAKER_FACTOR`` (on by default); the other speaker's turns, a question naming both speakers and a fact that merely
-starts with the name keep their relevance."""
+starts with the name keep their relevance. In a chat written with roles (``"user: …"``, ``"assistant: …"``, as the
+SDK's ``write_conversation`` sends ``("user", text)`` turns), a first-person question names the user
+(``speakers.FIRST_PERSON``); a question in the second person leaves the roles alone."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import time
 import pytest
 from support import start_server
 
+from engram_client._core import conversation_inputs
 from server.config import BUNDLED_RERANKER, bundled_reranker
 from server.engine import speakers
 from engram_proto.v1 import messages_pb2 as pb
@@ -73,4 +76,54 @@ def test_a_question_about_both_speakers_is_left_alone(chat) -> None:
     query = "What did Caroline and Melanie talk about at the support group?"
     off = _relevance(running, client, query, factor=1.0)
     on = _relevance(running, client, query, factor=speakers.SPEAKER_FACTOR)
+    assert on == pytest.approx(off, rel=1e-4)
+
+
+R = "acme/assistant-chat"
+ROLES = [
+    ("user", "I went to an LGBTQ support group yesterday and it was so powerful."),
+    ("assistant", "That sounds powerful. Support groups can help a lot; research shows peer support reduces stress."),
+    ("user", "Lately I have been looking into adoption agencies; having a family has been my dream."),
+    ("assistant", "Doing research on adoption agencies and readying yourself emotionally makes sense."),
+]
+
+
+@pytest.fixture(scope="module")
+def roles(chat):  # type: ignore[no-untyped-def]
+    running, client = chat
+    client.create_tenant(R)
+    at = int(time.time() * 1000) - 86_400_000
+    # As the SDK's write_conversation sends ("user", text) turns: "user: text", the previous turn as context.
+    client.write(R, *conversation_inputs([{"speaker": s, "text": t, "created_at_ms": at + i * 1000}
+                                          for i, (s, t) in enumerate(ROLES)], conversation_id="c1"))
+    return running, client
+
+
+def _role_relevance(running, client, query: str, *, first_person: bool) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    saved, speakers.FIRST_PERSON = speakers.FIRST_PERSON, first_person
+    try:
+        hits = client.search(R, query, top_k=10, scoring={"now_ms": int(time.time() * 1000)}).hits
+    finally:
+        speakers.FIRST_PERSON = saved
+    return {h.memory.content: h.breakdown.relevance for h in hits}
+
+
+def test_a_first_person_question_raises_the_users_turns(roles) -> None:
+    running, client = roles
+    assert speakers.FIRST_PERSON   # on by default
+    query = "What did I research?"
+    off = _role_relevance(running, client, query, first_person=False)
+    on = _role_relevance(running, client, query, first_person=True)
+    assert set(on) == set(off) == {f"{s}: {t}" for s, t in ROLES}
+    for speaker, text in ROLES:
+        said = f"{speaker}: {text}"
+        want = min(off[said] * speakers.SPEAKER_FACTOR, speakers.MAX_RELEVANCE) if speaker == "user" else off[said]
+        assert on[said] == pytest.approx(max(want, off[said]), rel=1e-4), said
+
+
+def test_a_question_in_the_second_person_leaves_the_roles_alone(roles) -> None:
+    running, client = roles
+    query = "What did you say about my research?"
+    off = _role_relevance(running, client, query, first_person=False)
+    on = _role_relevance(running, client, query, first_person=True)
     assert on == pytest.approx(off, rel=1e-4)
