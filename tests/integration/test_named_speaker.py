@@ -99,7 +99,8 @@ def roles(chat):  # type: ignore[no-untyped-def]
     return running, client
 
 
-def _role_relevance(running, client, query: str, *, first_person: bool) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def _role_relevance(running, client, query: str, *,  # type: ignore[no-untyped-def]
+                   first_person: bool) -> dict[str, float]:
     saved, speakers.FIRST_PERSON = speakers.FIRST_PERSON, first_person
     try:
         hits = client.search(R, query, top_k=10, scoring={"now_ms": int(time.time() * 1000)}).hits
