@@ -51,6 +51,15 @@ def _row(run: Mapping[str, Sequence[str]], block: Mapping[str, Sequence[str]], q
             "block_items": round(float(np.mean([items[q] for q in ids])), 2) if ids else 0.0, "queries": len(ids)}
 
 
+def category_rows(run: Mapping[str, Sequence[str]], block: Mapping[str, Sequence[str]],
+                  qrels: Mapping[str, Mapping[str, int]], ids: Sequence[str], category: Mapping[str, int],
+                  items: Mapping[str, int]) -> dict:
+    """``_row`` over ``ids`` (``all``) and over each LoCoMo category of them (``cat1`` …)."""
+    return {"all": _row(run, block, qrels, ids, items),
+            **{f"cat{c}": _row(run, block, qrels, [q for q in ids if category[q] == c], items)
+               for c in LOCOMO_CATEGORIES}}
+
+
 def run_block(server: EvalServer, variants: Sequence[str] = DEFAULT_VARIANTS) -> dict:
     from benchmarks.quality.suites import locomo_inputs
 
@@ -58,10 +67,6 @@ def run_block(server: EvalServer, variants: Sequence[str] = DEFAULT_VARIANTS) ->
     engine = server._app.engine   # type: ignore[union-attr]  # the in-process server's
     pipeline = engine.search_pipeline
     saved = {attr: getattr(pipeline, attr) for v in VARIANTS.values() for attr in v}
-    # Every block query is timed as a new question: no query embedding and no cross-encoder score comes from a cache
-    # (the top-10 search of the same questions, and the other variant, ran before it).
-    caches = (engine.pair_cache, engine.query_cache)
-    sizes = [c.max_entries for c in caches]
     tenants = {c.id: server.ingest(f"block-{c.id}", locomo_inputs(c, "speaker")) for c in conversations}
     qrels = {q.id: {d: 1 for d in q.evidence} for c in conversations for q in c.questions}
     category = {q.id: q.category for c in conversations for q in c.questions}
@@ -69,40 +74,37 @@ def run_block(server: EvalServer, variants: Sequence[str] = DEFAULT_VARIANTS) ->
     out: dict = {"dev_conversations": list(LOCOMO_DEV), "held_out_conversations": list(LOCOMO_HELD_OUT),
                  "expand_turns_default": pipeline.expand_turns, "speaker_factor_default": pipeline.speaker_factor,
                  "variants": {}}
-    try:
-        for cache in caches:
-            cache.max_entries = 0
-        for name in variants:
-            for attr, value in {**saved, **VARIANTS[name]}.items():
+    # Every block query is timed as a new question: no query embedding and no cross-encoder score comes from a cache
+    # (the top-10 search of the same questions, and the other variant, ran before it).
+    with server.caches_off():
+        try:
+            for name in variants:
+                for attr, value in {**saved, **VARIANTS[name]}.items():
+                    setattr(pipeline, attr, value)
+                run: dict[str, list[str]] = {}
+                block: dict[str, list[str]] = {}
+                items: dict[str, int] = {}
+                times: dict[str, list[float]] = {"dev": [], "held_out": []}
+                for conv in conversations:
+                    queries = [Query(id=q.id, text=q.text) for q in conv.questions]
+                    tenant, now_ms = tenants[conv.id], conv.now * 1000
+                    run.update(server.search(tenant, queries, DEFAULTS, now_ms=now_ms, top_k=10))
+                    docs, ms = server.block_docs(tenant, queries, now_ms=now_ms)
+                    block.update(docs)
+                    items.update({q: len(d) for q, d in docs.items()})
+                    times["dev" if conv.id in LOCOMO_DEV else "held_out"].extend(ms)
+                rows: dict = {}
+                for half in ("dev", "held_out", "all"):
+                    ids = [q for q in qrels if half == "all" or split[q] == half]
+                    rows[half] = category_rows(run, block, qrels, ids, category, items)
+                    ms = times["dev"] + times["held_out"] if half == "all" else times[half]
+                    rows[half]["all"].update(p50_ms=round(float(np.percentile(ms, 50)), 1),
+                                             p95_ms=round(float(np.percentile(ms, 95)), 1))
+                out["variants"][name] = rows
+                log.info("block %s: dev %s, held out %s", name, rows["dev"]["all"], rows["held_out"]["all"])
+        finally:
+            for attr, value in saved.items():
                 setattr(pipeline, attr, value)
-            run: dict[str, list[str]] = {}
-            block: dict[str, list[str]] = {}
-            items: dict[str, int] = {}
-            times: dict[str, list[float]] = {"dev": [], "held_out": []}
-            for conv in conversations:
-                queries = [Query(id=q.id, text=q.text) for q in conv.questions]
-                tenant, now_ms = tenants[conv.id], conv.now * 1000
-                run.update(server.search(tenant, queries, DEFAULTS, now_ms=now_ms, top_k=10))
-                docs, ms = server.block_docs(tenant, queries, now_ms=now_ms)
-                block.update(docs)
-                items.update({q: len(d) for q, d in docs.items()})
-                times["dev" if conv.id in LOCOMO_DEV else "held_out"].extend(ms)
-            rows: dict = {}
-            for half in ("dev", "held_out", "all"):
-                ids = [q for q in qrels if half == "all" or split[q] == half]
-                rows[half] = {"all": _row(run, block, qrels, ids, items),
-                              **{f"cat{c}": _row(run, block, qrels, [q for q in ids if category[q] == c], items)
-                                 for c in LOCOMO_CATEGORIES}}
-                ms = times["dev"] + times["held_out"] if half == "all" else times[half]
-                rows[half]["all"].update(p50_ms=round(float(np.percentile(ms, 50)), 1),
-                                         p95_ms=round(float(np.percentile(ms, 95)), 1))
-            out["variants"][name] = rows
-            log.info("block %s: dev %s, held out %s", name, rows["dev"]["all"], rows["held_out"]["all"])
-    finally:
-        for attr, value in saved.items():
-            setattr(pipeline, attr, value)
-        for cache, size in zip(caches, sizes, strict=True):
-            cache.max_entries = size
     return out
 
 

@@ -10,12 +10,13 @@ record accesses, so earlier queries never change the importance or recency of la
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
 import time
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,21 @@ class EvalServer:
         """The depth a search asking for the server's default (``rerank_depth`` 0) gets."""
         assert self._app is not None
         return self._app.engine.search_pipeline.default_rerank_depth
+
+    @contextlib.contextmanager
+    def caches_off(self) -> Iterator[None]:
+        """No query embedding and no cross-encoder score comes from a cache inside the block (each search is timed
+        and scored as a new question); the caches' sizes come back after it."""
+        engine = self._app.engine   # type: ignore[union-attr]
+        caches = (engine.pair_cache, engine.query_cache)
+        sizes = [c.max_entries for c in caches]
+        try:
+            for cache in caches:
+                cache.max_entries = 0
+            yield
+        finally:
+            for cache, size in zip(caches, sizes, strict=True):
+                cache.max_entries = size
 
     def info(self) -> spb.InfoResponse:
         return self._memory.Info(spb.InfoRequest(), metadata=self._metadata)

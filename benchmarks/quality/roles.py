@@ -36,7 +36,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from benchmarks.quality.block import LOCOMO_DEV, _row
+from benchmarks.quality.block import LOCOMO_DEV, category_rows
 from benchmarks.quality.datasets import LOCOMO_CATEGORIES, Query, load_locomo, repo_root
 from benchmarks.quality.harness import DEFAULTS, EvalServer
 from benchmarks.quality.long_turns import LONG_SHARE, filler
@@ -133,38 +133,31 @@ def run(split: str = "all", limit: int = 0, *, long: tuple[int, int, int] | None
         overrides["memory"] = {"audit_searches": False, "dedupe_cosine": 1.01}
     with tempfile.TemporaryDirectory(prefix="engram-roles-") as tmp, \
             EvalServer(Path(tmp) / "data", overrides=overrides) as server:
-        engine = server._app.engine   # type: ignore[union-attr]  # the in-process server's
-        caches = (engine.pair_cache, engine.query_cache)
-        sizes = [c.max_entries for c in caches]
         tenants = [server.ingest(f"roles-{s['conv']}-{i}", s["inputs"]) for i, s in enumerate(specs)]
-        try:
-            for cache in caches:
-                cache.max_entries = 0
-            for name, on in (("first person on (default)", True), ("first person off", False)):
-                speakers.FIRST_PERSON = on
-                top: dict[str, list[str]] = {}
-                block: dict[str, list[str]] = {}
-                items: dict[str, int] = {}
-                t0 = time.perf_counter()
-                for spec, tenant in zip(specs, tenants, strict=True):
-                    top.update(server.search(tenant, spec["queries"], DEFAULTS, now_ms=spec["now_ms"], top_k=10))
-                    docs, _ = server.block_docs(tenant, spec["queries"], now_ms=spec["now_ms"])
-                    block.update(docs)
-                    items.update({q: len(d) for q, d in docs.items()})
-                rows: dict = {}
-                for h in ("dev", "held_out", "all"):
-                    ids = [q for q in qrels if h == "all" or half[q] == h]
-                    if not ids:
-                        continue
-                    rows[h] = {"all": _row(top, block, qrels, ids, items),
-                               **{f"cat{c}": _row(top, block, qrels, [q for q in ids if category[q] == c], items)
-                                  for c in LOCOMO_CATEGORIES}}
-                out["variants"][name] = {"rows": rows, "seconds": round(time.perf_counter() - t0, 1)}
-                log.info("%s: %s", name, {h: r["all"] for h, r in rows.items()})
-        finally:
-            speakers.FIRST_PERSON = saved
-            for cache, size in zip(caches, sizes, strict=True):
-                cache.max_entries = size
+        with server.caches_off():
+            try:
+                for name, on in (("first person on (default)", True), ("first person off", False)):
+                    speakers.FIRST_PERSON = on
+                    top: dict[str, list[str]] = {}
+                    block: dict[str, list[str]] = {}
+                    items: dict[str, int] = {}
+                    t0 = time.perf_counter()
+                    for spec, tenant in zip(specs, tenants, strict=True):
+                        top.update(server.search(tenant, spec["queries"], DEFAULTS, now_ms=spec["now_ms"],
+                                                 top_k=10))
+                        docs, _ = server.block_docs(tenant, spec["queries"], now_ms=spec["now_ms"])
+                        block.update(docs)
+                        items.update({q: len(d) for q, d in docs.items()})
+                    rows: dict = {}
+                    for h in ("dev", "held_out", "all"):
+                        ids = [q for q in qrels if h == "all" or half[q] == h]
+                        if not ids:
+                            continue
+                        rows[h] = category_rows(top, block, qrels, ids, category, items)
+                    out["variants"][name] = {"rows": rows, "seconds": round(time.perf_counter() - t0, 1)}
+                    log.info("%s: %s", name, {h: r["all"] for h, r in rows.items()})
+            finally:
+                speakers.FIRST_PERSON = saved
     return out
 
 

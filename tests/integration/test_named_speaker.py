@@ -8,6 +8,7 @@ SDK's ``write_conversation`` sends ``("user", text)`` turns), a first-person que
 from __future__ import annotations
 
 import time
+from unittest import mock
 
 import pytest
 from support import start_server
@@ -44,14 +45,16 @@ def chat(tmp_path_factory, jvm, embedder):  # type: ignore[no-untyped-def]
     running.stop()
 
 
-def _relevance(running, client, query: str, *, factor: float) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    pipeline = running.app.engine.search_pipeline
-    saved, pipeline.speaker_factor = pipeline.speaker_factor, factor
-    try:
-        hits = client.search(T, query, top_k=10, scoring={"now_ms": int(time.time() * 1000)}).hits
-    finally:
-        pipeline.speaker_factor = saved
+def _relevance_with(client, tenant: str, query: str, target: object, name: str,  # type: ignore[no-untyped-def]
+                    value: object) -> dict[str, float]:
+    """Each hit's relevance for ``query`` with ``target.name`` set to ``value`` for the search."""
+    with mock.patch.object(target, name, value):
+        hits = client.search(tenant, query, top_k=10, scoring={"now_ms": int(time.time() * 1000)}).hits
     return {h.memory.content: h.breakdown.relevance for h in hits}
+
+
+def _relevance(running, client, query: str, *, factor: float) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    return _relevance_with(client, T, query, running.app.engine.search_pipeline, "speaker_factor", factor)
 
 
 def test_a_question_about_one_speaker_raises_that_speakers_turns(chat) -> None:
@@ -101,12 +104,7 @@ def roles(chat):  # type: ignore[no-untyped-def]
 
 def _role_relevance(running, client, query: str, *,  # type: ignore[no-untyped-def]
                    first_person: bool) -> dict[str, float]:
-    saved, speakers.FIRST_PERSON = speakers.FIRST_PERSON, first_person
-    try:
-        hits = client.search(R, query, top_k=10, scoring={"now_ms": int(time.time() * 1000)}).hits
-    finally:
-        speakers.FIRST_PERSON = saved
-    return {h.memory.content: h.breakdown.relevance for h in hits}
+    return _relevance_with(client, R, query, speakers, "FIRST_PERSON", first_person)
 
 
 def test_a_first_person_question_raises_the_users_turns(roles) -> None:
