@@ -35,6 +35,7 @@ from server.text import has_cjk, has_code
 log = logging.getLogger("benchmarks.quality.calibrate")
 
 ALL = Stage("calibration", rerank=True, temporal=False)
+ROW_KEYS = ("fx", "fy", "rx", "ry", "fq", "rq", "rh")
 L2 = 1e-3
 
 
@@ -55,13 +56,21 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, *, l2: float = L2,
     return beta[:-1], float(beta[-1])
 
 
+Rows = tuple[list[list[float]], list[float], list[list[float]], list[float], list[int], list[int], list[int]]
+
+
 def _rows(server: EvalServer, tenant: Ingested, hits: Mapping[str, Sequence[pb.Hit]], texts: Mapping[str, str],
-          qrels: Mapping[str, Mapping[str, int]]) -> tuple[list[list[float]], list[float], list[list[float]], list[float]]:
+          qrels: Mapping[str, Mapping[str, int]]) -> Rows:
+    """Each hit's features and label, for both models, the index of its query (``fq``, ``rq``: the rows of one
+    query are what a ranking compares) and a rerank row's hit position (``rh``)."""
     fused_x: list[list[float]] = []
     fused_y: list[float] = []
     rerank_x: list[list[float]] = []
     rerank_y: list[float] = []
-    for qid, hs in hits.items():
+    fused_q: list[int] = []
+    rerank_q: list[int] = []
+    rerank_h: list[int] = []   # the hit's position in its query's list (fused rows are every hit, in order)
+    for qi, (qid, hs) in enumerate(hits.items()):
         if not hs:
             continue
         text = texts[qid]
@@ -82,10 +91,13 @@ def _rows(server: EvalServer, tenant: Ingested, hits: Mapping[str, Sequence[pb.H
         for i, h in enumerate(hs):
             fused_x.append([cols[f][i] for f in FUSED_FEATURES])
             fused_y.append(labels[i])
+            fused_q.append(qi)
             if h.breakdown.HasField("rerank"):
                 rerank_x.append([h.breakdown.rerank if f == "logit" else float(cols[f][i]) for f in RERANK_FEATURES])
                 rerank_y.append(labels[i])
-    return fused_x, fused_y, rerank_x, rerank_y
+                rerank_q.append(qi)
+                rerank_h.append(i)
+    return fused_x, fused_y, rerank_x, rerank_y, fused_q, rerank_q, rerank_h
 
 
 def collect(server: EvalServer) -> dict[str, dict[str, np.ndarray]]:
@@ -99,16 +111,19 @@ def collect(server: EvalServer) -> dict[str, dict[str, np.ndarray]]:
                                            for d in sf_test.docs])
     texts = {q.id: q.text for q in sf_train.queries}
     hits = server.search_hits(tenant, sf_train.queries, ALL, now_ms=FIXED_NOW_MS, top_k=200)
-    fx, fy, _, _ = _rows(server, tenant, hits, texts, sf_train.qrels)
+    fx, fy, _, _, fq, _, _ = _rows(server, tenant, hits, texts, sf_train.qrels)
     dev = {q.id for q in sf_train.queries if is_dev(q.id, dev_share=DEV_SHARE)}
-    _, _, rx, ry = _rows(server, tenant, {q: h for q, h in hits.items() if q in dev}, texts, sf_train.qrels)
-    out["scifact"] = {"fx": np.array(fx), "fy": np.array(fy), "rx": np.array(rx), "ry": np.array(ry)}
+    _, _, rx, ry, _, rq, rh = _rows(server, tenant, {q: h for q, h in hits.items() if q in dev}, texts,
+                                    sf_train.qrels)
+    out["scifact"] = {"fx": np.array(fx), "fy": np.array(fy), "rx": np.array(rx), "ry": np.array(ry),
+                      "fq": np.array(fq, dtype=np.int64), "rq": np.array(rq, dtype=np.int64),
+                      "rh": np.array(rh, dtype=np.int64)}
     for conv in load_locomo():
         tenant = server.ingest(f"cal-locomo-{conv.id}", locomo_inputs(conv))
         qs = [q for q in conv.questions]
         hits = server.search_hits(tenant, [_q(q) for q in qs], ALL, now_ms=conv.now * 1000, top_k=200)
         part = _rows(server, tenant, hits, {q.id: q.text for q in qs}, {q.id: {e: 1 for e in q.evidence} for q in qs})
-        out[f"locomo:{conv.id}"] = {k: np.array(part[i]) for i, k in enumerate(("fx", "fy", "rx", "ry"))}
+        out[f"locomo:{conv.id}"] = {k: np.array(part[i]) for i, k in enumerate(ROW_KEYS)}
     return out
 
 
@@ -119,7 +134,11 @@ def select(rows: Mapping[str, Mapping[str, np.ndarray]],
     if missing:
         raise ValueError(f"no rows for LoCoMo conversations {missing}")
     parts = [rows[f"locomo:{c}"] for c in conversations]
-    locomo = {k: np.concatenate([p[k] for p in parts if len(p[k])]) for k in ("fx", "fy", "rx", "ry")}
+    locomo = {k: np.concatenate([p[k] for p in parts if len(p[k])]) for k in ROW_KEYS if all(k in p for p in parts)}
+    for key in ("fq", "rq"):   # query indices stay distinct across the conversations
+        if key in locomo:
+            offsets = np.cumsum([0] + [int(p[key].max()) + 1 if len(p[key]) else 0 for p in parts[:-1]])
+            locomo[key] = np.concatenate([p[key] + o for p, o in zip(parts, offsets, strict=True) if len(p[key])])
     return {"scifact": dict(rows["scifact"]), "locomo": locomo}
 
 
