@@ -32,7 +32,7 @@ from server.engine.feedback import FEEDBACK_BELOW, FEEDBACK_WEIGHT, is_weak, roc
 from server.engine.passages import rerank_texts
 from server.engine.ranking import RankStage
 from server.engine.rerank import PairScorer
-from server.engine.speakers import SPEAKER_FACTOR, speaker_relevance
+from server.engine.speakers import QUESTION_FACTOR, SPEAKER_FACTOR, question_relevance, speaker_relevance
 from server.fusion.calibration import Calibration, fused_features
 from server.fusion.rrf import rrf_filtered, rrf_max
 from server.store.columns import columnar, keep_mask
@@ -118,6 +118,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         # The second hop (server/engine/expand.py): turns beside the most relevant candidates, within a conversation.
         self.expand_turns, self.expand_window_ms = search.expand_turns, int(thread_window_s * 1000)
         self.speaker_factor = SPEAKER_FACTOR   # the speaker a question names (server/engine/speakers.py); 1: off
+        self.question_factor = QUESTION_FACTOR   # a named speaker's turn that ends by asking (speakers.py); 1: off
         self.cache = cache
         self.calibration = calibration
         self.rank = RankStage(ranker=ranker, scoring=scoring)
@@ -242,7 +243,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             timings.rerank_ns = timings.lap("rerank", t0)
             computed, compute_ns, tokens = scored.computed, scored.compute_ns, scored.tokens
             self._apply_rerank(items, cands, owners, scored.logits)
-        if self.expand_turns or self.speaker_factor != 1.0:
+        if self.expand_turns or self.speaker_factor != 1.0 or self.question_factor != 1.0:
             t0 = time.monotonic_ns()
             cands = await loop.run_in_executor(self.cpu_pool, self._expand_stage, items, cands)
             timings.fusion_ns += timings.lap("expand", t0)   # the second hop and the speaker join the fusion's time
@@ -386,7 +387,8 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
     def _expand_stage(self, items: Sequence[SearchItem], cands: list[Candidates]) -> list[Candidates]:
         """For each reranked query: the second hop (server/engine/expand.py: the turns beside its most relevant
         candidates reach a share of their relevance, below its confident first-round hits), then the speaker it
-        names (server/engine/speakers.py: that speaker's turns × ``speaker_factor``)."""
+        names (server/engine/speakers.py: that speaker's turns × ``speaker_factor``), then the turns that end by
+        asking (× ``question_factor``)."""
         out = list(cands)
         for i, (it, cand) in enumerate(zip(items, cands, strict=True)):
             if self.rerank_depth(it) <= 0 or len(cand.ids) == 0:
@@ -397,6 +399,12 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
                 by_doc = it.shard.store.by_doc
                 relevance = speaker_relevance(it.query.text, [by_doc(d) for d in out[i].ids.tolist()],
                                               out[i].relevance, factor=self.speaker_factor)
+                if relevance is not out[i].relevance:
+                    out[i] = replace(out[i], relevance=relevance)
+            if self.question_factor != 1.0:
+                by_doc = it.shard.store.by_doc
+                relevance = question_relevance([by_doc(d) for d in out[i].ids.tolist()], out[i].relevance,
+                                               factor=self.question_factor)
                 if relevance is not out[i].relevance:
                     out[i] = replace(out[i], relevance=relevance)
         return out

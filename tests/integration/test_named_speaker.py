@@ -126,3 +126,39 @@ def test_a_question_in_the_second_person_leaves_the_roles_alone(roles) -> None:
     off = _role_relevance(running, client, query, first_person=False)
     on = _role_relevance(running, client, query, first_person=True)
     assert on == pytest.approx(off, rel=1e-4)
+
+
+A = "acme/asking"
+ASKING = [
+    "Caroline: I went to a pottery class yesterday and made my first bowl.",
+    "Melanie: That's awesome! What made you pick pottery?",
+    "Caroline: My aunt taught me pottery when I was young, so it felt like home.",
+    "Melanie: Did you keep the pottery bowl? 😊",
+    "user: I picked pottery because my aunt taught me, what clay should I buy?",   # a request to an assistant
+]
+
+
+@pytest.fixture(scope="module")
+def asking(chat):  # type: ignore[no-untyped-def]
+    running, client = chat
+    client.create_tenant(A)
+    at = int(time.time() * 1000) - 86_400_000
+    for i, text in enumerate(ASKING):
+        client.write(A, pb.MemoryInput(content=text, type=pb.MEMORY_TYPE_EPISODIC, created_at_ms=at + i * 1000))
+    return running, client
+
+
+def test_a_turn_that_ends_by_asking_falls_by_the_factor(asking) -> None:
+    running, client = asking
+    pipeline = running.app.engine.search_pipeline
+    assert pipeline.question_factor == speakers.QUESTION_FACTOR < 1   # on by default
+    query = "Why did Caroline pick pottery?"
+    off = _relevance_with(client, A, query, pipeline, "question_factor", 1.0)
+    on = _relevance_with(client, A, query, pipeline, "question_factor", speakers.QUESTION_FACTOR)
+    assert set(on) == set(off) == set(ASKING)
+    for text in ASKING:
+        asks = text.startswith("Melanie:")   # the user's request is a chat role's turn: left alone
+        want = off[text] * speakers.QUESTION_FACTOR if asks else off[text]
+        assert on[text] == pytest.approx(want, rel=1e-4), text
+    # the answer now outranks the question it answers, which shares more of the query's words
+    assert on[ASKING[2]] > on[ASKING[1]]

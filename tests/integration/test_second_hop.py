@@ -44,13 +44,16 @@ def maya(tmp_path_factory, jvm, embedder):  # type: ignore[no-untyped-def]
 
 
 def _search(running, client, *, turns: int):  # type: ignore[no-untyped-def]
+    """The hits with the hop's ``turns``; the rule for turns that end by asking (which follows the hop, and two of
+    these turns ask) is off in both, so the relevance compared is the hop's alone."""
     pipeline = running.app.engine.search_pipeline
-    saved, pipeline.expand_turns = pipeline.expand_turns, turns
+    saved = pipeline.expand_turns, pipeline.question_factor
+    pipeline.expand_turns, pipeline.question_factor = turns, 1.0
     try:
         return client.search(T, "how did the violin competition in Vienna go?", top_k=6,
                              scoring={"now_ms": int(time.time() * 1000)}).hits
     finally:
-        pipeline.expand_turns = saved
+        pipeline.expand_turns, pipeline.question_factor = saved
 
 
 def test_the_turns_beside_the_best_hits_reach_a_share_of_their_relevance(maya) -> None:

@@ -89,3 +89,38 @@ def test_the_user_role_needs_another_speaker_beside_it_and_only_one_user_role() 
     assert speakers.named_speaker("你推荐了什么？", ["用户", "助手"]) == ""
     # A role the question names as a word is named like any speaker.
     assert speakers.named_speaker("What did the assistant suggest?", ["user", "assistant"]) == "assistant"
+
+
+@pytest.mark.parametrize(("text", "asking"), [
+    ("That's awesome! What made you pick pottery?", True),
+    ("How about you? 😊", True),                       # symbols after the question mark
+    ('Did you keep the bowl?"', True),
+    ("你周末去哪儿了？", True),
+    ("I went there. Was it fun? Yes, it was great.", False),   # the turn ends with an answer
+    ("Wow, cool! 🙂", False),
+    (" ".join(["word"] * 40) + "?", False),           # a narrative, longer than updates.MAX_WORDS words
+])
+def test_a_turn_asks_when_it_ends_with_a_question(text: str, asking: bool) -> None:
+    assert speakers.asks(text) is asking
+
+
+ASKING = [memory("Melanie: That's awesome! What made you pick pottery?"),
+          memory("Caroline: My aunt taught me when I was young, so it felt like home."),
+          memory("user: I adopted a puppy last week, what should she eat?"),        # a request to an assistant
+          memory("Assistant: Would you like a feeding plan?"),
+          memory("Melanie: did you keep the bowl?", MemoryType.SEMANTIC),           # not a turn
+          memory("is this a question?"), None]
+
+
+def test_a_named_speakers_asking_turn_falls_by_the_factor_and_nothing_else_moves() -> None:
+    rel = np.array([0.4, 0.3, 0.2, 0.2, 0.1, 0.1, 0.05])
+    out = speakers.question_relevance(ASKING, rel)
+    assert out[0] == pytest.approx(0.4 * speakers.QUESTION_FACTOR) and out[0] < out[1]
+    assert out[1:].tolist() == rel[1:].tolist()   # an answer, chat roles, a fact, no speaker, purged
+    assert rel.tolist() == [0.4, 0.3, 0.2, 0.2, 0.1, 0.1, 0.05]
+
+
+def test_the_question_rule_returns_the_same_array_when_nothing_asks_or_it_is_off() -> None:
+    rel = np.array([0.3, 0.2])
+    assert speakers.question_relevance(TURNS[:2], rel) is rel
+    assert speakers.question_relevance(ASKING[:2], rel, factor=1.0) is rel
