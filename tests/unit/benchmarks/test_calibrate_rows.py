@@ -55,3 +55,15 @@ def test_rows_round_trip_and_fit_the_same(tmp_path) -> None:  # type: ignore[no-
     assert a[1] == b[1]
     c = fit(select(rows, LOCOMO_DEV + LOCOMO_HELD_OUT), "fx", "fy")
     assert not np.allclose(a[0], c[0])
+
+
+def test_query_indices_stay_distinct_across_conversations() -> None:
+    rows = _all_rows()
+    for i, conv in enumerate(LOCOMO_DEV + LOCOMO_HELD_OUT):
+        n = len(rows[f"locomo:{conv}"]["fy"])
+        rows[f"locomo:{conv}"].update(fq=np.arange(n) // 2, rq=np.arange(n) // 2, rh=np.arange(n) % 2)
+    data = select(rows, LOCOMO_DEV)
+    sizes = [len(rows[f"locomo:{c}"]["fy"]) for c in LOCOMO_DEV]
+    queries = sum((n + 1) // 2 for n in sizes)   # each conversation's indices 0 .. ceil(n / 2) - 1
+    assert len(np.unique(data["locomo"]["fq"])) == len(np.unique(data["locomo"]["rq"])) == queries
+    assert data["locomo"]["rh"].tolist() == [h for n in sizes for h in (np.arange(n) % 2).tolist()]
