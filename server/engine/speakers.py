@@ -23,11 +23,11 @@ alone.
 A turn of a conversation between people that ends by asking the other something ("Caroline: That's awesome! What
 made you pick pottery?") is rarely where the answer lies: the reply holds it. Among the top 10 of the LoCoMo dev
 questions, 2 % of such turns are evidence against 12 % of the other turns, at the same mean relevance (0.132 and
-0.131), so the calibration does not see it. :func:`question_relevance` multiplies by ``QUESTION_FACTOR`` the relevance of every
-EPISODIC candidate whose speaker is a name (not a chat role) and whose text, at most ``updates.MAX_WORDS`` words,
-ends with a question mark. A user's turn to an assistant is left alone: there a question is a request, and it often
-carries the user's own facts ("I adopted a puppy last week, what should she eat?"). Chosen on the LoCoMo dev
-conversations (docs/benchmarks/quality.md).
+0.131), so the calibration does not see it. :func:`question_relevance` multiplies by ``QUESTION_FACTOR`` the
+relevance of every EPISODIC candidate whose speaker is a name (not a chat role) and whose text, at most
+``updates.MAX_WORDS`` words (a CJK character counts as one), ends with a question mark. A user's turn to an
+assistant is left alone: there a question is a request, and it often carries the user's own facts ("I adopted a
+puppy last week, what should she eat?"). Chosen on the LoCoMo dev conversations (docs/benchmarks/quality.md).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from server.domain import Memory, MemoryType
+from server.engine.siblings import statement_words
 from server.engine.updates import MAX_WORDS, split_speaker
 from server.text import has_cjk
 
@@ -112,9 +113,9 @@ def speaker_relevance(query: str, memories: Sequence[Memory | None], relevance: 
 
 def asks(text: str) -> bool:
     """Whether a turn's text (after its speaker) ends with a question mark, symbols after it aside, in at most
-    ``updates.MAX_WORDS`` words."""
+    ``updates.MAX_WORDS`` words (``siblings.statement_words``: a CJK character counts as one)."""
     body = _TRAILING.sub("", text.rstrip())
-    return body.endswith(("?", "？")) and len(body.split()) <= MAX_WORDS
+    return body.endswith(("?", "？")) and statement_words(body) <= MAX_WORDS
 
 
 def question_relevance(memories: Sequence[Memory | None], relevance: np.ndarray, *,

@@ -99,6 +99,7 @@ def test_the_user_role_needs_another_speaker_beside_it_and_only_one_user_role() 
     ("I went there. Was it fun? Yes, it was great.", False),   # the turn ends with an answer
     ("Wow, cool! 🙂", False),
     (" ".join(["word"] * 40) + "?", False),           # a narrative, longer than updates.MAX_WORDS words
+    ("我" * 40 + "？", False),                          # CJK characters count as words
 ])
 def test_a_turn_asks_when_it_ends_with_a_question(text: str, asking: bool) -> None:
     assert speakers.asks(text) is asking
