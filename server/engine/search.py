@@ -395,18 +395,14 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
                 continue
             if self.expand_turns:
                 out[i] = self._hop(it, cand)
-            if self.speaker_factor != 1.0:
-                by_doc = it.shard.store.by_doc
-                relevance = speaker_relevance(it.query.text, [by_doc(d) for d in out[i].ids.tolist()],
-                                              out[i].relevance, factor=self.speaker_factor)
-                if relevance is not out[i].relevance:
-                    out[i] = replace(out[i], relevance=relevance)
-            if self.question_factor != 1.0:
-                by_doc = it.shard.store.by_doc
-                relevance = question_relevance([by_doc(d) for d in out[i].ids.tolist()], out[i].relevance,
-                                               factor=self.question_factor)
-                if relevance is not out[i].relevance:
-                    out[i] = replace(out[i], relevance=relevance)
+            if self.speaker_factor == 1.0 and self.question_factor == 1.0:
+                continue
+            by_doc = it.shard.store.by_doc
+            memories = [by_doc(d) for d in out[i].ids.tolist()]   # the candidates after the hop, read once
+            relevance = speaker_relevance(it.query.text, memories, out[i].relevance, factor=self.speaker_factor)
+            relevance = question_relevance(memories, relevance, factor=self.question_factor)
+            if relevance is not out[i].relevance:
+                out[i] = replace(out[i], relevance=relevance)
         return out
 
     def _hop(self, it: SearchItem, cand: Candidates) -> Candidates:

@@ -39,14 +39,13 @@ import numpy as np
 
 from server.domain import Memory, MemoryType
 from server.engine.siblings import statement_words
-from server.engine.updates import MAX_WORDS, split_speaker
+from server.engine.updates import MAX_WORDS, ROLES, split_speaker
 from server.text import has_cjk
 
 SPEAKER_FACTOR = 1.5     # × on the relevance of the named speaker's turns (1: off)
 MAX_RELEVANCE = 0.999    # a relevance is a probability: the factor never lifts one to 1
 FIRST_PERSON = True      # a first-person question names the user role (False: names only)
 USER_ROLES = frozenset({"user", "human", "用户"})   # speakers that stand for the user (compared in lower case)
-ROLES = USER_ROLES | {"assistant", "ai", "system", "助手"}   # chat roles (updates.split_speaker returns them lower case)
 # × on the relevance of a named speaker's turn that ends by asking (1: off): on the LoCoMo dev conversations the
 # best of 0.3 / 0.5 / 1 through the server (the ratio of the two evidence rates among the top 10 is 0.19).
 QUESTION_FACTOR = 0.3

@@ -50,7 +50,9 @@ MAX_WORDS = 30   # a text longer than this (in space-separated words) is a narra
 
 _SPEAKER = re.compile(r"^\s*([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?)\s*:\s+")
 # A chat's roles in any case ("user: …", "assistant: …", as agents log them), and in Chinese with either colon.
-_ROLE = re.compile(r"^\s*(user|assistant|human|ai|system)\s*:\s+|^\s*(用户|助手)\s*[:：]\s*", re.IGNORECASE)
+_EN_ROLES, _ZH_ROLES = ("user", "assistant", "human", "ai", "system"), ("用户", "助手")
+ROLES = frozenset(_EN_ROLES + _ZH_ROLES)   # chat roles: split_speaker returns them as the speaker, in lower case
+_ROLE = re.compile(rf"^\s*({'|'.join(_EN_ROLES)})\s*:\s+|^\s*({'|'.join(_ZH_ROLES)})\s*[:：]\s*", re.IGNORECASE)
 _WORD = re.compile(r"\d+(?:[.,:]\d+)*|[a-z][a-z0-9'-]*")
 _CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 
