@@ -125,6 +125,40 @@ class HFEmbedder(HFRunner[str]):
                                 keep=len(head) if row[1:1 + len(head)] == head else 0, limit=limit,
                                 width=width, above=self.windows_from(width), first=first) for row in rows]
 
+    def passage_spans(self, text: str, *, limit: int, width: int | None = None) -> list[tuple[int, int]]:
+        """The character spans of ``text`` (as it is embedded, prefix included) that its :meth:`passage_windows`
+        read, in their order: where in a long memory each passage vector lies (the search's cross-encoder reads the
+        part of a long turn whose passage matched the query: server/engine/passages.py). ``[]`` for a text without
+        windows, or where the tokenizer gives no offsets."""
+        width = self.passage_tokens if width is None else width
+        with self._tokenizer_lock:
+            found = self._offsets(text)
+            prefix = self.passage_prefix.strip()
+            head = self._encode_full([prefix])[0][1:-1] if prefix else []
+        if found is None:
+            return []
+        ids, offsets = found
+        keep = len(head) if ids[1:1 + len(head)] == head else 0
+        size, starts = window_layout(len(ids), max_length=self.max_length, keep=keep, limit=limit, width=width,
+                                     above=self.windows_from(width))
+        body = offsets[1 + keep:-1]
+        spans = []
+        for s in starts:
+            chars = [span for span in body[s:s + size] if span[1] > span[0]]
+            if chars:
+                spans.append((chars[0][0], chars[-1][1]))
+        return spans if len(spans) == len(starts) else []
+
+    def _offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]] | None:
+        """``text``'s token ids as :meth:`_encode_full` gives them, each with its ``(start, end)`` in ``text``;
+        None where the tokenizer cannot say."""
+        try:
+            encoded = self._tokenizer([text], truncation=False, padding=False, return_attention_mask=False,
+                                      return_token_type_ids=False, return_offsets_mapping=True)
+        except (NotImplementedError, TypeError, ValueError):
+            return None
+        return list(encoded["input_ids"][0]), [tuple(o) for o in encoded["offset_mapping"][0]]
+
     @property
     def passage_from(self) -> int:
         """Tokens past which a text has passage windows of :attr:`passage_tokens` (:meth:`windows_from`)."""
@@ -171,6 +205,25 @@ class HFEmbedder(HFRunner[str]):
                 "passage_prefix": self.passage_prefix}
 
 
+def window_layout(length: int, *, max_length: int, keep: int, limit: int, width: int = 0, above: int | None = None,
+                  first: bool = False) -> tuple[int, list[int]]:
+    """``(W, starts)`` of the passage windows of a tokenized text of ``length`` ids (special tokens and ``keep``
+    prefix tokens included), as :func:`further_windows` cuts them: each window holds the body tokens
+    ``starts[j] : starts[j] + W``; ``(0, [])`` when the text has none. Pure."""
+    if length <= (max_length if above is None else above) or limit <= 0:
+        return 0, []
+    width = (width if 0 < width <= max_length else max_length) - 2 - keep
+    if width < 1:
+        return 0, []
+    rest = length - 2 - keep - width
+    stride = max(1, int(width * PASSAGE_STRIDE))
+    count = -(-rest // stride)
+    if count > limit:
+        stride = min(width, -(-rest // limit))
+        count = min(limit, -(-rest // stride))
+    return width, [0] * first + [min(j * stride, rest) for j in range(1, count + 1)]
+
+
 def further_windows(ids: npt.NDArray[np.int64], *, max_length: int, keep: int, limit: int, width: int = 0,
                     above: int | None = None, first: bool = False) -> list[npt.NDArray[np.int64]]:
     """The passage windows of a tokenized text ``ids`` (``[first special, keep prefix tokens, body..., last
@@ -181,19 +234,9 @@ def further_windows(ids: npt.NDArray[np.int64], *, max_length: int, keep: int, l
     more than ``limit`` would be needed, the stride grows (less overlap, up to none) so ``limit`` windows reach as
     far as they can; what lies past ``W * (1 + limit)`` tokens (and the main vector's) is not embedded. ``first``:
     the window at the body's start comes first as well (``limit`` counts the others). Pure."""
-    if len(ids) <= (max_length if above is None else above) or limit <= 0:
-        return []
-    width = (width if 0 < width <= max_length else max_length) - 2 - keep
-    if width < 1:
-        return []
+    width, starts = window_layout(len(ids), max_length=max_length, keep=keep, limit=limit, width=width, above=above,
+                                  first=first)
     head, prefix, body, last = ids[:1], ids[1:1 + keep], ids[1 + keep:-1], ids[-1:]
-    rest = len(body) - width
-    stride = max(1, int(width * PASSAGE_STRIDE))
-    count = -(-rest // stride)
-    if count > limit:
-        stride = min(width, -(-rest // limit))
-        count = min(limit, -(-rest // stride))
-    starts = [0] * first + [min(j * stride, rest) for j in range(1, count + 1)]
     return [np.concatenate([head, prefix, body[s:s + width], last]) for s in starts]
 
 

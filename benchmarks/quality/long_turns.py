@@ -18,7 +18,9 @@ cross-encoder reading a window of that many characters of a long turn (``passage
 ``--ce-reads 1,3,8n`` the cross-encoder reading that many windows of a long turn, the best logit kept
 (``passages.TURN_READS``, 1 by default: the one window ``best_window`` picks; ``n``: each without the memory's
 context, ``passages.TURN_READ_CONTEXT`` off); ``--every-word`` the window chosen by every query word, function words
-too (``passages.SKIP_FUNCTION_WORDS`` off, the rule before).
+too (``passages.SKIP_FUNCTION_WORDS`` off, the rule before); ``--dense-focus`` the window where the turn's passage
+vector closest to the question lies (``passages.DENSE_FOCUS`` on). ``--filler-from-turns`` draws the filler from the
+conversation's own turns that are no question's evidence instead of the generic FILLER sentences.
 ``--windows 48/16,128/8`` ingests the set again for each width/limit pair (tokens of a chat turn's dense passage
 window, ``advanced.turn_passage_tokens``; passage vectors a turn gets at most, ``advanced.turn_passage_vectors``;
 every memory here is a chat turn, EPISODIC), set on the running server's write stage between ingests, and searches
@@ -40,6 +42,7 @@ import random
 import re
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.quality.block import LOCOMO_DEV, block_recall
@@ -68,30 +71,37 @@ FILLER = (
 FILLER_CHARS = (1000, 300, 800)   # filler before the said line; the range of filler after it
 
 
-def filler(chars: int, rng: random.Random) -> str:
-    """At least ``chars`` characters of FILLER sentences, drawn by ``rng``."""
+def filler(chars: int, rng: random.Random, pool: Sequence[str] = FILLER) -> str:
+    """At least ``chars`` characters of ``pool``'s texts (FILLER sentences by default), drawn by ``rng``."""
     out: list[str] = []
     while sum(len(s) + 1 for s in out) < chars:
-        out.append(rng.choice(FILLER))
+        out.append(rng.choice(pool))
     return " ".join(out)
 
 
-def long_turn(said: str, rng: random.Random, filler_chars: tuple[int, int, int] = FILLER_CHARS) -> str:
-    """``said`` inside an assistant-style turn: ~1 KB of filler before it, ~0.3–0.8 KB after (``filler_chars``)."""
+def long_turn(said: str, rng: random.Random, filler_chars: tuple[int, int, int] = FILLER_CHARS,
+              pool: Sequence[str] = FILLER) -> str:
+    """``said`` inside an assistant-style turn: ~1 KB of filler before it, ~0.3–0.8 KB after (``filler_chars``),
+    drawn from ``pool``."""
     before, low, high = filler_chars
-    return f"assistant: {filler(before, rng)} Earlier in our chat — {said} {filler(rng.randint(low, high), rng)}"
+    return (f"assistant: {filler(before, rng, pool)} Earlier in our chat — {said} "
+            f"{filler(rng.randint(low, high), rng, pool)}")
 
 
 LONG_SHARE = 1 / 3   # the share of the other turns wrapped too
 
 
 def inputs(conv, rng: random.Random, evidence: set[str],  # type: ignore[no-untyped-def]
-           filler_chars: tuple[int, int, int] = FILLER_CHARS, share: float = LONG_SHARE,
+           filler_chars: tuple[int, int, int] = FILLER_CHARS, share: float = LONG_SHARE, from_turns: bool = False,
            ) -> list[tuple[str, pb.MemoryInput]]:
+    """Each turn of ``conv`` as a memory: the evidence turns (and ``share`` of the others) wrapped in a long turn.
+    ``from_turns``: the filler is the conversation's own turns that are no question's evidence (talk about the same
+    people and topics, as the rest of a real long turn is) instead of FILLER's generic sentences."""
+    pool = [f"{t.speaker}: {t.text}" for t in conv.turns if t.id not in evidence] if from_turns else FILLER
     out = []
     for t in conv.turns:
         said = f"{t.speaker}: {t.text}"
-        text = long_turn(said, rng, filler_chars) if t.id in evidence or rng.random() < share else said
+        text = long_turn(said, rng, filler_chars, pool) if t.id in evidence or rng.random() < share else said
         out.append((t.id, pb.MemoryInput(content=text, type=pb.MEMORY_TYPE_EPISODIC, created_at_ms=t.created_at * 1000,
                                          source_ref=t.id)))
     return out
@@ -154,6 +164,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="filler characters before the said line, and the least and most after it")
     parser.add_argument("--skip-default", action="store_true",
                         help="with --quick: only the --ce-reads / --ce-windows variants (the defaults measured before)")
+    parser.add_argument("--filler-from-turns", action="store_true",
+                        help="the filler drawn from the conversation's own turns that are no question's evidence")
+    parser.add_argument("--dense-focus", action="store_true",
+                        help="also the cross-encoder's window of a long turn where its passage vector closest to the "
+                             "query lies, not by words (passages.DENSE_FOCUS on)")
     parser.add_argument("--long-share", type=float, default=LONG_SHARE,
                         help="share of the turns without evidence wrapped too (1: every turn ~1-2 KB)")
     parser.add_argument("--out", type=Path, default=None,
@@ -174,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     conversations = [c for c in load_locomo() if (c.id in LOCOMO_DEV) == (args.split == "dev")]
     rng = random.Random(20260101)
     results: dict = {"split": args.split, "conversations": [c.id for c in conversations], "variants": {},
-                     "filler_chars": list(filler_chars), "long_share": args.long_share}
+                     "filler_chars": list(filler_chars), "long_share": args.long_share,
+                     "filler_from_turns": args.filler_from_turns}
     # Near-duplicate merging off: the filler makes long turns' vectors alike (at the default threshold 79 of conv-26's
     # 419 turns merged into others), which would measure merging, not reading.
     overrides = {"memory": {"audit_searches": False, "dedupe_cosine": 1.01}}
@@ -201,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         ingest_s = 0.0
         for conv in conversations:
             evidence = {d for q in conv.questions for d in q.evidence}
-            items = items_of[conv.id] = inputs(conv, rng, evidence, filler_chars, args.long_share)
+            items = items_of[conv.id] = inputs(conv, rng, evidence, filler_chars, args.long_share,
+                                               args.filler_from_turns)
             long_chars += [len(m.content) for _, m in items if len(m.content) > filler_chars[0]]
             tenants[conv.id] = server.ingest(f"long-{conv.id}", items)
             ingest_s += tenants[conv.id].seconds
@@ -257,6 +274,10 @@ def main(argv: list[str] | None = None) -> int:
                      for r in (x.strip() for x in args.ce_reads.split(",") if x.strip()) if r != str(saved[5])]
         if args.every_word:
             variants.append(("cross-encoder window by every word", True, None, default_discount, True))
+        if args.dense_focus:
+            variants.append(("cross-encoder window at the closest passage vector", True, None, default_discount, True))
+        pipeline = server._app.engine.search_pipeline   # type: ignore[union-attr]
+        saved_focus = pipeline.dense_focus
         try:
             for name, dense_passages, chars, discount, bm25_windows in variants:
                 passages.PASSAGE_CHARS = chars or saved[0]
@@ -266,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                 passages.TURN_READS = int(reads.group(1)) if reads else saved[5]
                 passages.TURN_READ_CONTEXT = "without context" not in name
                 passages.SKIP_FUNCTION_WORDS = name != "cross-encoder window by every word"
+                pipeline.dense_focus = (name == "cross-encoder window at the closest passage vector"
+                                        or saved_focus and "window" not in name)
                 tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = dense_passages, discount
                 lucene.SEARCH_WINDOWS = bm25_windows
                 run, block, ms = {}, {}, []
@@ -291,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
              passages.TURN_WINDOW, passages.TURN_READS) = saved
             passages.TURN_READ_CONTEXT = True
             passages.SKIP_FUNCTION_WORDS = True
+            pipeline.dense_focus = saved_focus
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -138,7 +138,10 @@ class Engine:
                                               calibration=load_calibration_for(config, embedder, reranker),
                                               cache=self.query_cache, controller=self.controller,
                                               pair_cache=self.pair_cache,
-                                              thread_window_s=config.memory.thread_window_s)
+                                              thread_window_s=config.memory.thread_window_s,
+                                              turn_tokens=config.models.turn_passage_tokens,
+                                              turn_passages=config.models.turn_passage_vectors
+                                              if config.models.passage_vectors else 0)
         self.search_pipeline.measure_rerank_cost()
         queue = dict(max_requests=max_requests, max_wait_ms=MAX_WAIT_MS if max_requests > 1 else 0.0,
                      capacity=b.queue_capacity, device_slots=device_slots(max_requests, device_threads),

@@ -16,6 +16,9 @@ Pure; no model runs here.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+
+import numpy as np
 
 from server.domain import Memory, MemoryType
 from server.lexical.windows import passages
@@ -48,6 +51,13 @@ against also because before below between both down during each few further here
 off once only other over own same some such than too under until very yourself yourselves himself herself
 themselves ourselves upon via per yet
 """.split())
+# Whether a long chat turn's window is the one that holds its passage vector closest to the query (the write stage's
+# narrow windows, advanced.turn_passage_tokens) where the turn has them, instead of best_window's words. On the dev
+# ~1 KB turns that window held the evidence line for 97 % of the long evidence turns (78 % with other turns of the
+# conversation around the line) against 69 % (51 %) by words, yet end to end recall fell: R@10 0.754 -> 0.738, block
+# 0.644 -> 0.641 (0.604 -> 0.597, 0.516 -> 0.514): the distractors' closest windows read as well as the evidence's
+# (docs/concepts/retrieval.md "The cross-encoder's window at the closest passage vector"). Measured, not the default.
+DENSE_FOCUS = False
 SKIP_FUNCTION_WORDS = True   # off: every word of three letters or more counts, as before (kept for measurement)
 
 
@@ -82,35 +92,77 @@ def best_passage(query: str, text: str, *, size: int = PASSAGE_CHARS, margin: in
     return windows[best_window(query, windows, margin=margin)]
 
 
-def ranked_windows(query: str, windows: list[str]) -> list[int]:
-    """Indexes of ``windows`` in the order the cross-encoder reads them: :func:`best_window`'s first, then the others
-    by the distinct query terms they hold (ties: the earliest)."""
-    first = best_window(query, windows)
+def window_spans(text: str, windows: Sequence[str]) -> list[tuple[int, int]]:
+    """Where each of ``windows`` (:func:`passages` of ``text``, in order) lies in ``text``, as ``(start, end)``."""
+    spans, at = [], 0
+    for window in windows:
+        start = text.find(window, at)
+        if start < 0:   # cannot happen for passages() of text; a window then reads as empty
+            spans.append((0, 0))
+            continue
+        spans.append((start, start + len(window)))
+        at = start + 1
+    return spans
+
+
+def focus_window(text: str, windows: Sequence[str], focus: tuple[int, int]) -> int:
+    """Index of the window of ``text`` that holds the most of the character span ``focus`` (ties: the earliest)."""
+    a, b = focus
+    overlap = [max(0, min(b, end) - max(a, start)) for start, end in window_spans(text, windows)]
+    return int(np.argmax(overlap)) if overlap else 0
+
+
+def ranked_windows(query: str, windows: list[str], first: int | None = None) -> list[int]:
+    """Indexes of ``windows`` in the order the cross-encoder reads them: ``first`` (else :func:`best_window`'s),
+    then the others by the distinct query terms they hold (ties: the earliest)."""
+    first = best_window(query, windows) if first is None else first
     wanted = terms(query)
     hits = [len(wanted & terms(window)) for window in windows]
     return [first, *sorted((i for i in range(len(windows)) if i != first), key=lambda i: (-hits[i], i))]
 
 
-def rerank_texts(query: str, memory: Memory, *, reads: int | None = None) -> list[str]:
+def rerank_texts(query: str, memory: Memory, *, reads: int | None = None,
+                 focus: tuple[int, int] | None = None) -> list[str]:
     """Every text the cross-encoder reads of ``memory`` for ``query``, its logit the best of theirs: a long EPISODIC
     memory's first ``reads`` (``TURN_READS``) windows of ``TURN_WINDOW`` characters (:func:`ranked_windows`, each with
-    the memory's header as :func:`rerank_text` builds it), else :func:`rerank_text` alone."""
+    the memory's header as :func:`rerank_text` builds it; ``focus`` as there), else :func:`rerank_text` alone."""
     reads = TURN_READS if reads is None else reads
     if len(memory.content) <= PASSAGE_CHARS or memory.type != MemoryType.EPISODIC or reads <= 1:
-        return [rerank_text(query, memory)]
+        return [rerank_text(query, memory, focus=focus)]
     windows = passages(memory.content, size=TURN_WINDOW, stride=TURN_WINDOW // 2)
     context = memory.context if TURN_READ_CONTEXT else ""
+    first = None if focus is None else focus_window(memory.content, windows, focus)
     return [indexed_text(windows[i], dated=True, created_at_ms=memory.created_at_ms, entities=memory.entities,
-                         context=context) for i in ranked_windows(query, windows)[:reads]]
+                         context=context) for i in ranked_windows(query, windows, first)[:reads]]
 
 
-def rerank_text(query: str, memory: Memory, *, window: int | None = None) -> str:
+def rerank_text(query: str, memory: Memory, *, window: int | None = None,
+                focus: tuple[int, int] | None = None) -> str:
     """What the cross-encoder reads of ``memory`` for ``query``: :func:`~server.text.memory_text` when the content
-    fits ``PASSAGE_CHARS``, else the same header and context around the content's best passage: of ``window``
-    characters, else ``TURN_WINDOW`` for an episodic memory and ``PASSAGE_WINDOW`` for any other."""
+    fits ``PASSAGE_CHARS``, else the same header and context around one passage of the content, of ``window``
+    characters, else ``TURN_WINDOW`` for an episodic memory and ``PASSAGE_WINDOW`` for any other: the one that holds
+    most of ``focus`` (a character span of the content: where the passage vector that matched the query best lies,
+    :func:`dense_focus`) when given, else :func:`best_passage`'s."""
     if len(memory.content) <= PASSAGE_CHARS:
         return memory_text(memory)
     episodic = memory.type == MemoryType.EPISODIC
     size = window or (TURN_WINDOW if episodic else PASSAGE_WINDOW)
-    return indexed_text(best_passage(query, memory.content, size=size), dated=episodic,
-                        created_at_ms=memory.created_at_ms, entities=memory.entities, context=memory.context)
+    if focus is None:
+        chosen = best_passage(query, memory.content, size=size)
+    else:
+        windows = passages(memory.content, size=size, stride=size // 2)
+        chosen = windows[focus_window(memory.content, windows, focus)]
+    return indexed_text(chosen, dated=episodic, created_at_ms=memory.created_at_ms, entities=memory.entities,
+                        context=memory.context)
+
+
+def dense_focus(spans: Sequence[tuple[int, int]], passages_vectors: np.ndarray, query: np.ndarray,
+                content_start: int) -> tuple[int, int] | None:
+    """The character span of a memory's content that its passage vector closest to ``query`` reads: ``spans`` are
+    the passage windows' spans in the text the embedder read (``Embedder.passage_spans``), ``passages_vectors``
+    their vectors in the same order (the dense index's rows), ``content_start`` where the content begins in that
+    text (after the embedding prefix and the header). None when they do not pair up."""
+    if not len(spans) or len(spans) != len(passages_vectors):
+        return None
+    a, b = spans[int(np.argmax(np.asarray(passages_vectors, dtype=np.float32) @ np.asarray(query, np.float32)))]
+    return max(0, a - content_start), max(0, b - content_start)

@@ -9,6 +9,7 @@ steps only schedule them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import time
 from collections.abc import Sequence
@@ -24,20 +25,21 @@ from server.batching.controller import RerankController
 from server.batching.pair_cache import PairScoreCache
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ScoringConfig, SearchConfig
-from server.domain import QueryResult, SearchQuery, Timings
+from server.domain import Memory, MemoryType, QueryResult, SearchQuery, Timings
 from server.engine.candidates import Candidates, SearchItem
 from server.engine.centring import Centring, read_anchors
 from server.engine.expand import adjacent_turns, second_hop, seeds_of
 from server.engine.feedback import FEEDBACK_BELOW, FEEDBACK_WEIGHT, is_weak, rocchio
-from server.engine.passages import rerank_texts
+from server.engine.passages import DENSE_FOCUS, PASSAGE_CHARS, dense_focus, rerank_texts
 from server.engine.ranking import RankStage
 from server.engine.rerank import PairScorer
 from server.engine.speakers import QUESTION_FACTOR, SPEAKER_FACTOR, question_relevance, speaker_relevance
 from server.fusion.calibration import Calibration, fused_features
 from server.fusion.rrf import rrf_filtered, rrf_max
+from server.index.memory_vectors import passage_ids
 from server.store.columns import columnar, keep_mask
 from server.tenants.shard import TenantShard
-from server.text import has_code
+from server.text import has_code, indexed_text
 from server.tracing import carrying
 
 __all__ = ["SearchItem", "SearchPipeline", "auto_rerank_depth"]
@@ -108,8 +110,14 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
                  device_pool: Executor, cpu_pool: Executor, search: SearchConfig,
                  scoring: ScoringConfig, calibration: Calibration, cache: QueryEmbeddingCache | None = None,
                  controller: RerankController | None = None, pair_cache: PairScoreCache | None = None,
-                 thread_window_s: float = 1800.0) -> None:
+                 thread_window_s: float = 1800.0, turn_tokens: int = 0, turn_passages: int = 0) -> None:
         self.embedder = embedder
+        # A long chat turn's cross-encoder window where its passage vector closest to the query lies (passages.py
+        # DENSE_FOCUS, off: measured, not the default), read with the write stage's layout of a turn's windows.
+        self.focus_ready = turn_tokens > 0 and turn_passages > 0 and hasattr(embedder, "passage_spans")
+        self.dense_focus = DENSE_FOCUS and self.focus_ready
+        self._turn_spans = functools.lru_cache(maxsize=4096)(
+            lambda text: tuple(embedder.passage_spans(text, limit=turn_passages, width=turn_tokens)))
         self.reranker = reranker
         self.device_pool = device_pool
         self.cpu_pool = cpu_pool
@@ -372,17 +380,39 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             out[i] = self._fuse(items[i], dense[i], lexical[i], feedback=found)
         return out
 
-    @staticmethod
-    def _candidate_pairs(it: SearchItem, cand: Candidates, head: int) -> list[tuple[int, tuple[str, str]]]:
+    def _candidate_pairs(self, it: SearchItem, cand: Candidates, head: int) -> list[tuple[int, tuple[str, str]]]:
         """(candidate index, (query, text the cross-encoder reads)) of a query's first ``head`` candidates; a long
-        chat turn has one pair per window read (server/engine/passages.py ``rerank_texts``), its logit their best."""
+        chat turn has one pair per window read (server/engine/passages.py ``rerank_texts``), its logit their best,
+        the first of them where its passage vector closest to the query lies (:meth:`_focus`)."""
         by_doc = it.shard.store.by_doc
         out = []
         for ci, doc in enumerate(cand.ids[:head].tolist()):
             memory = by_doc(doc)
             if memory is not None:  # gone since fusion (a purge): it keeps its fused place
-                out.extend((ci, (it.query.text, text)) for text in rerank_texts(it.query.text, memory))
+                focus = self._focus(it, doc, memory)
+                out.extend((ci, (it.query.text, text)) for text in rerank_texts(it.query.text, memory, focus=focus))
         return out
+
+    def _focus(self, it: SearchItem, doc: int, memory: Memory) -> tuple[int, int] | None:
+        """The span of a long chat turn's content that its passage vector closest to the query reads, else None (a
+        short memory, not a turn, a query without a vector, a turn without passage vectors, or windows that no longer
+        pair up with them: written under another layout)."""
+        if (not (self.dense_focus and self.focus_ready) or it.vector is None or memory.type != MemoryType.EPISODIC
+                or len(memory.content) <= PASSAGE_CHARS):
+            return None
+        count = it.shard.dense.passages_of(doc)
+        if not count:
+            return None
+        text = getattr(self.embedder, "passage_prefix", "") + indexed_text(
+            memory.content, dated=True, created_at_ms=memory.created_at_ms, entities=memory.entities)
+        spans = self._turn_spans(text)
+        if len(spans) != count:
+            return None
+        try:
+            rows = it.shard.dense.reconstruct_batch(passage_ids(doc, count))
+        except (KeyError, RuntimeError):   # removed since the search
+            return None
+        return dense_focus(spans, rows, it.vector, len(text) - len(memory.content))
 
     def _expand_stage(self, items: Sequence[SearchItem], cands: list[Candidates]) -> list[Candidates]:
         """For each reranked query: the second hop (server/engine/expand.py: the turns beside its most relevant

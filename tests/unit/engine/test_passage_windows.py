@@ -136,3 +136,39 @@ def test_windows_read_a_memorys_content_never_its_context(model: Counting) -> No
     assert sets[0].shape == (model.dim,)   # the short turn threaded to a long one: one vector
     assert model.rows == 2 + len(model.passage_windows([long], limit=3)[0])
     assert len(sets) == 2 and np.asarray(sets[1]).shape == (4, model.dim)
+
+
+def _decoded_spans_match(embedder: Any, text: str, *, limit: int, width: int) -> list[tuple[int, int]]:
+    """passage_spans of ``text`` against its passage_windows: one span a window, each holding the text that window's
+    body tokens read (the window's tokens re-tokenized from the span, specials and prefix aside, are its body)."""
+    spans = embedder.passage_spans(text, limit=limit, width=width)
+    rows = embedder.passage_windows([text], limit=limit, width=width)[0]
+    assert spans and len(spans) == len(rows)
+    keep = len(embedder._encode_full([embedder.passage_prefix.strip()])[0][1:-1]) if embedder.passage_prefix else 0
+    for (a, b), row in zip(spans, rows, strict=True):
+        assert 0 <= a < b <= len(text)
+        assert embedder._encode_full([text[a:b].strip()])[0][1:-1] == row[1 + keep:-1].tolist()
+    return spans
+
+
+def test_passage_spans_say_where_each_window_lies(model: Counting) -> None:
+    long = " ".join(f"sentence {i} about the trip and the weather on the coast" for i in range(20))
+    spans = _decoded_spans_match(model, long, limit=200, width=12)
+    assert [a for a, _ in spans] == sorted(a for a, _ in spans) and spans[-1][1] == len(long)   # the last: the end
+    assert _decoded_spans_match(model, long, limit=3, width=12)   # a cap: fewer, wider-strided windows
+    assert model.passage_spans("the garden in spring", limit=20, width=12) == []   # fits: no window, no span
+
+
+def test_passage_spans_of_the_default_embedder_map_back_through_its_character_table() -> None:
+    from models.multilingual import E5Embedder
+
+    e5 = E5Embedder.load(dtype="float32")
+    text = e5.passage_prefix + "[8 May 2023] assistant: " + " ".join(
+        f"Sentence {i} is about the café in Zürich — ＦＵＬＬ width and ok." for i in range(40))
+    spans = e5.passage_spans(text, limit=16, width=48)
+    rows = e5.passage_windows([text], limit=16, width=48)[0]
+    assert len(spans) == len(rows) == 16
+    ids, offsets = e5._offsets(text)
+    assert ids == e5._encode_full([text])[0]                       # the same ids the write stage cut windows from
+    assert all(text[a:b] for a, b in offsets[1:-1])
+    assert "Zürich" in text[spans[0][0]:spans[0][1]] or "café" in text[spans[0][0]:spans[0][1]]
