@@ -24,14 +24,14 @@ from typing import Any
 
 from benchmarks.quality import report, suites
 from benchmarks.quality.block import DEFAULT_VARIANTS, VARIANTS, run_block
-from benchmarks.quality.sessions import run_set
+from benchmarks.quality.sessions import SETS, run_set
 from benchmarks.quality.datasets import DataMissing, repo_root
 from benchmarks.quality.harness import EvalServer
 from server.engine.search import DENSE_WEIGHT, DENSE_WEIGHT_CJK, DENSE_WEIGHT_CODE, LEXICAL_WEIGHT, RRF_K
 
 log = logging.getLogger("benchmarks.quality")
 
-SUITES = ("scifact", "locomo", "zh", "recency", "block", "multisession", "preference", "updates")
+SUITES = ("scifact", "locomo", "zh", "recency", "block", "multisession", "preference", "requests", "updates")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                     if set(names) - set(VARIANTS):
                         parser.error(f"unknown block variants: {sorted(set(names) - set(VARIANTS))}")
                     results["block"] = run_block(server, names)
-                elif name in ("multisession", "preference"):
+                elif name in SETS:
                     results[name] = run_set(server, name)
                 elif name == "updates":
                     results["updates"] = suites.run_updates(server)

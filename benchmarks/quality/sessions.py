@@ -3,9 +3,12 @@
 * ``multisession``: per user, turns from different days where each question needs two or more of them ("What did
   the vet say about the dog I adopted?" needs the adoption and the vet visit, weeks apart);
 * ``preference``: the user's stated likes and limits, asked indirectly ("Suggest a restaurant for my birthday
-  dinner" must find "I am vegetarian" and "I prefer quiet places").
+  dinner" must find "I am vegetarian" and "I prefer quiet places");
+* ``requests``: a user and an assistant; requests to the assistant that need the user's statements ("Can you suggest
+  what I should cook for my friends?"), asking it to recall them, and questions about its own replies
+  (benchmarks/quality/requests.py compares the rule that reads them).
 
-    .venv/bin/python -m benchmarks.quality.run --only multisession,preference
+    .venv/bin/python -m benchmarks.quality.run --only multisession,preference,requests
 
 Each set is one tenant (every user's turns, their scope the user, so the other users' turns are the distractors),
 written oldest first through Write with ``created_at`` from each turn's age; each question is searched "as of" the
@@ -28,7 +31,7 @@ from benchmarks.quality.harness import DEFAULTS, EvalServer
 from engram_proto.v1 import messages_pb2 as pb
 from server.config import DAY_S
 
-SETS = ("multisession", "preference")
+SETS = ("multisession", "preference", "requests")
 NOW_MS = 1_767_225_600_000   # 2026-01-01 UTC, the other written sets' now
 
 

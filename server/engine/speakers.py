@@ -18,7 +18,8 @@ person: "What did I say about Rome?" names the user without a name. A question t
 in the first person ("I", "my", "me", "我") and not in the second ("you", "你"), names the user role
 (``USER_ROLES``) when the candidates hold exactly one such speaker and at least one other (``FIRST_PERSON``). A
 question in the second person ("what did you suggest for my trip?") may ask about the assistant's words and is left
-alone.
+alone; a "you" that only asks the assistant to act or recall ("Can you suggest a hotel for my trip?", "Do you
+remember what I told you …", ``REQUESTS``) is not the second person.
 
 A turn of a conversation between people that ends by asking the other something ("Caroline: That's awesome! What
 made you pick pottery?") is rarely where the answer lies: the reply holds it. Among the top 10 of the LoCoMo dev
@@ -53,6 +54,16 @@ _TRAILING = re.compile(r"[^\w?？.!。！]+$")   # emoji, quotes, brackets after
 _FIRST_EN = re.compile(r"(?<![\w'’])(?:i|me|my|mine|myself)(?![\w'’])|(?<![\w'’])i['’](?:m|ve|d|ll)(?!\w)",
                        re.IGNORECASE)
 _SECOND_EN = re.compile(r"(?<![\w'’])(?:you|your|yours|yourself)(?!\w)", re.IGNORECASE)
+# Where "you" is only the one asked to act or to recall ("Can you suggest a hotel for my trip?", "Do you remember what
+# I told you about my diet?"), the question is still about the user; a "you" left after these ("Can you remind me
+# what you recommended?") asks about the assistant's words.
+REQUESTS = True
+_REQUEST_EN = re.compile(
+    r"(?<![\w'’])(?:(?:can|could|would|will)\s+you(?:\s+please)?(?:\s+not)?"
+    r"|(?:do|did)\s+you\s+(?:still\s+)?(?:remember|recall|know)|would\s+you\s+mind|are\s+you\s+able\s+to"
+    r"|(?:i|i've|i'd)\s+(?:have\s+|had\s+)?(?:tell|told|ask|asked|show|showed|shown|send|sent|give|gave|given|"
+    r"mentioned\s+to|said\s+to|wrote\s+to|written\s+to)\s+you|thank\s+you|thanks)(?![\w'’])", re.IGNORECASE)
+_REQUEST_ZH = re.compile(r"你(?:能不能|能否|能|可以|可不可以|还记得|记得|知道)|(?:请|麻烦|谢谢)你|我(?:跟|和|对|给|告诉)你")
 
 
 def _named_in(name: str, query: str) -> bool:
@@ -69,7 +80,11 @@ def speakers_of(memories: Sequence[Memory | None]) -> list[str]:
 
 def first_person(query: str) -> bool:
     """``query`` speaks in the first person singular and not in the second (English words; Chinese 我 outside 我们,
-    and no 你 or 您)."""
+    and no 你 or 您), the second person of a request to act or recall not counted (``REQUESTS``: "Can you …",
+    "Do you remember …", "… I told you …", "你能…", "你还记得…")."""
+    if REQUESTS:
+        query = _REQUEST_ZH.sub(lambda m: m.group(0).replace("你", "").replace("我", "我 "), query)
+        query = _REQUEST_EN.sub(lambda m: " I " if m.group(0).lower().startswith("i") else " ", query)
     if has_cjk(query):
         if "你" in query or "您" in query:
             return False

@@ -128,6 +128,21 @@ def test_a_question_in_the_second_person_leaves_the_roles_alone(roles) -> None:
     assert on == pytest.approx(off, rel=1e-4)
 
 
+def test_a_request_to_the_assistant_raises_the_users_turns(roles) -> None:
+    running, client = roles
+    query = "Can you help me find more on adoption agencies for my family?"   # "you": the one asked, not the topic
+    off = _role_relevance(running, client, query, first_person=False)
+    on = _role_relevance(running, client, query, first_person=True)
+    raised = [said for said in on if on[said] > off[said] * 1.0001]
+    assert raised and all(said.startswith("user: ") for said in raised), raised
+    speakers.REQUESTS = False
+    try:
+        before = _role_relevance(running, client, query, first_person=True)
+    finally:
+        speakers.REQUESTS = True
+    assert before == pytest.approx(off, rel=1e-4)   # before: any "you" left the roles alone
+
+
 A = "acme/asking"
 ASKING = [
     "Caroline: I went to a pottery class yesterday and made my first bowl.",

@@ -31,3 +31,19 @@ def test_block_recall_counts_the_share_of_evidence_the_block_holds() -> None:
     qrels = {"q1": {"a": 1, "b": 1}, "q2": {"c": 1}}
     assert block_recall({"q1": ["a", "x"], "q2": []}, qrels, ["q1", "q2"]) == pytest.approx(0.25)
     assert block_recall({"q1": ["b", "a"]}, qrels, ["q1"]) == 1.0
+
+
+def test_the_requests_set_asks_about_the_users_words_and_the_assistants() -> None:
+    from benchmarks.quality.requests import kinds
+    from server.engine.speakers import first_person
+
+    data, kind = load_set("requests"), kinds()
+    said = {m["id"]: m["content"].partition(":")[0] for m in data.memories}
+    assert set(said.values()) == {"user", "assistant"} and set(kind.values()) == {"request", "recall", "assistant"}
+    for q in data.queries:
+        speakers = {said[r] for r in data.qrels[q.id]}
+        assert speakers == ({"assistant"} if kind[q.id] == "assistant" else {"user"}), q.id
+        # the rule reads each kind as meant; a request that names no person at all ("Can you suggest a family day out
+        # for the weekend?") cannot name the user
+        personal = any(w in q.text.lower().replace("?", " ").split() for w in ("i", "me", "my")) or "我" in q.text
+        assert first_person(q.text) == (kind[q.id] != "assistant" and personal), q.text

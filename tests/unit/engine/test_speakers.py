@@ -80,6 +80,27 @@ def test_other_questions_leave_the_roles_alone(query: str) -> None:
     assert speakers.speaker_relevance(query, CHAT[:3], rel) is rel
 
 
+@pytest.mark.parametrize("query", ["Can you suggest a hotel for my trip to Rome?", "Could you plan a day for me?",
+                                   "Do you remember what I booked in Rome?", "Can you remind me where my sister lives?",
+                                   "What did I tell you about the gallery?", "Thanks! Would you help me pack?",
+                                   "你能帮我想想在罗马玩什么吗？", "你还记得我订了什么吗？", "我跟你说过我妹妹住哪儿吗？"])
+def test_a_request_to_act_or_recall_is_still_about_the_user(query: str) -> None:
+    assert speakers.first_person(query)
+    assert speakers.named_speaker(query, ["user", "assistant"]) == "user"
+    speakers.REQUESTS = False
+    try:
+        assert not speakers.first_person(query)   # before: any "you" (你) kept the rule off
+    finally:
+        speakers.REQUESTS = True
+
+
+@pytest.mark.parametrize("query", ["Can you remind me what you recommended for my trip?", "What did you suggest?",
+                                   "Could you repeat what you said about my sister?", "Do you like Rome?",
+                                   "你推荐过哪些地方？", "你能再说一遍你推荐的餐厅吗？"])
+def test_a_you_left_after_the_request_still_asks_about_the_assistant(query: str) -> None:
+    assert not speakers.first_person(query)
+
+
 def test_the_user_role_needs_another_speaker_beside_it_and_only_one_user_role() -> None:
     assert speakers.named_speaker("What did I book?", ["user", "user"]) == ""           # nothing to prefer
     assert speakers.named_speaker("What did I book?", ["user", "用户", "assistant"]) == ""   # two user roles
