@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     from server.engine import speakers
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=repo_root() / "benchmarks" / "results" / "quality" / "requests.json")
+    parser.add_argument("--out", type=Path,
+                        default=repo_root() / "benchmarks" / "results" / "quality" / "requests.json")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     data, kind = load_set("requests"), kinds()
