@@ -8,9 +8,11 @@ their scopes, so the other users' turns are distractors (benchmarks/quality/sess
 
     .venv/bin/python -m benchmarks.quality.requests [--out PATH]
 
-Writes the set once to one in-process server at its defaults and searches it with the rule on (the default) and off
-(``REQUESTS`` False: any "you" keeps the first-person rule off, as before), top 10 and as the SDK's recall (the
-context block): recall@1, @5, @10 and the block's evidence recall, by half (dev: odd users), kind and language.
+Writes the set once to one in-process server at its defaults and searches it with each variant of ``VARIANTS``: the
+rule off (``REQUESTS`` False: any "you" keeps the first-person rule off, as before), on, and the user's factor for a
+request to act (``REQUEST_FACTOR``) at 1.5 (the named speaker's), 2, 3 and 5; top 10 and as the SDK's recall (the
+context block): recall@1, @5, @10 and the block's evidence recall, by half (dev: odd users), kind and language, and
+the held-out users written after the first measurement (rq13-rq24) apart.
 Writes benchmarks/results/quality/requests.json.
 """
 
@@ -28,7 +30,9 @@ from benchmarks.quality.datasets import evaluate, repo_root
 from benchmarks.quality.harness import DEFAULTS, EvalServer
 from benchmarks.quality.sessions import NOW_MS, inputs, load_set
 
-VARIANTS = {"requests as the user's (default)": True, "any you: no user rule (before)": False}
+# name: (speakers.REQUESTS, speakers.REQUEST_FACTOR)
+VARIANTS = {"any you: no user rule (before)": (False, 1.5), "requests as the user's, x1.5": (True, 1.5),
+            "requests to act x2": (True, 2.0), "requests to act x3": (True, 3.0), "requests to act x5": (True, 5.0)}
 
 
 def kinds(name: str = "requests") -> dict[str, str]:
@@ -55,15 +59,18 @@ def main(argv: list[str] | None = None) -> int:
             groups[f"{k} {half}"] = [q for q in data.qrels if kind[q] == k and data.half[q] == half]
     for lang in ("en", "zh"):
         groups[lang] = [q for q in data.qrels if data.lang[q] == lang]
+    for k in ("request", "recall"):   # the users written after the first measurement (rq13-rq24), never inspected
+        groups[f"{k} held_out, second batch"] = [q for q in data.qrels if kind[q] == k and data.half[q] == "held_out"
+                                                 and int(q[2:4]) > 12]
     results: dict = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": cpu_model(),
                      "command": "python -m benchmarks.quality.requests", "memories": len(data.memories),
                      "queries": len(data.queries), "variants": {}}
-    saved = speakers.REQUESTS
+    saved = speakers.REQUESTS, speakers.REQUEST_FACTOR
     with tempfile.TemporaryDirectory(prefix="engram-requests-") as tmp, EvalServer(Path(tmp) / "data") as server:
         tenant = server.ingest("requests", inputs(data.memories))
         try:
-            for name, on in VARIANTS.items():
-                speakers.REQUESTS = on
+            for name, (on, factor) in VARIANTS.items():
+                speakers.REQUESTS, speakers.REQUEST_FACTOR = on, factor
                 run = server.search(tenant, data.queries, DEFAULTS, now_ms=NOW_MS, top_k=10)
                 block, _ = server.block_docs(tenant, data.queries, now_ms=NOW_MS)
                 out = {}
@@ -75,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 results["variants"][name] = out
                 logging.info("%s: %s", name, {g: out[g] for g in ("dev", "held_out")})
         finally:
-            speakers.REQUESTS = saved
+            speakers.REQUESTS, speakers.REQUEST_FACTOR = saved
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0

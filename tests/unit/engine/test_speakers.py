@@ -101,6 +101,25 @@ def test_a_you_left_after_the_request_still_asks_about_the_assistant(query: str)
     assert not speakers.first_person(query)
 
 
+@pytest.mark.parametrize(("query", "act"), [
+    ("Can you suggest what I should cook for my friends?", True), ("Plan a holiday for me in the autumn.", True),
+    ("Any tips for my first marathon?", True), ("Which laptop should I buy?", True),
+    ("你能帮我想想周末做什么菜吗？", True), ("Can you remind me what I said about boats?", False),
+    ("Do you remember what I told you about my diet?", False), ("What did I cook on Saturday?", False),
+    ("你还记得我对什么过敏吗？", False)])
+def test_a_request_to_act_is_told_from_one_to_recall(query: str, act: bool) -> None:
+    assert speakers.asks_to_act(query) is act
+
+
+def test_a_request_to_act_takes_the_request_factor(monkeypatch: pytest.MonkeyPatch) -> None:
+    rel = np.array([0.40, 0.30, 0.1])
+    monkeypatch.setattr(speakers, "REQUEST_FACTOR", 3.0)
+    act = speakers.speaker_relevance("Can you suggest a gallery for my trip?", CHAT[:3], rel)
+    recall = speakers.speaker_relevance("Do you remember what I booked?", CHAT[:3], rel)
+    assert act[1] == pytest.approx(0.30 * 3.0) and recall[1] == pytest.approx(0.30 * speakers.SPEAKER_FACTOR)
+    assert act[0] == recall[0] == rel[0]
+
+
 def test_the_user_role_needs_another_speaker_beside_it_and_only_one_user_role() -> None:
     assert speakers.named_speaker("What did I book?", ["user", "user"]) == ""           # nothing to prefer
     assert speakers.named_speaker("What did I book?", ["user", "用户", "assistant"]) == ""   # two user roles
