@@ -284,6 +284,7 @@ class TenantShard:
         await self.engine.start()
         self._create_lock = threading.Lock()
         self._moves: dict[str, int] = {}   # per tenant: how often this replica discarded its shard
+        self._discarding: dict[str, int] = {}   # per tenant: discards under way (counted in _moves already)
         self._flusher = asyncio.get_running_loop().create_task(
             flush_every(config.lucene_commit_interval_s, self.engine))
         self.data_dir = data_dir
@@ -317,7 +318,19 @@ class TenantShard:
         still running on the copy then fails on its closed parts: it answers TenantMoved (UNAVAILABLE)."""
         with self._create_lock:
             self._moves[tenant_id] = self._moves.get(tenant_id, 0) + 1
-        self.engine.registry.discard(tenant_id)
+            self._discarding[tenant_id] = self._discarding.get(tenant_id, 0) + 1
+        try:
+            self.engine.registry.discard(tenant_id)
+        finally:
+            with self._create_lock:
+                self._discarding[tenant_id] -= 1
+
+    def _moves_seen(self, tenant_id: str) -> int:
+        """The discards a call starting now has seen complete: a discard under way (counted, its shard still
+        loaded) is not, so a call that takes the shard before the discard closes it and then fails on its closed
+        parts reads as moved (TenantMoved), not as a bug."""
+        with self._create_lock:
+            return self._moves.get(tenant_id, 0) - (1 if self._discarding.get(tenant_id, 0) else 0)
 
     async def call(self, method: str, principal: KeyScope, tenant_id: str, args: Sequence[Any],
                    kwargs: dict[str, Any], remaining_s: float | None, request_id: str,
@@ -338,7 +351,7 @@ class TenantShard:
             raise ValueError(f"not a tenant call: {method}")
         token = REQUEST_ID.set(request_id)
         loop = asyncio.get_running_loop()
-        moves = self._moves.get(tenant_id, 0)
+        moves = self._moves_seen(tenant_id)
         try:
             if method != "create_tenant":   # each executor hop only when there is work for it (a thread wake-up each)
                 if not self._known(tenant_id, settings):

@@ -98,3 +98,62 @@ def test_a_replica_sweeps_the_owner_of_loaded_tenants_no_call_checked_oldest_fir
             SimpleNamespace(tenant_id=t) for t in [*reversed(names), "busy", "not-opened-here"]])))
     TenantShard.func_or_class._sweep_owners(replica)
     assert checked == names[:deployments.OWNER_SWEEP_TENANTS]
+
+
+def _replica_with(write, registry) -> SimpleNamespace:  # type: ignore[no-untyped-def]
+    """What TenantShard._call and _discard read of a replica: the tenant known, no owner check due."""
+    import threading
+
+    cls = TenantShard.func_or_class
+    replica = SimpleNamespace(_create_lock=threading.Lock(), _moves={}, _discarding={},
+                              engine=SimpleNamespace(write=write, registry=registry, write_pool=None),
+                              opened=SimpleNamespace(due=lambda *a, **k: False),
+                              config=SimpleNamespace(cluster=SimpleNamespace(verify_owner_s=60.0)),
+                              _known=lambda *a: True)
+    replica._moves_seen = lambda t: cls._moves_seen(replica, t)
+    replica._discard = lambda t: cls._discard(replica, t)
+    return replica
+
+
+def test_a_call_that_takes_the_shard_while_a_discard_is_under_way_answers_moved() -> None:
+    """The race the cluster's kill test met once: a discard counted, its shard not yet closed; a Write that starts
+    then takes the shard, the discard closes it, and the Write fails on its closed Lucene index. That is a handoff
+    (TenantMoved, UNAVAILABLE: retry), not a bug (INTERNAL)."""
+    import asyncio
+    import threading
+
+    from server.cluster.deployments import Failure, TenantMoved
+    from server.lexical.lucene import LexicalIndexClosedError
+
+    release, closed = threading.Event(), threading.Event()
+
+    def discard(tenant_id: str) -> bool:   # the registry's: waits for its gate, then closes the shard
+        release.wait(10)
+        closed.set()
+        return True
+
+    async def write(principal, tenant_id, *args, **kwargs):  # type: ignore[no-untyped-def]
+        release.set()                                  # the discard goes on while the Write commits ...
+        await asyncio.to_thread(closed.wait, 10)
+        raise LexicalIndexClosedError("lexical index is closed")   # ... and closes what the Write holds
+
+    replica = _replica_with(write, SimpleNamespace(discard=discard))
+    discarding = threading.Thread(target=replica._discard, args=("t",))
+    discarding.start()
+    while not replica._discarding.get("t"):
+        time.sleep(0.001)
+    out = asyncio.run(TenantShard.func_or_class._call(replica, "write", None, "t", (), {}, None, "r1", {}))
+    discarding.join(10)
+    assert isinstance(out, Failure) and isinstance(out.error, TenantMoved)
+    assert replica._moves == {"t": 1} and replica._discarding == {"t": 0}
+
+
+def test_a_failure_with_no_discard_around_it_stays_a_bug() -> None:
+    import asyncio
+
+    async def write(principal, tenant_id, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("a bug")
+
+    replica = _replica_with(write, SimpleNamespace(discard=lambda t: True))
+    with pytest.raises(RuntimeError, match="a bug"):
+        asyncio.run(TenantShard.func_or_class._call(replica, "write", None, "t", (), {}, None, "r1", {}))
