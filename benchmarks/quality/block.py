@@ -31,7 +31,8 @@ LOCOMO_HELD_OUT = ("conv-42", "conv-43")              # reported only
 VARIANTS: dict[str, dict[str, float]] = {"defaults": {}, "no speaker rule": {"speaker_factor": 1.0},
                                          "no second hop": {"expand_turns": 0},
                                          "no question rule": {"question_factor": 1.0},
-                                         "question rule x0.5": {"question_factor": 0.5}}
+                                         "question rule x0.5": {"question_factor": 0.5},
+                                         "no speaker list": {"speaker_list": False}}
 DEFAULT_VARIANTS = ("defaults", "no speaker rule")
 
 

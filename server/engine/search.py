@@ -33,7 +33,9 @@ from server.engine.feedback import FEEDBACK_BELOW, FEEDBACK_WEIGHT, is_weak, roc
 from server.engine.passages import DENSE_FOCUS, PASSAGE_CHARS, dense_focus, rerank_texts
 from server.engine.ranking import RankStage
 from server.engine.rerank import PairScorer
-from server.engine.speakers import QUESTION_FACTOR, SPEAKER_FACTOR, question_relevance, speaker_relevance
+from server.engine.speakers import (QUESTION_FACTOR, SPEAKER_FACTOR, SPEAKER_LIST, SPEAKER_LIST_DEPTH, listed_speaker,
+                                    question_relevance, speaker_relevance, unnamed)
+from server.engine.updates import split_speaker
 from server.fusion.calibration import Calibration, fused_features
 from server.fusion.rrf import rrf_filtered, rrf_max
 from server.index.memory_vectors import passage_ids
@@ -55,6 +57,7 @@ class _InFlight:
     lexical: asyncio.Future[tuple[list[tuple[np.ndarray, np.ndarray] | None], int]] = field(init=False)
 
 
+SPEAKER_SCAN = 100      # a query's first candidates whose speakers decide the speaker it names (its own list)
 FEEDBACK_DOCS = 3      # feedback docs of a query that asks for the second round while search.feedback_docs is 0
 # Fusion: RRF over the dense and BM25 lists, k and the dense list's weight chosen on SciFact train (MiniLM in earlier
 # sessions; with e5 the same grid still puts them first on train, nDCG@10 0.7218; README "Retrieval quality").
@@ -126,6 +129,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         # The second hop (server/engine/expand.py): turns beside the most relevant candidates, within a conversation.
         self.expand_turns, self.expand_window_ms = search.expand_turns, int(thread_window_s * 1000)
         self.speaker_factor = SPEAKER_FACTOR   # the speaker a question names (server/engine/speakers.py); 1: off
+        self.speaker_list = SPEAKER_LIST   # ... and that speaker's own dense list (speakers.py); False: off
         self.question_factor = QUESTION_FACTOR   # a named speaker's turn that ends by asking (speakers.py); 1: off
         self.cache = cache
         self.calibration = calibration
@@ -238,6 +242,15 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             cands = await loop.run_in_executor(self.cpu_pool, self._feedback_stage, items, cands, weak, dense,
                                                lexical_results)
             timings.ann_ns += timings.lap("feedback", t0)   # the second dense round (and its fusion)
+        named = [(i, name) for i, (it, c) in enumerate(zip(items, cands, strict=True))
+                 if i not in weak and (name := self._listed_speaker(it, c))]
+        if named:   # the named speaker's own dense list (server/engine/speakers.py SPEAKER_LIST): one more pass
+            t0 = time.monotonic_ns()
+            vectors = await loop.run_in_executor(self.device_pool, self._embed,
+                                                 [unnamed(items[i].query.text, name) for i, name in named])
+            cands = await loop.run_in_executor(self.cpu_pool, self._speaker_stage, items, cands, named, vectors,
+                                               dense, lexical_results)
+            timings.ann_ns += timings.lap("speaker", t0)
         await self._fit_depth(items, cands)
         pairs, owners = self._rerank_pairs(items, cands)
         computed, compute_ns, tokens, threads = 0, 0, 0, 0
@@ -378,6 +391,30 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         out = list(cands)
         for i, found in zip(moved, second, strict=True):
             out[i] = self._fuse(items[i], dense[i], lexical[i], feedback=found)
+        return out
+
+    def _listed_speaker(self, it: SearchItem, cand: Candidates) -> str:
+        """The speaker a reranked query names whose own turns get a dense list (speakers.listed_speaker), else
+        ""."""
+        if (not self.speaker_list or it.vector is None or it.query.lexical_only or it.query.dense_only
+                or len(cand.ids) == 0 or self.rerank_depth(it) <= 0):
+            return ""
+        by_doc = it.shard.store.by_doc
+        return listed_speaker(it.query.text, [by_doc(d) for d in cand.ids[:SPEAKER_SCAN].tolist()])
+
+    def _speaker_stage(self, items: Sequence[SearchItem], cands: list[Candidates], named: Sequence[tuple[int, str]],
+                       vectors: np.ndarray, dense: list, lexical: list) -> list[Candidates]:
+        """For each query that names one speaker: the tenant's dense hits for its unnamed text kept to that
+        speaker's turns, as deep as its dense list, fused as a third list (the dense weight) beside its own two."""
+        out = list(cands)
+        for (i, name), vector in zip(named, vectors, strict=True):
+            it = items[i]
+            scores, ids = it.shard.dense.search(np.asarray(vector, dtype=np.float32)[None, :], SPEAKER_LIST_DEPTH)
+            by_doc = it.shard.store.by_doc
+            keep = [j for j, d in enumerate(ids[0].tolist()) if d >= 0 and (m := by_doc(int(d))) is not None
+                    and m.type == MemoryType.EPISODIC and split_speaker(m.content)[0] == name][:self.depth(it.query)]
+            if keep:
+                out[i] = self._fuse(it, dense[i], lexical[i], feedback=(scores[0][keep], ids[0][keep]))
         return out
 
     def _candidate_pairs(self, it: SearchItem, cand: Candidates, head: int) -> list[tuple[int, tuple[str, str]]]:

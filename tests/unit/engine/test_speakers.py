@@ -165,3 +165,19 @@ def test_the_question_rule_returns_the_same_array_when_nothing_asks_or_it_is_off
     rel = np.array([0.3, 0.2])
     assert speakers.question_relevance(TURNS[:2], rel) is rel
     assert speakers.question_relevance(ASKING[:2], rel, factor=1.0) is rel
+
+
+def test_unnamed_takes_the_name_out() -> None:
+    assert speakers.unnamed("What did Caroline research?", "Caroline") == "What did they research?"
+    assert speakers.unnamed("What is Caroline’s dog called?", "Caroline") == "What is their dog called?"
+    assert speakers.unnamed("Did Carol meet Caroline?", "Carol") == "Did they meet Caroline?"   # a word, not a prefix
+
+
+def test_the_listed_speaker_is_one_named_speaker_never_a_role_or_cjk(monkeypatch: pytest.MonkeyPatch) -> None:
+    turns = [memory("Caroline: I went to a support group."), memory("Melanie: I paint on Sundays.")]
+    assert speakers.listed_speaker("What does Melanie paint?", turns) == "Melanie"
+    assert speakers.listed_speaker("What do Melanie and Caroline share?", turns) == ""   # two: none
+    assert speakers.listed_speaker("What did I book?", CHAT[:3]) == ""                  # the first person: a role
+    assert speakers.listed_speaker("李雷说了什么？", [memory("李雷：我去了北京。"), memory("韩梅梅：我也去了。")]) == ""
+    monkeypatch.setattr(speakers, "SPEAKER_LIST", False)
+    assert speakers.listed_speaker("What does Melanie paint?", turns) == ""
