@@ -79,7 +79,8 @@ REQUEST_FACTOR = 1.5
 _ACT_EN = re.compile(
     r"^(?:please\s+)?(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?)?"
     r"(?:suggest|recommend|plan|pick|choose|find|help|make|put\s+together|give\s+me|propose|come\s+up\s+with|"
-    r"organi[sz]e|design|draft|write|create|book|schedule|work\s+out|figure\s+out|advise|think\s+of|arrange|prepare|tell\s+me\s+(?:what|where|how|which)\s+to)(?![\w'’])"
+    r"organi[sz]e|design|draft|write|create|book|schedule|work\s+out|figure\s+out|advise|think\s+of|arrange|prepare|"
+    r"tell\s+me\s+(?:what|where|how|which)\s+to)(?![\w'’])"
     r"|(?<![\w'’])(?:any|some)\s+(?:ideas?|tips|suggestions?|recommendations?|advice)(?![\w'’])"
     r"|(?<![\w'’])should\s+i(?![\w'’])", re.IGNORECASE)
 _RECALL_EN = re.compile(r"(?<![\w'’])(?:remind|remember|recall|repeat)(?![\w'’])", re.IGNORECASE)
