@@ -19,7 +19,8 @@ cross-encoder reading a window of that many characters of a long turn (``passage
 (``passages.TURN_READS``, 1 by default: the one window ``best_window`` picks; ``n``: each without the memory's
 context, ``passages.TURN_READ_CONTEXT`` off); ``--every-word`` the window chosen by every query word, function words
 too (``passages.SKIP_FUNCTION_WORDS`` off, the rule before); ``--dense-focus`` the window where the turn's passage
-vector closest to the question lies (``passages.DENSE_FOCUS`` on). ``--filler-from-turns`` draws the filler from the
+vector closest to the question lies (``passages.DENSE_FOCUS`` on); ``--no-speaker-list`` without the named speaker's
+own dense list (``speakers.SPEAKER_LIST`` off). ``--filler-from-turns`` draws the filler from the
 conversation's own turns that are no question's evidence instead of the generic FILLER sentences.
 ``--windows 48/16,128/8`` ingests the set again for each width/limit pair (tokens of a chat turn's dense passage
 window, ``advanced.turn_passage_tokens``; passage vectors a turn gets at most, ``advanced.turn_passage_vectors``;
@@ -166,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --quick: only the --ce-reads / --ce-windows variants (the defaults measured before)")
     parser.add_argument("--filler-from-turns", action="store_true",
                         help="the filler drawn from the conversation's own turns that are no question's evidence")
+    parser.add_argument("--no-speaker-list", action="store_true",
+                        help="also without the named speaker's own dense list (speakers.SPEAKER_LIST off)")
     parser.add_argument("--dense-focus", action="store_true",
                         help="also the cross-encoder's window of a long turn where its passage vector closest to the "
                              "query lies, not by words (passages.DENSE_FOCUS on)")
@@ -276,8 +279,10 @@ def main(argv: list[str] | None = None) -> int:
             variants.append(("cross-encoder window by every word", True, None, default_discount, True))
         if args.dense_focus:
             variants.append(("cross-encoder window at the closest passage vector", True, None, default_discount, True))
+        if args.no_speaker_list:
+            variants.append(("no speaker list", True, None, default_discount, True))
         pipeline = server._app.engine.search_pipeline   # type: ignore[union-attr]
-        saved_focus = pipeline.dense_focus
+        saved_focus, saved_list = pipeline.dense_focus, pipeline.speaker_list
         try:
             for name, dense_passages, chars, discount, bm25_windows in variants:
                 passages.PASSAGE_CHARS = chars or saved[0]
@@ -289,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                 passages.SKIP_FUNCTION_WORDS = name != "cross-encoder window by every word"
                 pipeline.dense_focus = (name == "cross-encoder window at the closest passage vector"
                                         or saved_focus and "window" not in name)
+                pipeline.speaker_list = saved_list and name != "no speaker list"
                 tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = dense_passages, discount
                 lucene.SEARCH_WINDOWS = bm25_windows
                 run, block, ms = {}, {}, []
@@ -314,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
              passages.TURN_WINDOW, passages.TURN_READS) = saved
             passages.TURN_READ_CONTEXT = True
             passages.SKIP_FUNCTION_WORDS = True
-            pipeline.dense_focus = saved_focus
+            pipeline.dense_focus, pipeline.speaker_list = saved_focus, saved_list
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -48,7 +48,8 @@ SPEAKER_FACTOR = 1.5     # × on the relevance of the named speaker's turns (1: 
 # hits of that speaker's own turns, searched with the name taken out ("What activities does they partake in?": in the
 # embedding the name pulls the turns that address the speaker, "Thanks, Melanie!"). Multi-hop evidence lies in the
 # speaker's turns of other sessions. Through the server, LoCoMo dev R@10 0.810 -> 0.816, block 0.741 -> 0.752; held out
-# 0.769 -> 0.777, 0.708 -> 0.710 (docs/benchmarks/quality.md "The named speaker's own dense list").
+# 0.769 -> 0.777, 0.708 -> 0.710; it costs the long-turn suite, whose evidence is an assistant's turn quoting the
+# speaker, R@10 0.754 -> 0.727 (docs/benchmarks/quality.md "The named speaker's own dense list").
 SPEAKER_LIST = True
 SPEAKER_LIST_DEPTH = 400   # the tenant's dense hits read to find the speaker's (kept as deep as the dense list)
 MAX_RELEVANCE = 0.999    # a relevance is a probability: the factor never lifts one to 1
