@@ -169,7 +169,8 @@ def speaker_relevance(query: str, memories: Sequence[Memory | None], relevance: 
     name = named_speaker(query, speakers)
     if not name:
         return relevance
-    if name.lower() in USER_ROLES and not _named_in(name, query) and asks_to_act(query):
+    if (REQUEST_FACTOR != factor and name.lower() in USER_ROLES and not _named_in(name, query)
+            and asks_to_act(query)):
         factor = REQUEST_FACTOR   # the user's statements for a request to act (the first person named them)
     own = np.asarray([s == name for s in speakers], dtype=np.bool_)
     out = np.asarray(relevance, dtype=np.float64).copy()
