@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kind", choices=("long", "short"), default="long")
     p.add_argument("--n", type=int, default=512)
     p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--tiny-encoder", action="store_true",
+                   help="a 2-layer, 32-wide random encoder: the write path beside a near-free forward pass")
+    p.add_argument("--in-flight", type=int, default=1, help="Writes in flight")
     p.add_argument("--name", default="")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
@@ -72,7 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     raw = args.out / f"profile_{name}.txt"
     with tempfile.TemporaryDirectory(prefix="engram-ingest-profile-") as tmp:
-        server = start_server(Path(tmp), "server", {"ENGRAM_MODELS__DEVICE": "cpu"})
+        env = {"ENGRAM_MODELS__DEVICE": "cpu"}
+        if args.tiny_encoder:
+            from benchmarks.ingest.run import TINY_SERVER_ENV
+            from models.testing import build_tiny_encoder
+
+            env.update({"ENGRAM_MODELS__EMBEDDER": str(build_tiny_encoder(Path(tmp) / "tiny")), **TINY_SERVER_ENV})
+        server = start_server(Path(tmp), "server", env)
         try:
             with client_for(server) as client:
                 client.create_tenant("warm")
@@ -83,12 +92,13 @@ def main(argv: list[str] | None = None) -> int:
                                         "--nonblocking", "-d", "3600"], stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL)
                 time.sleep(1.0)
-                rate = write_all(client, "profiled", texts, batch=args.batch)
+                rate = write_all(client, "profiled", texts, batch=args.batch, in_flight=args.in_flight)
                 spy.send_signal(2)   # SIGINT: py-spy writes what it has
                 spy.wait(60)
         finally:
             server.stop()
-    result = {"kind": args.kind, "n": args.n, "machine": cpu_model(), "command": " ".join(sys.argv),
+    result = {"kind": args.kind, "n": args.n, "in_flight": args.in_flight, "tiny_encoder": args.tiny_encoder,
+              "machine": cpu_model(), "command": " ".join(sys.argv),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "ingest": rate,
               "busy_samples_pct": summarise(raw)}
     (args.out / f"profile_{name}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

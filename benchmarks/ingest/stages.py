@@ -38,6 +38,8 @@ STEPS: tuple[tuple[str, str, str], ...] = (
     ("server.engine.ingest", "EmbedStage._forward", "embed: forward passes (summed over lanes)"),
     ("server.engine.ingest", "Ingest._commit", "commit (write lock)"),
     ("server.engine.write", "batch_neighbours", "commit: dedupe search"),
+    ("server.engine.write", "_link_update", "commit: update links (texts analysed, neighbours judged)"),
+    ("server.tenants.shard", "TenantShard.apply", "commit: apply (log group, indexes)"),
     ("server.engine.write", "Staging.near_duplicates", "commit: near-duplicate rows"),
     ("server.store.memory_store", "TenantStore.commit", "commit: log group + fsync"),
     ("server.index.tiered", "TieredDenseIndex.add", "commit: FAISS add"),
@@ -122,7 +124,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     texts = long_turns(args.n) if args.kind == "long" else short_turns(args.n)
     with tempfile.TemporaryDirectory(prefix="engram-stages-") as tmp:
-        server = Server(Path(tmp) / "data", Path(tmp) / "server.log", timed=Path(tmp) / "stages.json")
+        env: dict[str, str] = {}
+        if args.tiny_encoder:
+            from benchmarks.ingest.run import TINY_SERVER_ENV
+            from models.testing import build_tiny_encoder
+
+            env = {"ENGRAM_MODELS__EMBEDDER": str(build_tiny_encoder(Path(tmp) / "tiny")), **TINY_SERVER_ENV}
+        server = Server(Path(tmp) / "data", Path(tmp) / "server.log", timed=Path(tmp) / "stages.json", env=env)
         try:
             server.wait_ready()
             with server.client() as client:
@@ -130,12 +138,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 write_all(client, "warm", texts[:args.batch] * 2, batch=args.batch)
                 warm = server.stage_totals()
                 client.create_tenant("timed")
-                rate = write_all(client, "timed", texts, batch=args.batch)
+                rate = write_all(client, "timed", texts, batch=args.batch, in_flight=args.in_flight)
                 done = server.stage_totals()
         finally:
             server.stop()
     writes = -(-len(texts) // args.batch)
-    return {"kind": args.kind, "n": len(texts), "batch": args.batch, "machine": cpu_model(),
+    return {"kind": args.kind, "n": len(texts), "batch": args.batch, "in_flight": args.in_flight,
+            "embedder": "tiny random encoder (2 layers, 32 wide): the write path without its forward pass"
+            if args.tiny_encoder else "the server's default", "machine": cpu_model(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv),
             "ingest": rate, "client_wall_ms_per_write": round(1000 * rate["seconds"] / writes, 2),
             "ms_per_write": per_write(warm, done, writes),
@@ -151,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kind", choices=("long", "short"), default="short")
     p.add_argument("--n", type=int, default=2048)
     p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--in-flight", type=int, default=1, help="Writes in flight (one client, threads)")
+    p.add_argument("--tiny-encoder", action="store_true",
+                   help="a 2-layer, 32-wide random encoder: what the write path costs beside a near-free forward pass "
+                        "(what a GPU leaves); near-duplicate merges and update links set above random similarities")
     p.add_argument("--name", default="")
     args = p.parse_args(argv)
     result = run(args)
