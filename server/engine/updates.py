@@ -133,7 +133,8 @@ def attributes(text: str) -> frozenset[str]:
     words = _WORD.findall(text.lower())
     found = {_ATTR_WORDS[w] for w in (_stem(x) for x in words) if w in _ATTR_WORDS}
     found.update(_ATTR_WORDS[w] for w in words if w in _ATTR_WORDS)
-    found.update(a for w, a in _ATTR_ZH if w in text)
+    if not text.isascii():   # the Chinese words: none in an ASCII text
+        found.update(a for w, a in _ATTR_ZH if w in text)
     return frozenset(found)
 
 
@@ -181,7 +182,7 @@ def content_words(text: str) -> frozenset[str]:
     """Attribute words: English words (lower case, plural folded) without stop or cue words, and Chinese
     character bigrams and characters without the common function pairs and characters."""
     words = {_stem(w) for w in _WORD.findall(text.lower()) if w not in _EN_STOP and (len(w) > 1 or w.isdigit())}
-    for run in _CJK_RUN.findall(text):
+    for run in () if text.isascii() else _CJK_RUN.findall(text):
         words.update(b for b in (run[i:i + 2] for i in range(len(run) - 1)) if b not in _CJK_STOP)
         words.update(ch for ch in run if ch not in _CJK_STOP_CHARS)
     return frozenset(words)
@@ -190,7 +191,8 @@ def content_words(text: str) -> frozenset[str]:
 def relations(text: str) -> frozenset[str]:
     """The people a text names by their relation to the speaker ("my sister", "我妈妈")."""
     found = {_stem(w) for w in _WORD.findall(text.lower()) if _stem(w) in _RELATIONS_EN or w in _RELATIONS_EN}
-    found.update(r for r in _RELATIONS_ZH if r in text)
+    if not text.isascii():
+        found.update(r for r in _RELATIONS_ZH if r in text)
     return frozenset(found)
 
 
@@ -202,7 +204,8 @@ def change_cue(text: str) -> str:
 
 def change_cues(text: str) -> tuple[str, ...]:
     """Every change cue in ``text``, in order."""
-    return tuple(m.group(0) for m in _EN_CUES.finditer(text)) + tuple(m.group(0) for m in _ZH_CUES.finditer(text))
+    en = tuple(m.group(0) for m in _EN_CUES.finditer(text))
+    return en if text.isascii() else en + tuple(m.group(0) for m in _ZH_CUES.finditer(text))
 
 
 def frame_words(words: frozenset[str], relation_words: frozenset[str]) -> frozenset[str]:
@@ -219,7 +222,8 @@ def _short(text: str) -> bool:
 
 def _frames(text: str) -> frozenset[str]:
     out = {_stem(m.group(1).lower().split()[-1]) for m in _EN_FRAME.finditer(text)}
-    out.update(m.group(1) for m in _ZH_FRAME.finditer(text))
+    if not text.isascii():
+        out.update(m.group(1) for m in _ZH_FRAME.finditer(text))
     return frozenset(out)
 
 
@@ -254,33 +258,64 @@ def _analysed(text: str) -> _Text:
     relation_words = rel | {w for r in rel for w in content_words(r)}
     attrs, cues = attributes(body), change_cues(body)   # change_cue(body) is cues[0]
     return _Text(cjk=has_cjk(text), speaker=speaker,
-                 statement=not ("?" in body or "？" in body or len(body.split()) > MAX_WORDS),
+                 statement=_statement(body),
                  relations=rel, words=words, attributes=attrs, cue=cues[0] if cues else "", frames=_frames(body),
-                 # the cues are cut out by spaces, so what is named outside them is a subset of attrs
-                 named=named_attributes(body) if attrs else frozenset(),
+                 # the cues are cut out by spaces, so what is named outside them is a subset of attrs (all of
+                 # them where there is no cue to cut)
+                 named=(named_attributes(body) if cues else attrs) if attrs else frozenset(),
                  heads=frame_words(words, relation_words),
                  change=next((c for c in cues if not _PRESENT_ONLY.fullmatch(c)), ""),
                  short=_short(body))
+
+
+def _statement(body: str) -> bool:
+    """Not a question, at most MAX_WORDS words: a text that can link at all."""
+    return not ("?" in body or "？" in body or len(body.split()) > MAX_WORDS)
+
+
+@functools.lru_cache(maxsize=_ANALYSED_TEXTS)
+def _said(text: str) -> tuple[str, bool]:
+    """A text's speaker and whether it is a statement (what :func:`_analysed` holds of them, for a fraction of it)."""
+    speaker, body = split_speaker(text)
+    return speaker, _statement(body)
+
+
+@functools.lru_cache(maxsize=_ANALYSED_TEXTS)
+def may_update(text: str) -> bool:
+    """Whether a new memory's text can link as an update at all: a statement that names an everyday attribute, or a
+    short one with a change cue or a "my X is" frame (what :func:`find_updated` asks of :func:`_analysed` before it
+    reads a neighbour). The same answer for a fraction of the analysis' cost: a Write's texts are mostly questions,
+    long turns or small talk, and each new text is analysed once."""
+    body = split_speaker(text)[1]
+    if not _statement(body):
+        return False
+    if attributes(body):
+        return True
+    return _short(body) and bool(any(not _PRESENT_ONLY.fullmatch(c) for c in change_cues(body)) or _frames(body))
 
 
 def forget_texts() -> None:
     """Empties the cache: a purged memory's text must not stay in the process until it is evicted. The cache is
     shared by every tenant and keyed by text alone, so it is emptied whole (re-reading a text costs ~50 us)."""
     _analysed.cache_clear()
+    may_update.cache_clear()
+    _said.cache_clear()
 
 
 def judge(newer: Memory, older: Memory, cosine: float, *, min_cosine: float) -> Evidence | None:
     """The evidence that ``newer`` updates ``older`` (same subject, same attribute, a different value), or None."""
     if newer.scope != older.scope or family(newer.type) != family(older.type):
         return None
-    new, old = _analysed(newer.content), _analysed(older.content)
-    if new.cjk or old.cjk:
+    new = _analysed(newer.content)
+    if new.cjk or has_cjk(older.content):
         min_cosine += LINK_COSINE_CJK_SHIFT
     if cosine < min_cosine:
         return None
-    if not (new.statement and old.statement):
+    # The older text's speaker and whether it is a statement before its whole analysis: most neighbours fail here.
+    if not (new.statement and _said(older.content) == (new.speaker, True)):
         return None   # a question restates nothing; a long narrative turn is not an attribute's statement
-    if new.speaker != old.speaker or new.relations != old.relations:
+    old = _analysed(older.content)
+    if new.relations != old.relations:
         return None
     if newer.entities and older.entities and set(newer.entities) != set(older.entities):
         return None
@@ -323,7 +358,7 @@ def find_updated(new: Memory, neighbours: Sequence[tuple[float, Memory]], *,
                  min_cosine: float) -> tuple[Memory, Evidence] | None:
     """The older memory ``new`` updates among its nearest neighbours (highest cosine first), or None. Only live
     memories that nothing updates yet, created before ``new``; a memory with a key is left to the key slots."""
-    if new.key or new.status not in LIVE_STATUSES:
+    if new.key or new.status not in LIVE_STATUSES or not may_update(new.content):
         return None
     text = _analysed(new.content)
     if not (text.statement and (text.attributes or (text.short and (text.change or text.frames)))):

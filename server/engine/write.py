@@ -135,6 +135,18 @@ def batch_neighbours(shard: TenantShard, vectors: np.ndarray | Sequence[np.ndarr
     return shard.dense.search(vectors, NEAR_K, passages=False), vectors @ vectors.T
 
 
+def may_link(scores: np.ndarray, sims: np.ndarray, floor: float) -> np.ndarray:
+    """Per row of a Write, whether any memory at all lies at or above the update linker's cosine ``floor``: a stored
+    neighbour (``scores``, batch_neighbours' dense hits) or another row of the batch (``sims``). The linker reads
+    only neighbours at or above it, so a row without one cannot link and its text need not be analysed (most rows
+    of an import)."""
+    if not len(sims):
+        return np.zeros(0, dtype=bool)
+    others = sims >= floor
+    np.fill_diagonal(others, False)
+    return (scores >= floor).any(axis=1) | others.any(axis=1)
+
+
 def _merge(target: Memory, inp: MemoryInput, *, now_ms: int) -> Memory:
     refs = target.source_refs + ((inp.source_ref,) if inp.source_ref and inp.source_ref not in target.source_refs else ())
     entities = target.entities + tuple(e for e in inp.entities if e not in target.entities)
@@ -161,6 +173,7 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
     results: list[WriteResult] = []
     doc_ids = shard.store.allocate_doc_ids(len(inputs))
     hits, sims = batch_neighbours(shard, vectors)
+    linkable = may_link(hits[0], sims, cfg.update_link_cosine)
     ids = new_memory_ids(len(inputs))
     mains = main_rows(vectors) if len(inputs) else ()
     for row, (inp, vector, doc_id) in enumerate(zip(inputs, vectors, doc_ids, strict=True)):
@@ -205,7 +218,7 @@ def commit_writes(shard: TenantShard, inputs: Sequence[MemoryInput], vectors: np
         # Read after the memory is staged and has superseded what it names: its neighbours as they stand now (the
         # memory itself among them, which the linker skips), only when the linker reads them at all.
         updated = (_link_update(staging, memory.memory_id, _Later(lambda: neighbours(cfg.update_link_cosine)),
-                                cfg=cfg, now_ms=now_ms) if confident else ())
+                                cfg=cfg, now_ms=now_ms) if confident and linkable[row] else ())
         memory = staging.current(memory.memory_id) or memory
         results.append(WriteResult(memory_id=memory.memory_id,
                                    outcome=WriteOutcome.CREATED if confident else WriteOutcome.PENDING,

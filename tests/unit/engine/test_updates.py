@@ -122,3 +122,16 @@ def test_an_attribute_no_class_names_links_by_its_frame(old: str, new: str, fram
 ])
 def test_pairs_the_frame_rule_must_not_link(old: str, new: str, why: str) -> None:
     assert judge(old, new) is None, why
+
+
+@pytest.mark.parametrize("text", [
+    "My laptop is a ThinkPad", "I switched to a Framework laptop", "Caroline: Got a new phone, an iPhone 15",
+    "The project was renamed to Osprey", "My favourite band is Radiohead", "Which laptop should I switch to now?",
+    "Melanie: Wow, that's cool! What happened?", "Melanie: The kids love it now!", "预算改成八万了", "输入法换成了微信输入法",
+    "项目代号叫青龙", "你现在用什么手机？", "user: " + "We talked for a long time about the trip and the food " * 4,
+    "assistant: I moved my logins to Bitwarden", "Tim: Yep, I'll let you know!", "",
+])
+def test_may_update_is_the_analysis_gate(text: str) -> None:
+    """The cheap gate a new text passes before its analysis agrees with what the analysis itself would refuse."""
+    a = updates._analysed.__wrapped__(text)
+    assert updates.may_update(text) == (a.statement and bool(a.attributes or (a.short and (a.change or a.frames))))
