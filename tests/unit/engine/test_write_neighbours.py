@@ -18,6 +18,13 @@ def _near(base: np.ndarray, rng: np.random.Generator, eps: float) -> np.ndarray:
     return (v / np.linalg.norm(v)).astype(np.float32)
 
 
+def _staged(row: int) -> Memory:
+    return Memory(memory_id=new_memory_id(), doc_id=1000 + row, content=f"new {row}", type=MemoryType.SEMANTIC,
+                  importance=0.5, created_at_ms=T0, last_access_at_ms=T0, access_count=0, entities=(), source_ref="",
+                  scope="", confidence=1.0, key="", status=MemoryStatus.ACTIVE, supersedes=(), superseded_by="",
+                  pinned=False, expires_at_ms=0, metadata={}, source_refs=(), updated_at_ms=T0)
+
+
 def test_floored_rows_are_the_unfloored_rows_cut_at_the_floor(tmp_path: Path) -> None:
     shard = make_shard(tmp_path / "t")
     stored = vectors(12, seed=1)
@@ -29,11 +36,7 @@ def test_floored_rows_are_the_unfloored_rows_cut_at_the_floor(tmp_path: Path) ->
     hits, sims = batch_neighbours(shard, batch)
     staging = Staging(shard)
     for row in range(6):   # six of the batch staged already, as commit_writes stages them
-        m = Memory(memory_id=new_memory_id(), doc_id=1000 + row, content=f"new {row}", type=MemoryType.SEMANTIC,
-                   importance=0.5, created_at_ms=T0, last_access_at_ms=T0, access_count=0, entities=(), source_ref="",
-                   scope="", confidence=1.0, key="", status=MemoryStatus.ACTIVE, supersedes=(), superseded_by="",
-                   pinned=False, expires_at_ms=0, metadata={}, source_refs=(), updated_at_ms=T0)
-        staging.put(m, batch[row], row)
+        staging.put(_staged(row), batch[row], row)
     for row in range(10):
         every = staging.near_duplicates(batch[row], hits=(hits[0][row], hits[1][row]), batch_sims=sims[row])
         for floor in (0.5, 0.9, 0.99):
@@ -74,11 +77,7 @@ def test_may_link_holds_every_row_with_a_neighbour_at_the_link_floor(tmp_path: P
     hits, sims = batch_neighbours(shard, batch)
     staging = Staging(shard)
     for row in range(10):
-        m = Memory(memory_id=new_memory_id(), doc_id=1000 + row, content=f"new {row}", type=MemoryType.SEMANTIC,
-                   importance=0.5, created_at_ms=T0, last_access_at_ms=T0, access_count=0, entities=(), source_ref="",
-                   scope="", confidence=1.0, key="", status=MemoryStatus.ACTIVE, supersedes=(), superseded_by="",
-                   pinned=False, expires_at_ms=0, metadata={}, source_refs=(), updated_at_ms=T0)
-        staging.put(m, batch[row], row)
+        staging.put(_staged(row), batch[row], row)
     for floor in (0.5, 0.9):
         linkable = may_link(hits[0], sims, floor)
         for row in range(10):
