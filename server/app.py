@@ -168,7 +168,7 @@ def load_reranker(config: ServerConfig, device: str, *, speed: Mapping[str, bool
 
 
 def set_process_threads(requested: int, *, quiet: bool = False) -> int:
-    """Torch and FAISS CPU threads of the calling thread (and torch's default for threads started later).
+    """Torch, FAISS and BLAS CPU threads of the calling thread (and torch's default for threads started later).
     Auto (0) is half the cores: on a small shared box, spinning intra-op threads of one batch starve the CPU
     stages of the next (a single MiniLM query on two loaded cores took 40-140 ms with two torch threads and
     12-19 ms with one). OpenMP keeps FAISS's setting per thread, so every pool thread that calls FAISS sets it
@@ -184,8 +184,14 @@ def set_process_threads(requested: int, *, quiet: bool = False) -> int:
         pass
     else:
         faiss.omp_set_num_threads(threads)
+    try:   # numpy's BLAS: the flat tier's GEMM (server/index/dense.py) runs on the caller's share of cores too
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # a box without it keeps the BLAS default
+        pass
+    else:
+        threadpool_limits(threads, user_api="blas")
     if not quiet:
-        log.info("CPU threads for torch and FAISS: %d", threads)
+        log.info("CPU threads for torch, FAISS and BLAS: %d", threads)
     return threads
 
 
