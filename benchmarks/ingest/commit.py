@@ -13,6 +13,7 @@ Variants, side by side in one run:
 * ``faiss``: the same index searched by FAISS's own flat scan (``IndexIDMap2.search``), as before.
 
     flock /tmp/engram-cpu.lock .venv/bin/python -m benchmarks.ingest.commit --n 20480
+    flock /tmp/engram-cpu.lock .venv/bin/python -m benchmarks.ingest.commit --scan-only --name flat_scan
 """
 
 from __future__ import annotations
@@ -104,6 +105,39 @@ def run_variant(name: str, texts: list[str], vectors: np.ndarray, *, batch: int)
             "writes": [(n, round(1000 * s, 2)) for n, s in writes]}
 
 
+def scan_table(sizes: tuple[int, ...] = (4096, 20000, 50000), queries: tuple[int, ...] = (1, 16, 128),
+               dim: int = 384, repeat: int = 3) -> list[dict[str, Any]]:
+    """Milliseconds of one flat search of ``k`` = 8 over random unit vectors, FAISS's scan against the GEMM, one
+    thread each (the server's share on two cores)."""
+    import faiss
+    from threadpoolctl import threadpool_limits
+
+    from server.index.dense import FlatDenseIndex
+
+    faiss.omp_set_num_threads(1)
+    rng = np.random.default_rng(0)
+    rows = []
+    with threadpool_limits(1, user_api="blas"):
+        for n in sizes:
+            vectors = rng.normal(size=(n, dim)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            gemm, scan = FlatDenseIndex(dim), faiss_flat(dim)
+            for index in (gemm, scan):
+                index.add(np.arange(n), vectors)
+            for nq in queries:
+                q = vectors[:nq].copy()
+                row: dict[str, Any] = {"vectors": n, "queries": nq}
+                for name, index in (("faiss_ms", scan), ("gemm_ms", gemm)):
+                    index.search(q, 8)
+                    t0 = time.perf_counter()
+                    for _ in range(repeat):
+                        index.search(q, 8)
+                    row[name] = round(1000 * (time.perf_counter() - t0) / repeat, 2)
+                rows.append(row)
+                print(row, flush=True)
+    return rows
+
+
 def by_size(writes: list[tuple[int, float]], batch: int, edges: list[int]) -> dict[str, float]:
     """Microseconds per memory of the Writes that ended with the tenant in each size bucket."""
     out: dict[str, float] = {}
@@ -140,9 +174,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=20480)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--variants", default="gemm,faiss")
+    p.add_argument("--scan-only", action="store_true", help="only the flat search's table (no embedder, no Lucene)")
     p.add_argument("--name", default="commit")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
+    if args.scan_only:
+        out = {"machine": cpu_model(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               "command": " ".join(["python", "-m", "benchmarks.ingest.commit", *(argv or sys.argv[1:])]),
+               "scan": scan_table()}
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"{args.name}.json").write_text(json.dumps(out, indent=1) + "\n")
+        return 0
     from server import lexical
 
     lexical.start()

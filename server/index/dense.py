@@ -14,6 +14,10 @@ def empty_result(n_queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     return (np.full((n_queries, k), -np.inf, dtype=np.float32), np.full((n_queries, k), -1, dtype=np.int64))
 
 
+# FAISS's flat scan (faiss-cpu 1.15) against one GEMM and a top-k per row, k = 8, 384-d, one thread each (ms;
+# docs/benchmarks/ingest.md): a Write's 128 near-duplicate lookups over 4,096 vectors 34.7 against 8.4, over 20,000
+# 167 against 40; 8 queries over 20,000 9.9 against 9.1; one query 1.2 against 1.4, two 2.5 against 5.4.
+GEMM_FROM_QUERIES = 8
 # Vectors scored at once per query in top_k: a block's (queries, block) scores stay within ~64 MiB at 128 queries.
 SCORE_BLOCK = 131_072
 
@@ -88,19 +92,21 @@ class FlatDenseIndex(FaissIdIndex):
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Returns (scores, ids), each (n_queries, k); missing slots have id -1.
 
-        One GEMM of the queries against FAISS's own vector buffer (read in place, under the lock) and a top-k per
-        row, in blocks of vectors: FAISS's flat scan (faiss-cpu 1.15) took 38 ms for a Write's 128 near-duplicate
-        lookups over 4,096 vectors and 179 ms over 20,000, the GEMM 7 and 33 ms; a single query 2.2 against 0.9 ms
-        at 20,000 (docs/benchmarks/ingest.md)."""
+        From GEMM_FROM_QUERIES queries on, one GEMM of the queries against FAISS's own vector buffer (read in place,
+        under the lock) and a top-k per row, in blocks of vectors; fewer queries (a search's one per tenant) go
+        through FAISS's flat scan, which is quicker for them."""
         q = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.dim)
         with self._lock:
             n = int(self._index.ntotal)
             if n == 0 or k <= 0:
                 return empty_result(len(q), k)
-            vectors = faiss.rev_swig_ptr(self._flat.get_xb(), n * self.dim).reshape(n, self.dim)
-            ids_of = faiss.rev_swig_ptr(self._index.id_map.data(), n)
-            scores, rows = top_k(q, vectors, min(k, n))
-            ids = ids_of[rows]
+            if len(q) < GEMM_FROM_QUERIES:
+                scores, ids = self._index.search(q, min(k, n))
+            else:
+                vectors = faiss.rev_swig_ptr(self._flat.get_xb(), n * self.dim).reshape(n, self.dim)
+                ids_of = faiss.rev_swig_ptr(self._index.id_map.data(), n)
+                scores, rows = top_k(q, vectors, min(k, n))
+                ids = ids_of[rows]
         if ids.shape[1] < k:
             pad = k - ids.shape[1]
             scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)

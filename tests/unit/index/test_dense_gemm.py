@@ -22,12 +22,25 @@ def test_the_gemm_finds_what_faiss_scans(n: int, k: int) -> None:
     reference = faiss.IndexIDMap2(faiss.IndexFlatIP(16))
     reference.add_with_ids(vectors, ids)
     queries = rng.normal(size=(20, 16)).astype(np.float32)
+    assert len(queries) >= dense.GEMM_FROM_QUERIES   # the GEMM's path
     scores, found = index.search(queries, k)
     want_scores, want_ids = reference.search(queries, min(k, n))
     assert scores.shape == found.shape == (20, k)
     assert np.allclose(scores[:, :min(k, n)], want_scores, atol=1e-5)
     assert (found[:, :min(k, n)] == want_ids).all()
     assert (found[:, min(k, n):] == -1).all() and np.isneginf(scores[:, min(k, n):]).all()
+
+
+def test_a_few_queries_go_through_faiss_with_the_same_answer() -> None:
+    rng = np.random.default_rng(6)
+    vectors = rng.normal(size=(40, 8)).astype(np.float32)
+    index = FlatDenseIndex(8)
+    index.add(np.arange(40) + 100, vectors)
+    queries = rng.normal(size=(dense.GEMM_FROM_QUERIES, 8)).astype(np.float32)
+    many = index.search(queries, 5)
+    one = [index.search(q[None, :], 5) for q in queries]
+    assert np.allclose(many[0], np.vstack([s for s, _ in one]), atol=1e-5)
+    assert (many[1] == np.vstack([i for _, i in one])).all()
 
 
 def test_blocks_give_the_whole_answer(monkeypatch: pytest.MonkeyPatch) -> None:
