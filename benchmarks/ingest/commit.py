@@ -137,6 +137,25 @@ def scan_table(sizes: tuple[int, ...] = (4096, 20000, 50000), queries: tuple[int
     return rows
 
 
+def linker_table() -> list[dict[str, Any]]:
+    """µs per new text of the update linker's full analysis against its gate (``updates.may_update``), uncached, on
+    4,000 short and 1,000 ~1 KB turns; and the share the gate lets through."""
+    from server.engine import updates
+
+    rows = []
+    for kind, texts in (("short", short_turns(4000)), ("long", long_turns(1000))):
+        row: dict[str, Any] = {"kind": kind, "texts": len(texts)}
+        for name, fn in (("analysis_us", updates._analysed.__wrapped__), ("gate_us", updates.may_update.__wrapped__)):
+            t0 = time.perf_counter()
+            for text in texts:
+                fn(text)
+            row[name] = round(1e6 * (time.perf_counter() - t0) / len(texts), 1)
+        row["gate_passes"] = round(sum(map(updates.may_update.__wrapped__, texts)) / len(texts), 3)
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
 def by_size(writes: list[tuple[int, float]], batch: int, edges: list[int]) -> dict[str, float]:
     """Microseconds per memory of the Writes that ended with the tenant in each size bucket."""
     out: dict[str, float] = {}
@@ -173,14 +192,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=20480)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--variants", default="gemm,faiss")
-    p.add_argument("--scan-only", action="store_true", help="only the flat search's table (no embedder, no Lucene)")
+    p.add_argument("--scan-only", action="store_true", help="only the flat search's and the linker gate's tables (no embedder, no Lucene)")
     p.add_argument("--name", default="commit")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     if args.scan_only:
         out = {"machine": cpu_model(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "command": " ".join(["python", "-m", "benchmarks.ingest.commit", *(argv or sys.argv[1:])]),
-               "scan": scan_table()}
+               "scan": scan_table(), "linker": linker_table()}
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"{args.name}.json").write_text(json.dumps(out, indent=1) + "\n")
         return 0

@@ -15,8 +15,8 @@ def empty_result(n_queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 # FAISS's flat scan (faiss-cpu 1.15) against one GEMM and a top-k per row, k = 8, 384-d, one thread each (ms;
-# docs/benchmarks/ingest.md): a Write's 128 near-duplicate lookups over 4,096 vectors 29.8 against 5.9, over 20,000
-# 154 against 29; 8 queries over 20,000 9.7 against 7.7; one query 1.32 against 1.33, two 2.3 against 5.3.
+# docs/benchmarks/ingest.md): a Write's 128 near-duplicate lookups over 4,096 vectors 31.7 against 5.8, over 20,000
+# 159 against 29; 8 queries over 20,000 10.1 against 7.5; one query 1.34 against 1.46, two 2.5 against 5.5.
 GEMM_FROM_QUERIES = 8
 # Vectors scored at once per query in top_k: a block's (queries, block) scores stay within ~64 MiB at 128 queries.
 SCORE_BLOCK = 131_072
