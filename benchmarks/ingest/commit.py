@@ -9,8 +9,13 @@ around the commit (salience, the fingerprint, the answer) is ``benchmarks.ingest
 
 Variants, side by side in one run:
 
-* ``gemm``: the flat tier as the server runs it (``FlatDenseIndex.search``: one GEMM and a top-k per row);
-* ``faiss``: the same index searched by FAISS's own flat scan (``IndexIDMap2.search``), as before.
+* ``gemm``: the flat tier as the server runs it (``FlatDenseIndex.search``: a Write's lookups as one GEMM and a
+  top-k per row, from ``GEMM_FROM_QUERIES`` queries on);
+* ``faiss``: the same index searched by FAISS's own flat scan (``IndexIDMap2.search``) at any query count.
+
+``--scan-only``: no embedder and no tenant; the flat search's milliseconds, FAISS's scan against the GEMM, by
+tenant size and query count (where ``GEMM_FROM_QUERIES`` comes from), and the update linker's full analysis of a
+new text against its gate (``updates.may_update``).
 
     flock /tmp/engram-cpu.lock .venv/bin/python -m benchmarks.ingest.commit --n 20480
     flock /tmp/engram-cpu.lock .venv/bin/python -m benchmarks.ingest.commit --scan-only --name flat_scan
