@@ -46,3 +46,22 @@ def test_input_records_what_changed_and_binary_is_refused() -> None:
     assert normalise_input(same, where="m") is same
     with pytest.raises(InvalidArgument, match=r"memories\[3\]\.content is not text: 50%"):
         normalise_input(MemoryInput(content="\x00\x01\x02abc"), where="memories[3]")
+
+
+def test_the_quick_paths_agree_with_reading_each_character() -> None:
+    """Multi-line turns, accents to compose, and every kind of character the loop changes, alone and mixed: the
+    quick paths (no such character: NFC alone) give what the per-character reading gives."""
+    import random
+
+    from server.hygiene.normalise import _by_character
+
+    alphabet = [chr(c) for c in range(0, 0x250)] + list("\u200b\u2060\ufeff\u00ad\u200d\u200c\ud800\udfff\ufffe"
+                                                       "\uffff\u0301e\u4e2d\u6587\uff1f\U0001F600\n\t\r ")
+    rnd = random.Random(7)
+    texts = ["user: I moved.\nassistant: Where to?\n\tThe 3rd floor.", "Cafe\u0301 au lait", "caf\u00e9\r\n",
+             "line one\nline two", "zero\u200bwidth", "\x96dash", "soft\u00adhyphen", "中文\n第二行"]
+    texts += ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 16))) for _ in range(20000)]
+    for text in texts:
+        assert normalise_text(text) == _by_character(text), repr(text)
+    assert normalise_text("Cafe\u0301\nau lait") == ("Caf\u00e9\nau lait", "NFC", 0.0)
+    assert normalise_text("line one\nline two") == ("line one\nline two", "", 0.0)
