@@ -49,22 +49,12 @@ def embed(texts: list[str]) -> np.ndarray:
 
 
 def faiss_flat(dim: int) -> Any:
-    """The flat tier searched by FAISS's own scan (the variant the GEMM replaced)."""
-    from server.index.dense import FlatDenseIndex, empty_result
+    """The flat tier searched by FAISS's own scan at any query count (the variant the GEMM replaced)."""
+    from server.index.dense import FlatDenseIndex
 
     class FaissScanFlat(FlatDenseIndex):
-        def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-            q = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.dim)
-            with self._lock:
-                n = int(self._index.ntotal)
-                if n == 0 or k <= 0:
-                    return empty_result(len(q), k)
-                scores, ids = self._index.search(q, min(k, n))
-            if ids.shape[1] < k:
-                pad = k - ids.shape[1]
-                scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
-                ids = np.pad(ids, ((0, 0), (0, pad)), constant_values=-1)
-            return scores, ids
+        def _search_held(self, q: np.ndarray, k: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+            return self._index.search(q, k)
 
     return FaissScanFlat(dim)
 

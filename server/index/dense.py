@@ -100,18 +100,20 @@ class FlatDenseIndex(FaissIdIndex):
             n = int(self._index.ntotal)
             if n == 0 or k <= 0:
                 return empty_result(len(q), k)
-            if len(q) < GEMM_FROM_QUERIES:
-                scores, ids = self._index.search(q, min(k, n))
-            else:
-                vectors = faiss.rev_swig_ptr(self._flat.get_xb(), n * self.dim).reshape(n, self.dim)
-                ids_of = faiss.rev_swig_ptr(self._index.id_map.data(), n)
-                scores, rows = top_k(q, vectors, min(k, n))
-                ids = ids_of[rows]
+            scores, ids = self._search_held(q, min(k, n), n)
         if ids.shape[1] < k:
             pad = k - ids.shape[1]
             scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
             ids = np.pad(ids, ((0, 0), (0, pad)), constant_values=-1)
         return scores, ids
+
+    def _search_held(self, q: np.ndarray, k: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, ids) of the ``k`` ≤ ``n`` best of the ``n`` vectors held; the caller holds the lock."""
+        if len(q) < GEMM_FROM_QUERIES:
+            return self._index.search(q, k)
+        vectors = faiss.rev_swig_ptr(self._flat.get_xb(), n * self.dim).reshape(n, self.dim)
+        scores, rows = top_k(q, vectors, k)
+        return scores, faiss.rev_swig_ptr(self._index.id_map.data(), n)[rows]
 
     def export(self) -> tuple[np.ndarray, np.ndarray]:
         """Copies of every (id, vector) held, for a promotion."""

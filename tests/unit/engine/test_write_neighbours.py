@@ -10,6 +10,7 @@ import numpy as np
 from server.config import MemoryConfig
 from server.domain import Memory, MemoryInput, MemoryStatus, MemoryType, WriteOutcome
 from server.engine.write import Staging, batch_neighbours, commit_writes, new_memory_id
+from server.tenants.shard import TenantShard
 from tests.engine_support import T0, make_shard, vectors, write
 
 
@@ -25,12 +26,18 @@ def _staged(row: int) -> Memory:
                   pinned=False, expires_at_ms=0, metadata={}, source_refs=(), updated_at_ms=T0)
 
 
-def test_floored_rows_are_the_unfloored_rows_cut_at_the_floor(tmp_path: Path) -> None:
+def _stored(tmp_path: Path) -> tuple[TenantShard, np.ndarray]:
+    """A shard holding 12 memories of random vectors (no merges, no links), and their vectors."""
     shard = make_shard(tmp_path / "t")
     stored = vectors(12, seed=1)
     with shard.write_lock:
         commit_writes(shard, [MemoryInput(content=f"stored {i}") for i in range(12)], stored,
                       cfg=MemoryConfig(dedupe_cosine=1.01, update_link_cosine=1.01), now_ms=T0)
+    return shard, stored
+
+
+def test_floored_rows_are_the_unfloored_rows_cut_at_the_floor(tmp_path: Path) -> None:
+    shard, stored = _stored(tmp_path)
     rng = np.random.default_rng(2)
     batch = np.stack([_near(stored[i % 12], rng, 0.05 * (i % 4)) for i in range(10)])
     hits, sims = batch_neighbours(shard, batch)
@@ -66,11 +73,7 @@ def test_may_link_holds_every_row_with_a_neighbour_at_the_link_floor(tmp_path: P
     read."""
     from server.engine.write import may_link
 
-    shard = make_shard(tmp_path / "t")
-    stored = vectors(12, seed=1)
-    with shard.write_lock:
-        commit_writes(shard, [MemoryInput(content=f"stored {i}") for i in range(12)], stored,
-                      cfg=MemoryConfig(dedupe_cosine=1.01, update_link_cosine=1.01), now_ms=T0)
+    shard, stored = _stored(tmp_path)
     rng = np.random.default_rng(5)
     batch = np.stack([_near(stored[i], rng, 0.02) if i < 3 else vectors(1, seed=100 + i)[0] for i in range(9)]
                      + [_near(vectors(1, seed=108)[0], rng, 0.02)])
