@@ -31,7 +31,8 @@ from server.engine.search import DENSE_WEIGHT, DENSE_WEIGHT_CJK, DENSE_WEIGHT_CO
 
 log = logging.getLogger("benchmarks.quality")
 
-SUITES = ("scifact", "locomo", "zh", "recency", "block", "multisession", "preference", "requests", "updates")
+SUITES = ("scifact", "locomo", "zh", "recency", "block", "multisession", "preference", "requests", "order",
+          "updates")
 
 
 def main(argv: list[str] | None = None) -> int:

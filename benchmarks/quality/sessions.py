@@ -6,9 +6,12 @@
   dinner" must find "I am vegetarian" and "I prefer quiet places");
 * ``requests``: a user and an assistant; requests to the assistant that need the user's statements ("Can you suggest
   what I should cook for my friends?"), asking it to recall them, and questions about its own replies
-  (benchmarks/quality/requests.py compares the rule that reads them).
+  (benchmarks/quality/requests.py compares the rule that reads them);
+* ``order``: two events of a user's weeks or months, asked in which order they came ("Which did I do first, the
+  pottery workshop or the cooking class?", "我是先学的吉他还是先学的钢琴？"); both are the evidence, beside older and
+  newer turns that share the question's words (server/engine/time_intent.py reads such a question as no time intent).
 
-    .venv/bin/python -m benchmarks.quality.run --only multisession,preference,requests
+    .venv/bin/python -m benchmarks.quality.run --only multisession,preference,requests,order
 
 Each set is one tenant (every user's turns, their scope the user, so the other users' turns are the distractors),
 written oldest first through Write with ``created_at`` from each turn's age; each question is searched "as of" the
@@ -31,7 +34,7 @@ from benchmarks.quality.harness import DEFAULTS, EvalServer
 from engram_proto.v1 import messages_pb2 as pb
 from server.config import DAY_S
 
-SETS = ("multisession", "preference", "requests")
+SETS = ("multisession", "preference", "requests", "order")
 NOW_MS = 1_767_225_600_000   # 2026-01-01 UTC, the other written sets' now
 
 

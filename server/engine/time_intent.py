@@ -13,7 +13,9 @@
 PAST and FIRST win over CURRENT when both occur ("what did I use before the one I have now?"). A cue that
 names a time or an order of events rather than a state ("before the concert", "the first time she went",
 "first of all") is not an intent: "before"/"after" followed by a noun phrase that is not a pronoun, and
-"first" followed by "time", are read as the temporal expressions ``server/temporal.py`` handles.
+"first" followed by "time", are read as the temporal expressions ``server/temporal.py`` handles. A question about
+the order of events ("Which did I do first, the pottery class or the cooking course?", "from earliest to latest",
+"我是先学的吉他还是钢琴？") asks for both events and has no intent (``ORDER_QUESTIONS``).
 Pure functions; no model.
 """
 
@@ -42,13 +44,26 @@ _EN_FIRST = re.compile(
     r"\b(?:originally|original|initially|initial|at first|at the start|to begin with|in the beginning|"
     r"first(?!\s+(?:time|of all|thing|person|name|aid|class|half|week|day|date|step|place|met)\b))\b",
     re.IGNORECASE)
+# A question about the order of events ("Which did I do first, the pottery class or the cooking course?", "Did I go to
+# Lisbon or Kyoto first?", "from earliest to latest", "我是先学的吉他还是钢琴？") asks for both, not for a first or a
+# current state: no intent, relevance first, so neither event is lifted or lowered for its age.
+_EN_ORDER = re.compile(
+    r"\b(?:first|earlier|sooner|later)\b[^.?!;]*\bor\b|\bor\b[^.?!;]*\b(?:first|earlier|sooner|later)\b"
+    r"|\bin (?:what|which|the) order\b|\bchronological(?:ly)?\b|\b(?:came|happened|occurred) (?:first|earlier|later)\b"
+    r"|\b(?:earliest|oldest|first) to (?:the )?(?:latest|newest|last|most recent)\b"
+    r"|\b(?:latest|newest|last|most recent) to (?:the )?(?:earliest|oldest|first)\b", re.IGNORECASE)
+_ZH_ORDER = re.compile(r"先[^。？！?]*还是|还是[^。？！?]*先|哪个(?:先|在前|更早|早一些)|谁先|先后|顺序")
+ORDER_QUESTIONS = True   # False: the cue words alone, as before (benchmarks/quality/order.py compares both)
 _ZH_CURRENT = re.compile(r"现在|目前|最近|如今|眼下|当前|这阵子|这些天|目前为止|最新|还在")
 _ZH_PAST = re.compile(r"以前|原来|之前|过去|从前|曾经|以往|早先|旧的|原先")
 _ZH_FIRST = re.compile(r"最初|一开始|起初|最开始|最早|当初|起先|第一个|刚开始")
 
 
 def detect(text: str) -> TimeIntent:
-    """The query's time intent (English and Chinese cue words; NONE when it names none)."""
+    """The query's time intent (English and Chinese cue words; NONE when it names none, or asks for the order of
+    events)."""
+    if ORDER_QUESTIONS and (_EN_ORDER.search(text) or _ZH_ORDER.search(text)):
+        return TimeIntent.NONE
     if _EN_FIRST.search(text) or _ZH_FIRST.search(text):
         return TimeIntent.FIRST
     if _EN_PAST.search(text) or _ZH_PAST.search(text):

@@ -1,5 +1,5 @@
-"""The multi-session and preference sets (benchmarks/quality/data, written for this project): well formed, each
-multi-session question needs turns from two or more days, both halves and both languages present."""
+"""The multi-session, preference, requests and order sets (benchmarks/quality/data, written for this project): well
+formed, each multi-session question needs turns from two or more days, both halves and both languages present."""
 
 from __future__ import annotations
 
@@ -25,6 +25,18 @@ def test_each_multisession_question_needs_turns_from_different_days() -> None:
     age = {m["id"]: m["age_days"] for m in data.memories}
     for rel in data.qrels.values():
         assert len(rel) >= 2 and len({age[r] for r in rel}) >= 2
+
+
+def test_each_order_question_asks_for_two_events_of_different_days_and_reads_no_time_intent() -> None:
+    from server.domain import TimeIntent
+    from server.engine.time_intent import detect
+
+    data = load_set("order")
+    age = {m["id"]: m["age_days"] for m in data.memories}
+    for q in data.queries:
+        rel = data.qrels[q.id]
+        assert len(rel) == 2 and len({age[r] for r in rel}) == 2, q.id
+        assert detect(q.text) == TimeIntent.NONE, q.text
 
 
 def test_block_recall_counts_the_share_of_evidence_the_block_holds() -> None:

@@ -33,9 +33,28 @@ from server.store.columns import UPDATED_BY, UPDATES
     ("how old is Melanie's son?", TimeIntent.NONE),
     ("when was the first time she went hiking", TimeIntent.NONE),
     ("晚饭吃了什么？", TimeIntent.NONE),
+    # the order of events, not a state: both are asked for
+    ("Which did I do first, the pottery workshop or the cooking class?", TimeIntent.NONE),
+    ("Did I go to Kyoto or Lisbon first?", TimeIntent.NONE),
+    ("Which happened earlier, passing my test or buying the car?", TimeIntent.NONE),
+    ("List the gigs I went to from earliest to latest.", TimeIntent.NONE),
+    ("In what order did I read these books?", TimeIntent.NONE),
+    ("我是先学的吉他还是先学的钢琴？", TimeIntent.NONE),
+    ("杭州和成都哪个先去的？", TimeIntent.NONE),
+    ("what was my first phone, or do you not know?", TimeIntent.NONE),   # an "or" with an order word: read as order
+    ("which was my first phone?", TimeIntent.FIRST),
+    ("which laptop did I have earlier?", TimeIntent.PAST),
 ])
 def test_detect(text: str, intent: TimeIntent) -> None:
     assert detect(text) == intent
+
+
+def test_order_questions_are_read_by_their_cue_words_when_the_rule_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from server.engine import time_intent
+
+    monkeypatch.setattr(time_intent, "ORDER_QUESTIONS", False)
+    assert detect("Which did I do first, the pottery workshop or the cooking class?") == TimeIntent.FIRST
+    assert detect("List the gigs I went to from earliest to latest.") == TimeIntent.CURRENT
 
 
 def test_recency_weight_rises_for_current_and_drops_for_the_past() -> None:
