@@ -71,9 +71,11 @@ bench-durability: $(STAMP)
 bench-cluster: $(STAMP) $(VENV)/.cluster-installed
 	$(PY) -m benchmarks.cluster.run
 
-# Trains engram's own cross-encoder into models/weights/engram-reranker-v1 (see training/).
+# Trains engram's own cross-encoder into models/weights/engram-reranker-v1 (see training/): stage one, then the
+# LoCoMo dev questions' stage on top of it (training/qa_stage.py).
 reranker: $(STAMP)
 	$(PY) -m training
+	$(PY) -m training.qa_stage
 
 # Distils a 3-layer student of engram-reranker-v1 into models/weights/engram-reranker-v1-l3 (training/distill.py).
 reranker-student: $(STAMP)
