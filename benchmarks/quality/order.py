@@ -27,7 +27,7 @@ from pathlib import Path
 from benchmarks.quality.block import block_recall
 from benchmarks.quality.datasets import evaluate, repo_root
 from benchmarks.quality.harness import DEFAULTS, EvalServer
-from benchmarks.quality.sessions import NOW_MS, inputs, load_set
+from benchmarks.quality.sessions import NOW_MS, inputs, load_set, question_groups
 
 VARIANTS = {"cue words alone (before)": False, "order questions: no intent": True}
 
@@ -41,11 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     data = load_set("order")
-    groups = {"all": list(data.qrels)}
-    for half in ("dev", "held_out"):
-        groups[half] = [q for q in data.qrels if data.half[q] == half]
-    for lang in ("en", "zh"):
-        groups[lang] = [q for q in data.qrels if data.lang[q] == lang]
+    groups = question_groups(data)
     results: dict = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": cpu_model(),
                      "command": "python -m benchmarks.quality.order", "memories": len(data.memories),
                      "queries": len(data.queries), "variants": {}}

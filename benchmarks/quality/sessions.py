@@ -67,16 +67,22 @@ def inputs(memories: Sequence[dict]) -> list[tuple[str, pb.MemoryInput]]:
             for m in ordered]
 
 
-def run_set(server: EvalServer, name: str) -> dict:
-    data = load_set(name)
-    tenant = server.ingest(name, inputs(data.memories))
-    run = server.search(tenant, data.queries, DEFAULTS, now_ms=NOW_MS, top_k=10)
-    block, ms = server.block_docs(tenant, data.queries, now_ms=NOW_MS)
+def question_groups(data: SessionSet) -> dict[str, list[str]]:
+    """The question ids reported apart: all, each half (dev, held_out) and each language (en, zh)."""
     groups = {"all": list(data.qrels)}
     for half in ("dev", "held_out"):
         groups[half] = [q for q in data.qrels if data.half[q] == half]
     for lang in ("en", "zh"):
         groups[lang] = [q for q in data.qrels if data.lang[q] == lang]
+    return groups
+
+
+def run_set(server: EvalServer, name: str) -> dict:
+    data = load_set(name)
+    tenant = server.ingest(name, inputs(data.memories))
+    run = server.search(tenant, data.queries, DEFAULTS, now_ms=NOW_MS, top_k=10)
+    block, ms = server.block_docs(tenant, data.queries, now_ms=NOW_MS)
+    groups = question_groups(data)
     out: dict = {"memories": len(data.memories), "queries": len(data.queries),
                  "p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1)}
     for group, ids in groups.items():
