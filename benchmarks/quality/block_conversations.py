@@ -1,9 +1,11 @@
 """The LoCoMo block suite conversation by conversation, with a given cross-encoder: what a stage trained on some dev
 conversations' questions does on the dev conversation it never saw (training/qa_stage.py ``--conversations``).
 
-    .venv/bin/python -m benchmarks.quality.block_conversations [--reranker PATH] --out PATH
+    .venv/bin/python -m benchmarks.quality.block_conversations [--reranker PATH] [--calibration PATH] \
+        [--conversations conv-41] --out PATH
 
-One in-process server at its defaults (``--reranker``: another cross-encoder folder; none: the bundled one), the
+One in-process server at its defaults (``--reranker``: another cross-encoder folder; none: the bundled one;
+``--calibration``: another relevance calibration, benchmarks.quality.calibrate; ``--conversations``: only those), the
 background consolidation as the environment sets it (``ENGRAM_ADVANCED__CONSOLIDATE_INTERVAL_S=0`` as the block
 suite's comparisons run), each conversation written as the block suite writes it and every question searched once for
 the top 10 and once as the SDK's ``recall`` gets the context block, caches off. Per conversation and category:
@@ -30,15 +32,22 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reranker", default="", help="a cross-encoder folder (default: the bundled one)")
+    parser.add_argument("--calibration", default="", help="a calibration JSON (default: the bundled one)")
+    parser.add_argument("--conversations", default="", help="comma-separated conversation ids (default: all five)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    only = {c for c in args.conversations.split(",") if c}
+    overrides = {"advanced": {"calibration": args.calibration}} if args.calibration else None
     logging.basicConfig(level=logging.WARNING)
     result: dict = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": cpu_model(),
-                    "reranker": args.reranker or "bundled", "dev_conversations": list(LOCOMO_DEV),
+                    "reranker": args.reranker or "bundled", "calibration": args.calibration or "bundled",
+                    "dev_conversations": list(LOCOMO_DEV),
                     "conversations": {}}
     with tempfile.TemporaryDirectory(prefix="engram-block-conv-") as tmp, \
-            EvalServer(Path(tmp) / "data", reranker=args.reranker) as server, server.caches_off():
+            EvalServer(Path(tmp) / "data", reranker=args.reranker, overrides=overrides) as server, server.caches_off():
         for conv in load_locomo():
+            if only and conv.id not in only:
+                continue
             tenant = server.ingest(f"block-{conv.id}", locomo_inputs(conv, "speaker"))
             queries = [Query(id=q.id, text=q.text) for q in conv.questions]
             qrels = {q.id: {d: 1 for d in q.evidence} for q in conv.questions}

@@ -9,6 +9,12 @@ set are never read here: they are where the README reports. Each search asks for
 (top_k 200, decay, importance and temporal boosts off, "as of" a fixed time) so the features of every
 candidate are seen; the features are rebuilt from the hits' breakdowns exactly as the server computes
 them (:func:`server.fusion.calibration.fused_features`). Each data set weighs the same in the fit.
+
+Cross-fitting (``--cross-fit conv-26=DIR --cross-fit …``): the bundled cross-encoder was trained further on the
+dev conversations' questions (training/qa_stage.py), so its logits on them are in sample. With ``--cross-fit``
+each named dev conversation's rows are read through a server whose cross-encoder is ``DIR``, that stage trained
+without the conversation (``python -m training.qa_stage --init <stage one> --out DIR --conversations <the other
+two>``): the fit then sees the logits the bundled model gives a conversation it never read.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import argparse
 import json
 import logging
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -118,13 +124,54 @@ def collect(server: EvalServer) -> dict[str, dict[str, np.ndarray]]:
     out["scifact"] = {"fx": np.array(fx), "fy": np.array(fy), "rx": np.array(rx), "ry": np.array(ry),
                       "fq": np.array(fq, dtype=np.int64), "rq": np.array(rq, dtype=np.int64),
                       "rh": np.array(rh, dtype=np.int64)}
+    out.update(collect_locomo(server))
+    return out
+
+
+def collect_locomo(server: EvalServer, only: Sequence[str] = ()) -> dict[str, dict[str, np.ndarray]]:
+    """Rows ``locomo:<conversation id>`` of every LoCoMo conversation (``only``: of those named)."""
+    out: dict[str, dict[str, np.ndarray]] = {}
     for conv in load_locomo():
+        if only and conv.id not in only:
+            continue
         tenant = server.ingest(f"cal-locomo-{conv.id}", locomo_inputs(conv))
         qs = [q for q in conv.questions]
         hits = server.search_hits(tenant, [_q(q) for q in qs], ALL, now_ms=conv.now * 1000, top_k=200)
         part = _rows(server, tenant, hits, {q.id: q.text for q in qs}, {q.id: {e: 1 for e in q.evidence} for q in qs})
         out[f"locomo:{conv.id}"] = {k: np.array(part[i]) for i, k in enumerate(ROW_KEYS)}
     return out
+
+
+def parse_cross_fit(specs: Sequence[str]) -> dict[str, Path]:
+    """``conv=DIR`` specs: each a dev conversation, once, and an existing cross-encoder folder."""
+    folds: dict[str, Path] = {}
+    for spec in specs:
+        conv, sep, path = spec.partition("=")
+        if not sep or not path:
+            raise ValueError(f"--cross-fit {spec!r}: expected <conversation>=<cross-encoder folder>")
+        if conv not in LOCOMO_DEV:
+            raise ValueError(f"--cross-fit {spec!r}: {conv!r} is not a dev conversation ({', '.join(LOCOMO_DEV)})")
+        if conv in folds:
+            raise ValueError(f"--cross-fit names {conv} twice")
+        if not Path(path).is_dir():
+            raise ValueError(f"--cross-fit {spec!r}: no folder {path}")
+        folds[conv] = Path(path)
+    return folds
+
+
+def cross_fitted(rows: Mapping[str, Mapping[str, np.ndarray]], folds: Mapping[str, Path],
+                 read: Callable[[str, Path], Mapping[str, np.ndarray]]) -> dict[str, dict[str, np.ndarray]]:
+    """``rows`` with each fold's conversation's rows replaced by ``read(conversation, folder)``'s."""
+    out = {name: dict(d) for name, d in rows.items()}
+    for conv, folder in folds.items():
+        out[f"locomo:{conv}"] = dict(read(conv, folder))
+    return out
+
+
+def _read_fold(conv: str, folder: Path) -> dict[str, np.ndarray]:
+    with tempfile.TemporaryDirectory(prefix="engram-calibrate-fold-") as tmp, \
+            EvalServer(Path(tmp) / "data", reranker=str(folder)) as server:
+        return collect_locomo(server, only=(conv,))[f"locomo:{conv}"]
 
 
 def select(rows: Mapping[str, Mapping[str, np.ndarray]],
@@ -192,7 +239,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="LoCoMo conversations fitted on: the dev ones (default) or all five")
     parser.add_argument("--rows", type=Path, default=None,
                         help="an .npz of collected rows: read if it exists (no server run), else written")
+    parser.add_argument("--leave-out", default="", help="a dev conversation left out of the fit (to measure it)")
+    parser.add_argument("--cross-fit", action="append", default=[], metavar="CONV=DIR",
+                        help="a dev conversation's rows read through this cross-encoder (its question stage trained "
+                             "without the conversation); repeat for each")
+    parser.add_argument("--fold-rows", type=Path, default=None,
+                        help="an .npz of the cross-fitted conversations' rows: read if it exists, else written")
     args = parser.parse_args(argv)
+    folds = parse_cross_fit(args.cross_fit)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     for noisy in ("server", "models"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -207,13 +261,27 @@ def main(argv: list[str] | None = None) -> int:
         if args.rows is not None:
             save_rows(args.rows, rows)
             args.rows.with_suffix(".json").write_text(json.dumps(names) + "\n")
+    if folds:
+        if args.fold_rows is not None and args.fold_rows.is_file():
+            kept = load_rows(args.fold_rows)
+            rows = cross_fitted(rows, folds, lambda conv, _: kept[f"locomo:{conv}"])
+        else:
+            rows = cross_fitted(rows, folds, _read_fold)
+            if args.fold_rows is not None:
+                save_rows(args.fold_rows, {f"locomo:{c}": rows[f"locomo:{c}"] for c in folds})
     conversations = LOCOMO_DEV if args.locomo == "dev" else LOCOMO_DEV + LOCOMO_HELD_OUT
+    if args.leave_out:
+        if args.leave_out not in LOCOMO_DEV:
+            raise SystemExit(f"--leave-out must name a dev conversation ({', '.join(LOCOMO_DEV)})")
+        conversations = tuple(c for c in conversations if c != args.leave_out)
     data = select(rows, conversations)
     fcoef, fint, fstats = fit(data, "fx", "fy")
     rcoef, rint, rstats = fit(data, "rx", "ry")
     source = ("benchmarks/quality/calibrate.py: SciFact train claims (cross-encoder: its held-out dev claims) over the "
               f"test corpus, and LoCoMo questions (categories 1-4) of {', '.join(conversations)} over "
-              "'<speaker>: <text>' turns written one by one (threaded by the server); equal weight each")
+              "'<speaker>: <text>' turns written one by one (threaded by the server); equal weight each"
+              + ("; cross-fitted: " + ", ".join(f"{c} through {p.name}" for c, p in folds.items()) + " (each "
+                 "cross-encoder's question stage trained without that conversation)" if folds else ""))
     fit_entry = {
         "reranker": names["reranker"], "source": source,
         "fused": {"features": list(FUSED_FEATURES), "coef": [round(float(c), 5) for c in fcoef], "intercept": round(fint, 5)},

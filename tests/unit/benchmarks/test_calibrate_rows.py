@@ -67,3 +67,37 @@ def test_query_indices_stay_distinct_across_conversations() -> None:
     queries = sum((n + 1) // 2 for n in sizes)   # each conversation's indices 0 .. ceil(n / 2) - 1
     assert len(np.unique(data["locomo"]["fq"])) == len(np.unique(data["locomo"]["rq"])) == queries
     assert data["locomo"]["rh"].tolist() == [h for n in sizes for h in (np.arange(n) % 2).tolist()]
+
+
+def test_cross_fit_specs_name_dev_conversations_and_folders(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.quality.calibrate import parse_cross_fit
+
+    folds = parse_cross_fit([f"{LOCOMO_DEV[0]}={tmp_path}"])
+    assert folds == {LOCOMO_DEV[0]: tmp_path}
+    with pytest.raises(ValueError, match="not a dev conversation"):
+        parse_cross_fit([f"{LOCOMO_HELD_OUT[0]}={tmp_path}"])
+    with pytest.raises(ValueError, match="twice"):
+        parse_cross_fit([f"{LOCOMO_DEV[0]}={tmp_path}", f"{LOCOMO_DEV[0]}={tmp_path}"])
+    with pytest.raises(ValueError, match="no folder"):
+        parse_cross_fit([f"{LOCOMO_DEV[0]}={tmp_path / 'missing'}"])
+    with pytest.raises(ValueError, match="expected"):
+        parse_cross_fit([LOCOMO_DEV[0]])
+
+
+def test_cross_fitted_rows_replace_only_their_conversation(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.quality.calibrate import cross_fitted
+
+    rows = _all_rows()
+    read: list[tuple[str, object]] = []
+
+    def fold(conv: str, folder: object) -> dict[str, np.ndarray]:
+        read.append((conv, folder))
+        return _rows(3, -1.0)
+
+    out = cross_fitted(rows, {LOCOMO_DEV[1]: tmp_path}, fold)
+    assert read == [(LOCOMO_DEV[1], tmp_path)]
+    assert np.all(out[f"locomo:{LOCOMO_DEV[1]}"]["rx"] == -1.0)
+    assert np.all(rows[f"locomo:{LOCOMO_DEV[1]}"]["rx"] != -1.0)   # the input is not changed
+    for name in rows:
+        if name != f"locomo:{LOCOMO_DEV[1]}":
+            np.testing.assert_array_equal(out[name]["rx"], rows[name]["rx"])
