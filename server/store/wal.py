@@ -44,8 +44,36 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _finite(value: dict[str, Any] | list[Any] | tuple[Any, ...]) -> bool:
+    """Whether no float in ``value`` (a record's meta: dicts, lists and scalars) is NaN or infinite. Scalars are
+    checked in the loop, not by a call each (a put's meta: ~1 us)."""
+    for v in value.values() if type(value) is dict else value:
+        t = type(v)
+        if t is float:
+            if v - v != 0.0:   # NaN and infinities
+                return False
+        elif t is dict or t is list or t is tuple:
+            if not _finite(v):
+                return False
+        elif t is not str and t is not int and t is not bool and v is not None:
+            return False   # anything else (a subclass orjson would write as its base): json's way
+    return True
+
+
+def _dumps(meta: dict[str, Any]) -> bytes:
+    """A record's meta as JSON: orjson (a tenth of ``json``'s time: 2 against 21 us a put's meta), and ``json`` for
+    what orjson would write otherwise or refuses (NaN and infinities, which orjson writes as null; integers past 64
+    bits; keys that are not strings), so every meta reads back as ``json`` would have written it."""
+    if _finite(meta):
+        try:
+            return orjson.dumps(meta)
+        except orjson.JSONEncodeError:
+            pass
+    return json.dumps(meta, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def encode_record(meta: dict[str, Any], blob: bytes = b"") -> bytes:
-    meta_bytes = json.dumps(meta, separators=(",", ":"), ensure_ascii=False).encode()
+    meta_bytes = _dumps(meta)
     crc = zlib.crc32(blob, zlib.crc32(meta_bytes))
     return _HEADER.pack(len(meta_bytes), len(blob), crc) + meta_bytes + blob
 
