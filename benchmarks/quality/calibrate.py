@@ -246,7 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fold-rows", type=Path, default=None,
                         help="an .npz of the cross-fitted conversations' rows: read if it exists, else written")
     args = parser.parse_args(argv)
-    folds = parse_cross_fit(args.cross_fit)
+    try:
+        folds = parse_cross_fit(args.cross_fit)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.leave_out and args.leave_out not in LOCOMO_DEV:
+        parser.error(f"--leave-out must name a dev conversation ({', '.join(LOCOMO_DEV)})")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     for noisy in ("server", "models"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -271,8 +276,6 @@ def main(argv: list[str] | None = None) -> int:
                 save_rows(args.fold_rows, {f"locomo:{c}": rows[f"locomo:{c}"] for c in folds})
     conversations = LOCOMO_DEV if args.locomo == "dev" else LOCOMO_DEV + LOCOMO_HELD_OUT
     if args.leave_out:
-        if args.leave_out not in LOCOMO_DEV:
-            raise SystemExit(f"--leave-out must name a dev conversation ({', '.join(LOCOMO_DEV)})")
         conversations = tuple(c for c in conversations if c != args.leave_out)
     data = select(rows, conversations)
     fcoef, fint, fstats = fit(data, "fx", "fy")
