@@ -37,11 +37,11 @@ import numpy as np
 
 from benchmarks.quality.block import LOCOMO_DEV
 from benchmarks.quality.datasets import load_locomo, load_locomo_turns, load_scifact
-from training import mine as mining
 from training.bm25 import BM25
 from training.conversation import doc_id, turn_docs
-from training.data import Group, MinedQuery, build_groups, is_dev
-from training.recipe import DEFAULT_CACHE, DEFAULT_OUT, DEV_SHARE
+from training.data import Group, MinedQuery, build_groups
+from training import recipe
+from training.recipe import DEFAULT_CACHE, DEFAULT_OUT
 from training.train import PROVENANCE_FILE, TrainConfig, config_dict, save, train
 
 log = logging.getLogger(__name__)
@@ -88,16 +88,11 @@ def question_groups(embedder: Any, conversations: tuple[str, ...] = LOCOMO_DEV,
 
 def replay_groups(cache: Path) -> list[Group]:
     """``REPLAY`` groups of stage one's pool (SciFact train claims, self-supervised sentences, LoCoMo keyword
-    queries: its defaults), mined into ``cache`` as stage one mines them."""
-    mining.mine(cache, selfsup=3500, seed=SEED)
-    mining.mine_locomo(cache, count=1500, seed=SEED)
+    queries), built by stage one's own :func:`training.recipe.training_groups` at its defaults, mined into
+    ``cache``."""
+    stage_one = recipe.parse(["--cache", str(cache)])
     docs = {d.id: d.text for d in load_scifact(split="train").docs}
-    claims = [q for q in mining.load(cache / mining.TRAIN_FILE) if not is_dev(q.id, dev_share=DEV_SHARE)]
-    selfsup = mining.load(cache / mining.SELFSUP_FILE)[:3500]
-    turns, turn_texts = mining.load_locomo_queries(cache, count=1500)
-    pool = [type(q)(id=q.id, text=q.text, positives=q.positives, candidates=q.candidates[:DEPTH],
-                    positive_text=q.positive_text) for q in claims + selfsup + turns]
-    return build_groups(pool, {**docs, **turn_texts}, negatives=NEGATIVES, seed=SEED)[:REPLAY]
+    return recipe.training_groups(stage_one, docs, seed=SEED)[0][:REPLAY]
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
