@@ -51,6 +51,16 @@ DEPTH = 30               # hard negatives drawn from each retriever's top DEPTH 
 NEGATIVES = 7
 REPEATS = 2              # the question groups, twice
 REPLAY = 1000            # stage one's groups replayed beside them
+# The project's own sets (benchmarks/quality/data) whose dev half's English questions train too: each question's
+# relevant memory the positive, hard negatives from the same user's other memories by the embedder (the older or
+# newer value of the same attribute among them). Chinese questions are left out (the server does not rerank them:
+# search.rerank_cjk); the held-out half's users are never read. Measured with "updates", not adopted: two held-out
+# knowledge-update questions gained and the held-out LoCoMo context block fell 0.012 (docs/benchmarks/reranker.md,
+# "The knowledge-update set's dev questions in the stage").
+OWN_SETS: tuple[str, ...] = ()
+OWN_REPEATS = 4          # each with its own draw of negatives
+OWN_DEPTH = 10           # from the user's memories the embedder ranks nearest the question (the positive left out)
+OWN_NOW_MS = 1_780_000_000_000   # the "now" the sets' ages count back from, for an episodic memory's date header
 SEED = 13
 CONFIG = TrainConfig(epochs=1, lr=3e-5, head_lr=3e-5, uniform_last_attention=False)
 STAGE = "LoCoMo dev questions"
@@ -86,6 +96,40 @@ def question_groups(embedder: Any, conversations: tuple[str, ...] = LOCOMO_DEV,
     return build_groups(mined, docs, negatives=NEGATIVES, seed=SEED), len(mined)
 
 
+def own_groups(embedder: Any, sets: tuple[str, ...]) -> tuple[list[Group], int]:
+    """One group per (dev-half English question, relevant memory) of the project's own ``sets`` (only "updates" so
+    far), the memory as the server's cross-encoder reads it (:func:`server.text.indexed_text`), the negatives the
+    same user's other memories the embedder ranks highest; and the questions."""
+    from benchmarks.quality.datasets import load_updates
+    from server.text import indexed_text
+
+    unknown = set(sets) - {"updates"}
+    if unknown:
+        raise SystemExit(f"no own set {sorted(unknown)} (known: updates)")
+    mined: list[MinedQuery] = []
+    docs: dict[str, str] = {}
+    for name in sets:
+        data = load_updates()
+        for m in data.memories:
+            docs[f"{name}/{m.id}"] = indexed_text(m.content, dated=m.type == "episodic",
+                                                  created_at_ms=int(OWN_NOW_MS - m.age_days * 86_400_000))
+        for user, queries in sorted(data.queries.items()):
+            asked = [q for q in queries if data.half[q.id] == "dev" and data.lang[q.id] == "en"]
+            if not asked:
+                continue
+            mine = [f"{name}/{m.id}" for m in data.memories if m.user == user]
+            vectors = embedder.embed([embedder.passage_prefix + docs[d] for d in mine])
+            for q in asked:
+                positives = tuple(f"{name}/{r}" for r in data.qrels[q.id])
+                query = embedder.embed([embedder.query_prefix + q.text])[0]
+                ranked = [mine[i] for i in np.argsort(-(vectors @ query), kind="stable") if mine[i] not in positives]
+                mined.append(MinedQuery(id=f"own/{name}/{q.id}", text=q.text, positives=positives,
+                                        candidates=tuple(ranked[:OWN_DEPTH])))
+    # Each repeat samples its negatives afresh from the question's OWN_DEPTH nearest.
+    return [g for r in range(OWN_REPEATS) for g in build_groups(mined, docs, negatives=NEGATIVES, seed=SEED + r)], \
+        len(mined)
+
+
 def replay_groups(cache: Path) -> list[Group]:
     """``REPLAY`` groups of stage one's pool (SciFact train claims, self-supervised sentences, LoCoMo keyword
     queries), built by stage one's own :func:`training.recipe.training_groups` at its defaults, mined into
@@ -104,6 +148,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--force", action="store_true", help="train on top of weights that already had this stage")
     p.add_argument("--conversations", default=",".join(LOCOMO_DEV),
                    help="the dev conversations whose questions train (a subset: leave one out to measure the stage)")
+    p.add_argument("--own-sets", default=",".join(OWN_SETS),
+                   help="the project's own sets whose dev half's English questions train too (\"updates\"; \"\": none)")
     return p.parse_args(argv)
 
 
@@ -121,10 +167,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not conversations or not set(conversations) <= set(LOCOMO_DEV):
         raise SystemExit(f"--conversations must name dev conversations ({', '.join(LOCOMO_DEV)})")
     questions, asked = question_groups(embedder, conversations)
-    groups = questions * REPEATS + replay_groups(args.cache)
+    own_sets = tuple(x for x in args.own_sets.split(",") if x)
+    own, own_asked = own_groups(embedder, own_sets) if own_sets else ([], 0)
+    groups = questions * REPEATS + own + replay_groups(args.cache)
     random.Random(SEED).shuffle(groups)
-    log.info("%d questions → %d groups (x%d), %d replayed: %d groups", asked, len(questions), REPEATS,
-             len(groups) - len(questions) * REPEATS, len(groups))
+    log.info("%d questions → %d groups (x%d), %d own questions → %d groups, %d replayed: %d groups", asked,
+             len(questions), REPEATS, own_asked, len(own), len(groups) - len(questions) * REPEATS - len(own),
+             len(groups))
     t0 = time.perf_counter()
     tokenizer, model, history = train(groups, init_path=args.init, cfg=CONFIG)
     train_s = time.perf_counter() - t0
@@ -132,7 +181,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     data["never_used"] = ("SciFact test claims/judgments; the questions, answers and evidence of LoCoMo's held-out "
                           "conversations")
     data["qa_stage"] = {"questions": asked, "question_groups": len(questions), "repeats": REPEATS,
-                        "replayed_groups": len(groups) - len(questions) * REPEATS, "negatives": NEGATIVES,
+                        "own_sets": list(own_sets), "own_questions": own_asked, "own_groups": len(own),
+                        "own_repeats": OWN_REPEATS, "own_depth": OWN_DEPTH,
+                        "replayed_groups": len(groups) - len(questions) * REPEATS - len(own),
+                        "negatives": NEGATIVES,
                         "depth": DEPTH, "conversations": list(conversations), "embedder": embedder.name}
     provenance = {**{k: v for k, v in stage_one.items() if k not in ("random_weights",)},
                   "provenance": stage_one["provenance"] + PROVENANCE.format(", ".join(conversations)), "data": data,

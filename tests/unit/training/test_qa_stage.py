@@ -89,3 +89,30 @@ def test_the_stage_trains_on_top_records_itself_and_refuses_to_run_twice(tmp_pat
 
 class _Named(_Embedder):
     name = "hashed"
+
+
+def test_own_groups_are_the_dev_halfs_english_questions_with_the_same_users_memories() -> None:
+    from benchmarks.quality.datasets import load_updates
+    from training.qa_stage import OWN_REPEATS, own_groups
+
+    data = load_updates()
+    groups, asked = own_groups(_Embedder(), ("updates",))
+    trained = {q.id for qs in data.queries.values() for q in qs if data.half[q.id] == "dev" and data.lang[q.id] == "en"}
+    assert asked == len(trained) > 0 and len(groups) == OWN_REPEATS * asked   # one relevant memory a question
+    by_id = {m.id: m for m in data.memories}
+    text_of = {q.id: q.text for qs in data.queries.values() for q in qs}
+    user_of = {q.id: u for u, qs in data.queries.items() for q in qs}
+
+    def fits(qid: str, passages: tuple[str, ...]) -> bool:
+        """Whether ``passages`` are question ``qid``'s relevant memory first, then others of the same user."""
+        relevant = {by_id[r].content for r in data.qrels[qid]}
+        others = {m.content for m in data.memories if m.user == user_of[qid]} - relevant
+        return any(passages[0].endswith(c) for c in relevant) and all(any(p.endswith(c) for c in others)
+                                                                       for p in passages[1:])
+
+    for g in groups:
+        assert len(g.passages) == 1 + NEGATIVES
+        # The same question and the same memory texts recur across users: one trained question must fit.
+        assert any(fits(qid, g.passages) for qid in trained if text_of[qid] == g.query), g
+    with pytest.raises(SystemExit):
+        own_groups(_Embedder(), ("recency",))
