@@ -96,6 +96,15 @@ def question_groups(embedder: Any, conversations: tuple[str, ...] = LOCOMO_DEV,
     return build_groups(mined, docs, negatives=NEGATIVES, seed=SEED), len(mined)
 
 
+OWN_KNOWN = ("updates",)
+
+
+def check_own_sets(sets: tuple[str, ...]) -> None:
+    unknown = set(sets) - set(OWN_KNOWN)
+    if unknown:
+        raise SystemExit(f"no own set {sorted(unknown)} (known: {', '.join(OWN_KNOWN)})")
+
+
 def own_groups(embedder: Any, sets: tuple[str, ...]) -> tuple[list[Group], int]:
     """One group per (dev-half English question, relevant memory) of the project's own ``sets`` (only "updates" so
     far), the memory as the server's cross-encoder reads it (:func:`server.text.indexed_text`), the negatives the
@@ -103,9 +112,7 @@ def own_groups(embedder: Any, sets: tuple[str, ...]) -> tuple[list[Group], int]:
     from benchmarks.quality.datasets import load_updates
     from server.text import indexed_text
 
-    unknown = set(sets) - {"updates"}
-    if unknown:
-        raise SystemExit(f"no own set {sorted(unknown)} (known: updates)")
+    check_own_sets(sets)
     mined: list[MinedQuery] = []
     docs: dict[str, str] = {}
     for name in sets:
@@ -161,13 +168,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     stage_one = json.loads((args.init / PROVENANCE_FILE).read_text(encoding="utf-8"))
     if STAGE in stage_one.get("stages", []) and not args.force:
         raise SystemExit(f"{args.init} already had the {STAGE} stage (--force trains it again on top)")
-    started = time.perf_counter()
-    embedder = load_embedder(load_config(env={}), "cpu")
     conversations = tuple(c for c in args.conversations.split(",") if c)
     if not conversations or not set(conversations) <= set(LOCOMO_DEV):
         raise SystemExit(f"--conversations must name dev conversations ({', '.join(LOCOMO_DEV)})")
-    questions, asked = question_groups(embedder, conversations)
     own_sets = tuple(x for x in args.own_sets.split(",") if x)
+    check_own_sets(own_sets)   # both before the embedder loads
+    started = time.perf_counter()
+    embedder = load_embedder(load_config(env={}), "cpu")
+    questions, asked = question_groups(embedder, conversations)
     own, own_asked = own_groups(embedder, own_sets) if own_sets else ([], 0)
     groups = questions * REPEATS + own + replay_groups(args.cache)
     random.Random(SEED).shuffle(groups)
@@ -179,7 +187,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     train_s = time.perf_counter() - t0
     data = dict(stage_one.get("data", {}))
     data["never_used"] = ("SciFact test claims/judgments; the questions, answers and evidence of LoCoMo's held-out "
-                          "conversations")
+                          "conversations" + "".join(f"; the held-out half of engram's own {s} set" for s in own_sets))
     data["qa_stage"] = {"questions": asked, "question_groups": len(questions), "repeats": REPEATS,
                         "own_sets": list(own_sets), "own_questions": own_asked, "own_groups": len(own),
                         "own_repeats": OWN_REPEATS, "own_depth": OWN_DEPTH,
@@ -187,7 +195,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "negatives": NEGATIVES,
                         "depth": DEPTH, "conversations": list(conversations), "embedder": embedder.name}
     provenance = {**{k: v for k, v in stage_one.items() if k not in ("random_weights",)},
-                  "provenance": stage_one["provenance"] + PROVENANCE.format(", ".join(conversations)), "data": data,
+                  "provenance": stage_one["provenance"] + PROVENANCE.format(", ".join(conversations)) + "".join(
+                      f"; with the English questions of the dev half of engram's own {s} set (benchmarks/quality/data)"
+                      for s in own_sets), "data": data,
                   "stages": [*stage_one.get("stages", ["stage one (make reranker)"]), STAGE],
                   "qa_stage_training": config_dict(CONFIG)}
     save(tokenizer, model, out, max_length=CONFIG.max_length, provenance=provenance)

@@ -86,6 +86,22 @@ def test_the_stage_trains_on_top_records_itself_and_refuses_to_run_twice(tmp_pat
     with pytest.raises(SystemExit, match="dev conversations"):
         qa_stage.run(qa_stage.parse(["--init", str(init), "--out", str(out), "--conversations", "conv-42"]))
 
+    def no_embedder(config, device):  # type: ignore[no-untyped-def]
+        raise AssertionError("a bad --own-sets must be refused before the embedder loads")
+
+    monkeypatch.setattr("server.app.load_embedder", no_embedder)
+    with pytest.raises(SystemExit, match="no own set"):
+        qa_stage.run(qa_stage.parse(["--init", str(init), "--out", str(tmp_path / "x"), "--own-sets", "recency"]))
+    # With an own set, the provenance says so and what was never read.
+    monkeypatch.setattr("server.app.load_embedder", lambda config, device: _Named())
+    monkeypatch.setattr(qa_stage, "own_groups", lambda embedder, sets: (groups[:1], 1))
+    qa_stage.run(qa_stage.parse(["--init", str(init), "--out", str(tmp_path / "own"), "--conversations", "conv-26",
+                                 "--own-sets", "updates"]))
+    meta = json.loads((tmp_path / "own" / PROVENANCE_FILE).read_text(encoding="utf-8"))
+    assert "dev half of engram's own updates set" in meta["provenance"]
+    assert "held-out half of engram's own updates set" in meta["data"]["never_used"]
+    assert meta["data"]["qa_stage"]["own_groups"] == 1
+
 
 class _Named(_Embedder):
     name = "hashed"
