@@ -110,6 +110,7 @@ def own_groups(embedder: Any, sets: tuple[str, ...]) -> tuple[list[Group], int]:
     far), the memory as the server's cross-encoder reads it (:func:`server.text.indexed_text`), the negatives the
     same user's other memories the embedder ranks highest; and the questions."""
     from benchmarks.quality.datasets import load_updates
+    from server.config import DAY_S
     from server.text import indexed_text
 
     check_own_sets(sets)
@@ -119,7 +120,7 @@ def own_groups(embedder: Any, sets: tuple[str, ...]) -> tuple[list[Group], int]:
         data = load_updates()
         for m in data.memories:
             docs[f"{name}/{m.id}"] = indexed_text(m.content, dated=m.type == "episodic",
-                                                  created_at_ms=int(OWN_NOW_MS - m.age_days * 86_400_000))
+                                                  created_at_ms=int(OWN_NOW_MS - m.age_days * DAY_S * 1000))
         for user, queries in sorted(data.queries.items()):
             asked = [q for q in queries if data.half[q.id] == "dev" and data.lang[q.id] == "en"]
             if not asked:
