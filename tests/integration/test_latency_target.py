@@ -19,16 +19,16 @@ from server.app import set_process_threads
 from server.batching.controller import WIDE_PROBE_EVERY
 
 FULL = 12
-# A lone query's full-depth pass costs ~25 ms here (other stages ~18 ms, 12 pairs ~6 ms), 32 clients queue for
-# hundreds: 100 ms falls under load every time and leaves a lone full pass room on a host with a core taken by
-# something else (at 60 ms such a host held a lone query at depth 8-11 for 20 queries in a row).
+# A tight target, so that the 2-core test machine is "under load" with a few dozen concurrent queries: a lone
+# query's full-depth pass costs ~25 ms here (other stages ~18 ms, 12 pairs ~6 ms), 32 clients queue for hundreds.
+# 100 ms falls under load every time and leaves a lone full pass room on a host with a core taken by something
+# else (at 60 ms such a host held a lone query at depth 8-11 for 20 queries in a row).
 TARGET_MS = 100.0
 TENANT = "acme/load"
 
 
 @pytest.fixture
 def loaded_server(tmp_path, jvm, embedder, tiny_reranker):  # type: ignore[no-untyped-def]
-    # A tight target, so that the 2-core test machine is "under load" with a few dozen concurrent queries.
     running = start_server(tmp_path / "data", embedder=embedder, reranker=tiny_reranker, metrics_listen="127.0.0.1:0",
                            search={"rerank_depth": FULL, "latency_target_ms": TARGET_MS},
                            batching={"query_cache_ttl_ms": 0})
