@@ -61,6 +61,13 @@ OWN_SETS: tuple[str, ...] = ()
 OWN_REPEATS = 4          # each with its own draw of negatives
 OWN_DEPTH = 10           # from the user's memories the embedder ranks nearest the question (the positive left out)
 OWN_NOW_MS = 1_780_000_000_000   # the "now" the sets' ages count back from, for an episodic memory's date header
+# The same dev conversations written as a user and an assistant (each speaker the user in turn, the other the
+# assistant, as benchmarks/quality/roles.py writes them) and their questions that name the user alone asked in the
+# first person ("What did I research?"): an agent's memory is mostly such a chat, and stage one never saw "I" stand
+# for the "user:" speaker. Each (question, evidence turn) a group, negatives from BM25 and the embedder over the
+# same role-written conversation (the other speaker's "assistant:" turns with the question's words among them).
+ROLES = False
+ROLE_REPEATS = 1
 SEED = 13
 CONFIG = TrainConfig(epochs=1, lr=3e-5, head_lr=3e-5, uniform_last_attention=False)
 STAGE = "LoCoMo dev questions"
@@ -94,6 +101,51 @@ def question_groups(embedder: Any, conversations: tuple[str, ...] = LOCOMO_DEV,
                                     positives=tuple(doc_id(conv.id, e, FORM) for e in q.evidence),
                                     candidates=tuple(doc_id(conv.id, t, FORM) for t in pool)))
     return build_groups(mined, docs, negatives=NEGATIVES, seed=SEED), len(mined)
+
+
+def role_groups(embedder: Any, conversations: tuple[str, ...] = LOCOMO_DEV,
+                root: Path | None = None) -> tuple[list[Group], int]:
+    """One group per (first-person question, evidence turn) of ``conversations`` written with roles (:data:`ROLES`),
+    each turn as the server's cross-encoder reads a threaded chat turn (its date, ``"user: …"`` or
+    ``"assistant: …"``, the previous turn of its session as context); and the questions."""
+    from benchmarks.quality.roles import first_person_question, named
+    from server.text import indexed_text
+
+    turns = load_locomo_turns(root)
+    docs: dict[str, str] = {}
+    mined: list[MinedQuery] = []
+    for conv in load_locomo(root):
+        if conv.id not in conversations:
+            continue
+        said = turns[conv.id]
+        speakers = sorted({t.speaker for t in said})
+        for user in speakers:
+            def role(t: Any, user: str = user) -> str:
+                return f"{'user' if t.speaker == user else 'assistant'}: {t.text}"
+
+            ids = []
+            for i, t in enumerate(said):
+                previous = said[i - 1] if i and said[i - 1].session == t.session else None
+                ids.append(f"roles/{conv.id}/{user}/{t.id}")
+                docs[ids[-1]] = indexed_text(role(t), dated=True, created_at_ms=t.created_at * 1000,
+                                             context=role(previous) if previous is not None else "")
+            texts = [docs[d] for d in ids]
+            bm25 = BM25(dict(zip(ids, texts, strict=True)))
+            vectors = embedder.embed([embedder.passage_prefix + x for x in texts])
+            others = [s for s in speakers if s != user]
+            for q in conv.questions:
+                if not named(user, q.text) or any(named(o, q.text) for o in others):
+                    continue
+                text = first_person_question(q.text, user)
+                evidence = {f"roles/{conv.id}/{user}/{e}" for e in q.evidence}
+                lexical = [d for d in bm25.search(text, DEPTH + 10) if d not in evidence][:DEPTH]
+                query = embedder.embed([embedder.query_prefix + text])[0]
+                order = np.argsort(-(vectors @ query), kind="stable")
+                dense = [ids[i] for i in order if ids[i] not in evidence][:DEPTH]
+                pool = list(dict.fromkeys(x for pair in zip(lexical, dense, strict=False) for x in pair))
+                mined.append(MinedQuery(id=f"roles/{conv.id}/{user}/{q.id}", text=text,
+                                        positives=tuple(sorted(evidence & set(ids))), candidates=tuple(pool)))
+    return build_groups(mined, docs, negatives=NEGATIVES, seed=SEED + 100), len(mined)
 
 
 OWN_KNOWN = ("updates",)
@@ -158,6 +210,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the dev conversations whose questions train (a subset: leave one out to measure the stage)")
     p.add_argument("--own-sets", default=",".join(OWN_SETS),
                    help="the project's own sets whose dev half's English questions train too (\"updates\"; \"\": none)")
+    p.add_argument("--roles", action=argparse.BooleanOptionalAction, default=ROLES,
+                   help="the dev conversations written as a user and an assistant, asked in the first person, too")
     return p.parse_args(argv)
 
 
@@ -178,11 +232,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     embedder = load_embedder(load_config(env={}), "cpu")
     questions, asked = question_groups(embedder, conversations)
     own, own_asked = own_groups(embedder, own_sets) if own_sets else ([], 0)
+    roles, roles_asked = role_groups(embedder, conversations) if args.roles else ([], 0)
+    own += roles * ROLE_REPEATS
     groups = questions * REPEATS + own + replay_groups(args.cache)
     random.Random(SEED).shuffle(groups)
-    log.info("%d questions → %d groups (x%d), %d own questions → %d groups, %d replayed: %d groups", asked,
-             len(questions), REPEATS, own_asked, len(own), len(groups) - len(questions) * REPEATS - len(own),
-             len(groups))
+    log.info("%d questions → %d groups (x%d), %d own and %d first-person questions → %d groups, %d replayed: "
+             "%d groups", asked, len(questions), REPEATS, own_asked, roles_asked, len(own),
+             len(groups) - len(questions) * REPEATS - len(own), len(groups))
     t0 = time.perf_counter()
     tokenizer, model, history = train(groups, init_path=args.init, cfg=CONFIG)
     train_s = time.perf_counter() - t0
@@ -190,15 +246,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     data["never_used"] = ("SciFact test claims/judgments; the questions, answers and evidence of LoCoMo's held-out "
                           "conversations" + "".join(f"; the held-out half of engram's own {s} set" for s in own_sets))
     data["qa_stage"] = {"questions": asked, "question_groups": len(questions), "repeats": REPEATS,
-                        "own_sets": list(own_sets), "own_questions": own_asked, "own_groups": len(own),
-                        "own_repeats": OWN_REPEATS, "own_depth": OWN_DEPTH,
+                        "own_sets": list(own_sets), "own_questions": own_asked,
+                        "own_groups": len(own) - len(roles) * ROLE_REPEATS,
+                        "own_repeats": OWN_REPEATS, "own_depth": OWN_DEPTH, "role_questions": roles_asked,
+                        "role_groups": len(roles) * ROLE_REPEATS,
                         "replayed_groups": len(groups) - len(questions) * REPEATS - len(own),
                         "negatives": NEGATIVES,
                         "depth": DEPTH, "conversations": list(conversations), "embedder": embedder.name}
     provenance = {**{k: v for k, v in stage_one.items() if k not in ("random_weights",)},
                   "provenance": stage_one["provenance"] + PROVENANCE.format(", ".join(conversations)) + "".join(
                       f"; with the English questions of the dev half of engram's own {s} set (benchmarks/quality/data)"
-                      for s in own_sets), "data": data,
+                      for s in own_sets) + ("; with the same conversations written as a user and an assistant, "
+                                            "their questions asked in the first person" if args.roles else ""),
+                  "data": data,
                   "stages": [*stage_one.get("stages", ["stage one (make reranker)"]), STAGE],
                   "qa_stage_training": config_dict(CONFIG)}
     save(tokenizer, model, out, max_length=CONFIG.max_length, provenance=provenance)

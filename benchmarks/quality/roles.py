@@ -1,7 +1,8 @@
 """A user and an assistant: the first-person rule of server/engine/speakers.py on LoCoMo written with roles.
 
     .venv/bin/python -m benchmarks.quality.roles [--split dev|held_out|all] [--limit N] [--out PATH]
-                                                 [--long B,A1,A2] [--users both|one]
+                                                 [--long B,A1,A2] [--users both|one] [--conversations conv-41]
+                                                 [--reranker PATH] [--default-only]
 
 A memory server for agents mostly holds chats between a user and an assistant, written with roles for speakers
 (``"user: …"``, ``"assistant: …"``), and the user asks about them in the first person ("What did I research?"). No
@@ -70,7 +71,7 @@ def first_person_question(text: str, name: str) -> str:
     return out[:1].upper() + out[1:]
 
 
-def _named(name: str, text: str) -> bool:
+def named(name: str, text: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text) is not None
 
 
@@ -99,7 +100,7 @@ def role_tenants(conversations: Sequence, limit: int = 0, *,  # type: ignore[typ
                 inputs.append((t.id, pb.MemoryInput(content=f"{'user' if t.speaker == user else 'assistant'}: {text}",
                                                     type=pb.MEMORY_TYPE_EPISODIC, created_at_ms=t.created_at * 1000,
                                                     source_ref=t.id)))
-            questions = [q for q in conv.questions if _named(user, q.text) and not any(_named(o, q.text)
+            questions = [q for q in conv.questions if named(user, q.text) and not any(named(o, q.text)
                                                                                       for o in others)]
             if limit:
                 questions = questions[:limit]
@@ -112,15 +113,18 @@ def role_tenants(conversations: Sequence, limit: int = 0, *,  # type: ignore[typ
     return out
 
 
-def run(split: str = "all", limit: int = 0, *, long: tuple[int, int, int] | None = None, users: str = "both") -> dict:
+def run(split: str = "all", limit: int = 0, *, long: tuple[int, int, int] | None = None, users: str = "both",
+        only: frozenset[str] = frozenset(), reranker: str = "", rule_off: bool = True) -> dict:
     from server.engine import speakers
 
-    conversations = [c for c in load_locomo() if split == "all" or (c.id in LOCOMO_DEV) == (split == "dev")]
+    conversations = [c for c in load_locomo() if (split == "all" or (c.id in LOCOMO_DEV) == (split == "dev"))
+                     and (not only or c.id in only)]
     specs = role_tenants(conversations, limit, long=long, users=users)
     qrels = {q: r for s in specs for q, r in s["qrels"].items()}
     category = {q: c for s in specs for q, c in s["category"].items()}
     half = {q: "dev" if s["conv"] in LOCOMO_DEV else "held_out" for s in specs for q in s["qrels"]}
     out: dict = {"split": split, "long": list(long) if long else None, "users": users,
+                 "conversations": sorted(only) or "all", "reranker": reranker or "bundled",
                  "tenants": [{"conv": s["conv"], "user": s["user"], "questions": len(s["queries"])} for s in specs],
                  "examples": [{"asked": s["asked"][q.id], "as_the_user": q.text} for s in specs
                               for q in s["queries"][:3]], "variants": {}}
@@ -132,11 +136,11 @@ def run(split: str = "all", limit: int = 0, *, long: tuple[int, int, int] | None
     if long:
         overrides["memory"] = {"audit_searches": False, "dedupe_cosine": 1.01}
     with tempfile.TemporaryDirectory(prefix="engram-roles-") as tmp, \
-            EvalServer(Path(tmp) / "data", overrides=overrides) as server:
+            EvalServer(Path(tmp) / "data", reranker=reranker, overrides=overrides) as server:
         tenants = [server.ingest(f"roles-{s['conv']}-{i}", s["inputs"]) for i, s in enumerate(specs)]
         with server.caches_off():
             try:
-                for name, on in (("first person on (default)", True), ("first person off", False)):
+                for name, on in (("first person on (default)", True), ("first person off", False))[:1 + rule_off]:
                     speakers.FIRST_PERSON = on
                     top: dict[str, list[str]] = {}
                     block: dict[str, list[str]] = {}
@@ -206,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="at most N questions per tenant (a quick look)")
     parser.add_argument("--long", default="", help="B,A1,A2: evidence turns (and a third of the others) long")
     parser.add_argument("--users", choices=("both", "one"), default="both")
+    parser.add_argument("--conversations", default="", help="comma-separated conversation ids (default: the split's)")
+    parser.add_argument("--reranker", default="", help="a cross-encoder folder (default: the bundled one)")
+    parser.add_argument("--default-only", action="store_true", help="the first-person rule on only (no rule-off pass)")
     parser.add_argument("--out", type=Path, default=None,
                         help="JSON path (default benchmarks/results/quality/roles.json)")
     args = parser.parse_args(argv)
@@ -214,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.time()
     long = tuple(int(x) for x in args.long.split(",")) if args.long else None
-    out = run(args.split, args.limit, long=long, users=args.users)  # type: ignore[arg-type]
+    out = run(args.split, args.limit, long=long, users=args.users,  # type: ignore[arg-type]
+              only=frozenset(c for c in args.conversations.split(",") if c), reranker=args.reranker,
+              rule_off=not args.default_only)
     out.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)), machine=cpu_model(),
                command="python -m benchmarks.quality.roles " + " ".join(argv if argv is not None else sys.argv[1:]),
                seconds=round(time.time() - t0, 1))

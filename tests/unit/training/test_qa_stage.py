@@ -132,3 +132,19 @@ def test_own_groups_are_the_dev_halfs_english_questions_with_the_same_users_memo
         assert any(fits(qid, g.passages) for qid in trained if text_of[qid] == g.query), g
     with pytest.raises(SystemExit):
         own_groups(_Embedder(), ("recency",))
+
+
+def test_role_groups_ask_the_user_in_the_first_person_over_turns_written_as_user_and_assistant(tmp_path: Path) -> None:
+    from training.qa_stage import role_groups
+
+    groups, asked = role_groups(_Embedder(), conversations=("conv-dev",), root=_write(tmp_path / "data"))
+    # The question names Ann alone: asked once, by Ann as the user; Bob as the user is not asked it.
+    assert asked == 1 and len(groups) == 2
+    assert {g.query for g in groups} == {"What dev question did I ask about topic 3?"}
+    positives = {g.passages[0].split("\n")[0] for g in groups}
+    assert positives == {f"[3 May 2023] assistant: {_TURNS[3]}", f"[3 May 2023] user: {_TURNS[4]}"}
+    for g in groups:
+        assert len(g.passages) == 1 + NEGATIVES
+        assert all("Ann:" not in p and "Bob:" not in p for p in g.passages)   # roles, never names, as speakers
+        assert g.passages[0].split("\n")[1].startswith("context: ")   # the previous turn of the session
+        assert not any(_TURNS[3] in p.split("\n")[0] or _TURNS[4] in p.split("\n")[0] for p in g.passages[1:])
