@@ -70,6 +70,7 @@ def test_the_stage_trains_on_top_records_itself_and_refuses_to_run_twice(tmp_pat
               for i in range(6)]
     monkeypatch.setattr(qa_stage, "question_groups", lambda embedder, conversations: (groups[:4], 3))
     monkeypatch.setattr(qa_stage, "replay_groups", lambda cache: groups[4:])
+    monkeypatch.setattr(qa_stage, "role_groups", lambda embedder, conversations: (groups[:1], 1))
     monkeypatch.setattr(qa_stage, "CONFIG", qa_stage.TrainConfig(epochs=1, lr=3e-5, head_lr=3e-5, threads=1,
                                                                  uniform_last_attention=False, groups_per_step=2))
     monkeypatch.setattr("server.app.load_embedder", lambda config, device: _Named())
@@ -80,6 +81,7 @@ def test_the_stage_trains_on_top_records_itself_and_refuses_to_run_twice(tmp_pat
     assert meta["stages"][-1] == qa_stage.STAGE and meta["data"]["qa_stage"]["conversations"] == ["conv-26"]
     assert "held-out conversations" in meta["data"]["never_used"]
     assert report["data"]["question_groups"] == 4 and report["data"]["replayed_groups"] == 2
+    assert report["data"]["role_groups"] == 1 and "asked in the first person" in meta["provenance"]   # ROLES
     assert (out / "training_log_qa_stage.json").is_file() and (out / "model.safetensors").is_file()
     with pytest.raises(SystemExit, match="already had"):
         qa_stage.run(qa_stage.parse(["--init", str(out)]))
