@@ -8,7 +8,9 @@ a question of a conversation the way an agent does ("What activities does Melani
 1-4) is a query, each of its evidence turns a positive, as the server's cross-encoder reads a turn (its date, the
 content, the previous turn of its session as context: ``training.conversation.turn_text`` "served"); the hard
 negatives are drawn from the same conversation's turns that BM25 and the server's embedder rank highest for the
-question (30 of each, interleaved; the evidence left out). Those groups twice, with 1,000 groups of stage one's own
+question (30 of each, interleaved; the evidence left out). With ``ROLES`` (the default) the same conversations are
+also written as a user and an assistant, and their questions that name one speaker asked by that speaker in the first
+person (:func:`role_groups`). Those groups twice, with 1,000 groups of stage one's own
 data replayed (its pool, mined as stage one mines it), one epoch from the stage-one weights and their head at a low
 learning rate (``CONFIG``). The held-out conversations' questions, answers and evidence are never read; nor are the
 SciFact test claims.
@@ -236,12 +238,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     questions, asked = question_groups(embedder, conversations)
     own, own_asked = own_groups(embedder, own_sets) if own_sets else ([], 0)
     roles, roles_asked = role_groups(embedder, conversations) if args.roles else ([], 0)
-    own += roles * ROLE_REPEATS
-    groups = questions * REPEATS + own + replay_groups(args.cache)
+    extra = own + roles * ROLE_REPEATS
+    groups = questions * REPEATS + extra + replay_groups(args.cache)
     random.Random(SEED).shuffle(groups)
-    log.info("%d questions → %d groups (x%d), %d own and %d first-person questions → %d groups, %d replayed: "
-             "%d groups", asked, len(questions), REPEATS, own_asked, roles_asked, len(own),
-             len(groups) - len(questions) * REPEATS - len(own), len(groups))
+    replayed = len(groups) - len(questions) * REPEATS - len(extra)
+    log.info("%d questions → %d groups (x%d), %d own questions → %d groups, %d first-person questions → %d "
+             "groups, %d replayed: %d groups", asked, len(questions), REPEATS, own_asked, len(own), roles_asked,
+             len(roles) * ROLE_REPEATS, replayed, len(groups))
     t0 = time.perf_counter()
     tokenizer, model, history = train(groups, init_path=args.init, cfg=CONFIG)
     train_s = time.perf_counter() - t0
@@ -249,11 +252,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     data["never_used"] = ("SciFact test claims/judgments; the questions, answers and evidence of LoCoMo's held-out "
                           "conversations" + "".join(f"; the held-out half of engram's own {s} set" for s in own_sets))
     data["qa_stage"] = {"questions": asked, "question_groups": len(questions), "repeats": REPEATS,
-                        "own_sets": list(own_sets), "own_questions": own_asked,
-                        "own_groups": len(own) - len(roles) * ROLE_REPEATS,
+                        "own_sets": list(own_sets), "own_questions": own_asked, "own_groups": len(own),
                         "own_repeats": OWN_REPEATS, "own_depth": OWN_DEPTH, "role_questions": roles_asked,
-                        "role_groups": len(roles) * ROLE_REPEATS,
-                        "replayed_groups": len(groups) - len(questions) * REPEATS - len(own),
+                        "role_groups": len(roles) * ROLE_REPEATS, "replayed_groups": replayed,
                         "negatives": NEGATIVES,
                         "depth": DEPTH, "conversations": list(conversations), "embedder": embedder.name}
     provenance = {**{k: v for k, v in stage_one.items() if k not in ("random_weights",)},
