@@ -8,11 +8,10 @@ a question of a conversation the way an agent does ("What activities does Melani
 1-4) is a query, each of its evidence turns a positive, as the server's cross-encoder reads a turn (its date, the
 content, the previous turn of its session as context: ``training.conversation.turn_text`` "served"); the hard
 negatives are drawn from the same conversation's turns that BM25 and the server's embedder rank highest for the
-question (30 of each, interleaved; the evidence left out). With ``ROLES`` (the default) the same conversations are
-also written as a user and an assistant, and their questions that name one speaker asked by that speaker in the first
-person (:func:`role_groups`). Those groups twice, with 1,000 groups of stage one's own
-data replayed (its pool, mined as stage one mines it), one epoch from the stage-one weights and their head at a low
-learning rate (``CONFIG``). The held-out conversations' questions, answers and evidence are never read; nor are the
+question (30 of each, interleaved; the evidence left out). Those groups twice; with ``ROLES`` (the default) the same
+conversations also written as a user and an assistant, their questions that name one speaker asked by that speaker in
+the first person (:func:`role_groups`), once; with 1,000 groups of stage one's own data replayed (its pool, mined as
+stage one mines it); one epoch from the stage-one weights and their head at a low learning rate (``CONFIG``). The held-out conversations' questions, answers and evidence are never read; nor are the
 SciFact test claims.
 
 Chosen on dev: with this stage trained on two dev conversations' questions (conv-26, conv-30), the third (conv-41),
@@ -82,6 +81,16 @@ PROVENANCE = ("; then trained further (training/qa_stage.py) on the questions of
               "questions, answers and evidence never read")
 
 
+def hard_negatives(embedder: Any, bm25: BM25, ids: list[str], vectors: np.ndarray, question: str,
+                   evidence: set[str]) -> list[str]:
+    """The candidate negatives of ``question`` among one conversation's turns ``ids`` (their ``vectors`` and ``bm25``
+    index): BM25's and the embedder's top ``DEPTH`` each, the ``evidence`` left out, interleaved, each once."""
+    lexical = [t for t in bm25.search(question, DEPTH + 10) if t not in evidence][:DEPTH]
+    query = embedder.embed([embedder.query_prefix + question])[0]
+    dense = [ids[i] for i in np.argsort(-(vectors @ query), kind="stable") if ids[i] not in evidence][:DEPTH]
+    return list(dict.fromkeys(x for pair in zip(lexical, dense, strict=False) for x in pair))
+
+
 def question_groups(embedder: Any, conversations: tuple[str, ...] = LOCOMO_DEV,
                     root: Path | None = None) -> tuple[list[Group], int]:
     """One group per (question, evidence turn) of ``conversations`` (:func:`build_groups`), and the questions; the
@@ -97,11 +106,7 @@ def question_groups(embedder: Any, conversations: tuple[str, ...] = LOCOMO_DEV,
         bm25 = BM25(dict(zip(ids, texts, strict=True)))
         vectors = embedder.embed([embedder.passage_prefix + x for x in texts])
         for q in conv.questions:
-            evidence = set(q.evidence)
-            lexical = [t for t in bm25.search(q.text, DEPTH + 10) if t not in evidence][:DEPTH]
-            query = embedder.embed([embedder.query_prefix + q.text])[0]
-            dense = [ids[i] for i in np.argsort(-(vectors @ query), kind="stable") if ids[i] not in evidence][:DEPTH]
-            pool = list(dict.fromkeys(x for pair in zip(lexical, dense, strict=False) for x in pair))
+            pool = hard_negatives(embedder, bm25, ids, vectors, q.text, set(q.evidence))
             mined.append(MinedQuery(id=f"qa/{conv.id}/{q.id}", text=q.text,
                                     positives=tuple(doc_id(conv.id, e, FORM) for e in q.evidence),
                                     candidates=tuple(doc_id(conv.id, t, FORM) for t in pool)))
@@ -143,11 +148,7 @@ def role_groups(embedder: Any, conversations: tuple[str, ...] = LOCOMO_DEV,
                     continue
                 text = first_person_question(q.text, user)
                 evidence = {f"roles/{conv.id}/{user}/{e}" for e in q.evidence}
-                lexical = [d for d in bm25.search(text, DEPTH + 10) if d not in evidence][:DEPTH]
-                query = embedder.embed([embedder.query_prefix + text])[0]
-                order = np.argsort(-(vectors @ query), kind="stable")
-                dense = [ids[i] for i in order if ids[i] not in evidence][:DEPTH]
-                pool = list(dict.fromkeys(x for pair in zip(lexical, dense, strict=False) for x in pair))
+                pool = hard_negatives(embedder, bm25, ids, vectors, text, evidence)
                 mined.append(MinedQuery(id=f"roles/{conv.id}/{user}/{q.id}", text=text,
                                         positives=tuple(sorted(evidence & set(ids))), candidates=tuple(pool)))
     return build_groups(mined, docs, negatives=NEGATIVES, seed=SEED + 100), len(mined)
