@@ -11,8 +11,8 @@ negatives are drawn from the same conversation's turns that BM25 and the server'
 question (30 of each, interleaved; the evidence left out). Those groups twice; with ``ROLES`` (the default) the same
 conversations also written as a user and an assistant, their questions that name one speaker asked by that speaker in
 the first person (:func:`role_groups`), once; with 1,000 groups of stage one's own data replayed (its pool, mined as
-stage one mines it); one epoch from the stage-one weights and their head at a low learning rate (``CONFIG``). The held-out conversations' questions, answers and evidence are never read; nor are the
-SciFact test claims.
+stage one mines it); one epoch from the stage-one weights and their head at a low learning rate (``CONFIG``). The
+held-out conversations' questions, answers and evidence are never read; nor are the SciFact test claims.
 
 Chosen on dev: with this stage trained on two dev conversations' questions (conv-26, conv-30), the third (conv-41),
 never trained on, read R@10 / R@5 / block 0.803 / 0.728 / 0.736 → 0.806 / 0.745 / 0.755 through the block suite,
