@@ -69,7 +69,11 @@ class HFCrossEncoder(HFRunner[TextPair]):
             device=parts.device,
             dtype=parts.dtype,
             max_length=max_length,
-            batch_size=batch_size,
+            # int8 scores each pair in a pass of its own: dynamic quantization takes one activation scale per pass,
+            # so in a shared pass a logit moved with its batch-mates (by up to 1.4), other tenants' pairs included.
+            # Alone it is the pair's own. On an AVX2 CPU, two threads: short LoCoMo pairs cost 6.8 ms each against
+            # 9.7 shared (no padding), 128-token SciFact pairs 16.8 against 13.9 (docs/benchmarks/reranker.md).
+            batch_size=1 if batch_size is None and parts.dtype == torch.qint8 else batch_size,
             positive_label=_positive_label(int(model.config.num_labels), positive_label),
             trace=trace,
             unpad=unpad,

@@ -62,7 +62,8 @@ class ModelsConfig:
         "float16 | bfloat16"))
     rerank_dtype: str = option("", (
         "the cross-encoder's own dtype, one of models.dtype's; \"\" = models.dtype. int8: ~2x float32's speed, no "
-        "faster than bfloat16 where that is native, and a logit moves with its batch-mates (README \"Reranker\")"))
+        "faster than bfloat16 where that is native; each pair scored in a pass of its own, so a logit never moves with "
+        "its batch-mates (README \"Reranker\")"))
     embed_max_length: int = option(256, (
         "tokens per text the embedder reads; a longer memory's rest goes into passage vectors"))
     passage_vectors: int = option(8, (

@@ -118,7 +118,7 @@ def measure(*, variants: str, rounds: int, threads: int) -> dict[str, Any]:
         out["ratio_to_reference"].setdefault(name, {}).setdefault(kind, {})[shape_key] = round(float(np.median(ratios)),
                                                                                                3)
     # A pair's logit alone vs among 210 other pairs in one call: bfloat16 and float32 differ by rounding only;
-    # int8 quantizes activations with one scale per micro-batch, so a logit depends on its batch-mates.
+    # int8 quantizes activations with one scale per pass, so it scores each pair in a pass of its own (none there).
     out["batch_dependence"] = {}
     for kind, pool in pools.items():
         own, others = draw(pool, (1, 30), 5), draw(pool, (7, 30), 9)

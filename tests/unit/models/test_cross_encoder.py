@@ -113,6 +113,20 @@ def test_int8_keeps_the_order_of_float32_scores(tiny_cross_encoder_dir: Path) ->
 
 
 @pytest.mark.parametrize("trace", [False, True])
+def test_an_int8_logit_is_the_pairs_own_whatever_it_is_batched_with(tiny_cross_encoder_dir: Path, trace: bool) -> None:
+    # One activation scale per pass: in a shared pass a pair's logit moves with its batch-mates (other tenants'
+    # queries among them), so int8 scores each pair in a pass of its own.
+    model = HFCrossEncoder.load(tiny_cross_encoder_dir, dtype="int8", trace=trace)
+    assert model.describe()["batch_size"] == 1
+    loud = [("q " * 40, "an outlier " * 60)] * 3
+    alone = np.concatenate([model.score([pair]) for pair in PAIRS])
+    assert np.array_equal(model.score(PAIRS + loud)[:len(PAIRS)], alone)
+    assert np.array_equal(model.score(loud + PAIRS[::-1])[len(loud):][::-1], alone)
+    batched = HFCrossEncoder.load(tiny_cross_encoder_dir, dtype="int8", trace=trace, batch_size=32)
+    assert not np.array_equal(batched.score(PAIRS + loud)[:len(PAIRS)], alone)   # what a shared pass did
+
+
+@pytest.mark.parametrize("trace", [False, True])
 def test_bfloat16_scores_keep_float32_resolution(tiny_cross_encoder_dir: Path, trace: bool) -> None:
     exact = HFCrossEncoder.load(tiny_cross_encoder_dir, dtype="float32").score(PAIRS)
     model = HFCrossEncoder.load(tiny_cross_encoder_dir, dtype="bfloat16", trace=trace)
