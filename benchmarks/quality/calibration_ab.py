@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -65,7 +66,7 @@ def summary(suite: str, out: Mapping) -> dict[str, float]:
 
 
 def run(fits: Mapping[str, Path], suites: list[str]) -> dict:
-    out: dict = {"fits": {name: str(path) for name, path in fits.items()}, "suites": {}}
+    out: dict = {"fits": {name: _shown(path) for name, path in fits.items()}, "suites": {}}
     overrides = {"advanced": {"consolidate_interval_s": 0}}   # beside the harness's own settings
     with tempfile.TemporaryDirectory(prefix="engram-calab-") as tmp, \
             EvalServer(Path(tmp) / "data", overrides=overrides) as server:
@@ -98,6 +99,14 @@ def run(fits: Mapping[str, Path], suites: list[str]) -> dict:
             server.ingest = ingest   # type: ignore[method-assign]
         out["embedder"], out["reranker"] = info.embedder.name, info.reranker.name
     return out
+
+
+def _shown(path: Path) -> str:
+    """A fit's file as a result names it: inside the repository by its relative path, else by its name alone."""
+    root = repo_root()
+    if path.resolve() == BUNDLED_CALIBRATION.resolve():
+        return f"{BUNDLED_CALIBRATION.relative_to(root)} (bundled)"
+    return str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else path.name
 
 
 def table(out: Mapping) -> str:
@@ -157,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown suites {sorted(unknown)}; choose from {SUITES}")
     out = run(fits, suites)
-    out.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine=cpu_model(),
+    out.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine=f"{cpu_model()}, {os.cpu_count()} cores",
                command="python -m benchmarks.quality.calibration_ab " + " ".join(argv if argv is not None
                                                                                  else sys.argv[1:]))
     args.out.mkdir(parents=True, exist_ok=True)

@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                                 f"{FIXED_NOW_MS} ms (SciFact) / a day after each conversation's latest session (LoCoMo)",
                       "reference": REFERENCE}
     todo: list[Variant | None] = [None] if args.floor else []
-    todo += pick(args.variants)
+    todo += [v for v in pick(args.variants) if v.batch_size is None]   # the server has no option for the others
     for variant in todo:
         name = variant.name if variant else "rerank-off"
         log.info("evaluating %s", name)
