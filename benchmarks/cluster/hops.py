@@ -35,7 +35,7 @@ import numpy as np
 from benchmarks.cluster.run import CpuLock, EngramProcess, seed
 from benchmarks.cluster.stack import BUCKET, RESULTS, ROOT, S3_ENV, bucket
 from benchmarks.cluster.writes import run_writes
-from benchmarks.ingest.run import cpu_model
+from benchmarks.ingest.run import command_line, cpu_model
 from benchmarks.serving.build import ADMIN_KEY, tenant_name
 from benchmarks.serving.corpus import query_texts
 from benchmarks.serving.load import run_load, touch_tenants
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="engram-hops-") as tmp, bucket(Path(tmp) / "weed") as endpoint:
         result = bench(args, Path(tmp), endpoint)
     result.update({"cpus": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(),
-                   "date": time.strftime("%Y-%m-%d", time.gmtime()), "command": " ".join(sys.argv),
+                   "date": time.strftime("%Y-%m-%d", time.gmtime()), "command": command_line(),
                    "rounds": args.rounds, "seconds_per_run": args.seconds, "tenants": args.tenants,
                    "memories_per_tenant": args.per_tenant, "seconds": round(time.perf_counter() - started, 1)})
     (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=1))

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import benchmarks.serving.run as serving
-from benchmarks.ingest.run import RESULTS, chunked_rate, client_for, cpu_model
+from benchmarks.ingest.run import RESULTS, chunked_rate, client_for, command_line, cpu_model
 from benchmarks.ingest.texts import long_turns, short_turns
 
 BATCH = 128
@@ -90,7 +90,7 @@ def run(trees: dict[str, Path], *, rounds: int, per_round: int, kind: str = "sho
             for server in servers.values():
                 server.stop()
     out: dict[str, Any] = {"machine": cpu_model(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                           "command": " ".join(sys.argv), "kind": kind, "passage_vectors": passages,
+                           "command": command_line(), "kind": kind, "passage_vectors": passages,
                            "trees": {k: str(v) for k, v in trees.items()}, "rounds": rows}
     embed_s = sum(per_round / row[k] for row in rows for k in ("embed", "embed2")) / 2
     out["embed_chunked_rate"] = round(per_round * len(rows) / embed_s, 2)

@@ -259,7 +259,7 @@ def measure(args: argparse.Namespace) -> int:
         searches = [_search(server.address, tenant=args.tenant, concurrency=c, seconds=args.seconds, seed=7 + c + d,
                             rerank_depth=d) for d in (-1, 0) for c in (1, 32)]
         result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": _cpu_model(),
-                  "command": " ".join(sys.argv), "memories": stats.memories, "dense_index": stats.dense_index,
+                  "command": _command_line(), "memories": stats.memories, "dense_index": stats.dense_index,
                   "restart": restart, "rss_after_load": rss_loaded, "rss_after_search": server.rss_mb(),
                   "disk_bytes": disk, "search": searches}
     finally:
@@ -273,6 +273,12 @@ def _cpu_model() -> str:
     from benchmarks.ingest.run import cpu_model
 
     return cpu_model()
+
+
+def _command_line() -> str:
+    from benchmarks.ingest.run import command_line
+
+    return command_line()
 
 
 def main(argv: list[str] | None = None) -> int:

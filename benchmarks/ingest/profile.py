@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from benchmarks.ingest.run import RESULTS, client_for, cpu_model, start_server, write_all
+from benchmarks.ingest.run import RESULTS, client_for, command_line, cpu_model, start_server, write_all
 from benchmarks.ingest.texts import long_turns, short_turns
 
 # (stage, markers): a frame "function (path:line)" matches a marker (function, path part) when its function starts
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             server.stop()
     result = {"kind": args.kind, "n": args.n, "in_flight": args.in_flight, "tiny_encoder": args.tiny_encoder,
-              "machine": cpu_model(), "command": " ".join(sys.argv),
+              "machine": cpu_model(), "command": command_line(),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "ingest": rate,
               "busy_samples_pct": summarise(raw)}
     (args.out / f"profile_{name}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

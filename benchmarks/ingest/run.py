@@ -62,6 +62,14 @@ def cpu_model() -> str:
     return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "")
 
 
+def command_line() -> str:
+    """How this process was started, as a result file quotes it: ``python -m <module> <args>`` (no path of this
+    machine), or the script's name and arguments when it was not run as a module."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    head = f"python -m {spec.name}" if spec is not None else f"python {Path(sys.argv[0]).name}"
+    return " ".join([head, *sys.argv[1:]])
+
+
 # -- the embedder alone ---------------------------------------------------------------------------------------
 def embed_alone(texts_by_kind: dict[str, list[str]], *, device: str, batch: int) -> dict[str, Any]:
     """Texts/s of the server's embedder on ``texts`` (passage prefix added, as the write path does)."""
@@ -494,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     texts = {k: long_turns(args.n_long, synthetic=synthetic) if k == "long" else short_turns(args.n_short, synthetic=synthetic)
              for k in ("long", "short") if k in kinds}
     results: dict[str, Any] = {"name": args.name, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                               "machine": cpu_model(), "device": args.device, "command": " ".join(sys.argv),
+                               "machine": cpu_model(), "device": args.device, "command": command_line(),
                                "env": env, "batch": args.batch, **({"shaped_note": shaped_note} if shaped_note else {}),
                                "texts": {k: {"n": len(v), "mean_chars": round(float(np.mean([len(t) for t in v])), 1)}
                                          for k, v in texts.items()}}

@@ -119,7 +119,7 @@ def per_write(before: dict[str, Any], after: dict[str, Any], writes: int) -> dic
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.ingest.big import Server
-    from benchmarks.ingest.run import cpu_model, write_all
+    from benchmarks.ingest.run import command_line, cpu_model, write_all
     from benchmarks.ingest.texts import long_turns, short_turns
 
     texts = long_turns(args.n) if args.kind == "long" else short_turns(args.n)
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"kind": args.kind, "n": len(texts), "batch": args.batch, "in_flight": args.in_flight,
             "embedder": "tiny random encoder (2 layers, 32 wide): the write path without its forward pass"
             if args.tiny_encoder else "the server's default", "machine": cpu_model(),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": command_line(),
             "ingest": rate, "client_wall_ms_per_write": round(1000 * rate["seconds"] / writes, 2),
             "ms_per_write": per_write(warm, done, writes),
             "lucene_refreshes_per_write": round((done["calls"].get(REFRESH, 0) - warm["calls"].get(REFRESH, 0)) / writes,
