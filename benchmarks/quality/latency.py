@@ -13,7 +13,9 @@ each row of the README's quality table.
 
 ``--rerank-dtypes auto,float32,int8`` instead starts one server per cross-encoder dtype (``models.rerank_dtype``;
 ``auto`` = the server's default), each at its own default rerank depth, and times the ``hybrid`` and ``defaults``
-stages of each, interleaved the same way (``--out`` names the file). The tenant is built when missing.
+stages of each, interleaved the same way (``--out`` names the file). Every row also gives the rerank depth the
+server used (``Timings.rerank_depth_used``: the controller's, ``search.latency_target_ms`` being on here as it is
+when served). The tenant is built when missing.
 """
 
 from __future__ import annotations
