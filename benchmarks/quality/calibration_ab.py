@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown suites {sorted(unknown)}; choose from {SUITES}")
     out = run(fits, suites)
-    out.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine=f"{cpu_model()}, {os.cpu_count()} cores",
+    out.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               machine=f"{cpu_model()}, {os.cpu_count()} cores",
                command="python -m benchmarks.quality.calibration_ab " + " ".join(argv if argv is not None
                                                                                  else sys.argv[1:]))
     args.out.mkdir(parents=True, exist_ok=True)

@@ -27,8 +27,8 @@ import json
 import logging
 import os
 import platform
-import sys
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Any
