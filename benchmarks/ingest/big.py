@@ -258,8 +258,10 @@ def measure(args: argparse.Namespace) -> int:
         rss_loaded = server.rss_mb()
         searches = [_search(server.address, tenant=args.tenant, concurrency=c, seconds=args.seconds, seed=7 + c + d,
                             rerank_depth=d) for d in (-1, 0) for c in (1, 32)]
+        from benchmarks.ingest.run import command_line   # run.py imports this module: read when measured
+
         result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": _cpu_model(),
-                  "command": _command_line(), "memories": stats.memories, "dense_index": stats.dense_index,
+                  "command": command_line(), "memories": stats.memories, "dense_index": stats.dense_index,
                   "restart": restart, "rss_after_load": rss_loaded, "rss_after_search": server.rss_mb(),
                   "disk_bytes": disk, "search": searches}
     finally:
@@ -273,12 +275,6 @@ def _cpu_model() -> str:
     from benchmarks.ingest.run import cpu_model
 
     return cpu_model()
-
-
-def _command_line() -> str:
-    from benchmarks.ingest.run import command_line
-
-    return command_line()
 
 
 def main(argv: list[str] | None = None) -> int:

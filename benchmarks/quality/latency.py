@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -36,7 +35,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-from benchmarks.ingest.run import cpu_model
+from benchmarks.ingest.run import command_line, cpu_model
 from benchmarks.quality.datasets import load_scifact, repo_root
 from benchmarks.serving.build import ADMIN_KEY, build, dataset_dir, tenant_name
 from server.app import build_app
@@ -89,8 +88,8 @@ def measure(*, queries: int, rerank_dtypes: list[str] | None = None) -> dict:
             apps.append(asyncio.run_coroutine_threadsafe(start(), loop).result(600))
             channels.append(grpc.insecure_channel(f"127.0.0.1:{apps[-1].port}"))
             stub = sgrpc.MemoryServiceStub(channels[-1])
-            label = (lambda stage, name=name: f"{name}: {stage}") if rerank_dtypes else (lambda stage: stage)
-            runs += [(label(stage), stub, fields) for stage, fields in {**stages, **rounds}.items()]
+            prefix = f"{name}: " if rerank_dtypes else ""
+            runs += [(prefix + stage, stub, fields) for stage, fields in {**stages, **rounds}.items()]
             pipeline = apps[-1].engine.search_pipeline
             about = pipeline.reranker.describe() if pipeline.reranker else {}
             described[name] = {"rerank_depth": pipeline.default_rerank_depth,
@@ -129,7 +128,7 @@ def main() -> None:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     result = measure(queries=args.queries, rerank_dtypes=[d for d in args.rerank_dtypes.split(",") if d])
     result = {"date": started, "machine": f"{cpu_model()}, {os.cpu_count()} cores",
-              "command": "python -m benchmarks.quality.latency " + " ".join(sys.argv[1:]), **result}
+              "command": command_line(), **result}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))

@@ -28,14 +28,13 @@ import logging
 import os
 import platform
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.ingest.run import cpu_model
+from benchmarks.ingest.run import command_line, cpu_model
 from benchmarks.quality.datasets import load_locomo, load_scifact
 from benchmarks.rerank_cost.variants import REFERENCE, pick
 from server.batching.pair_cache import PairScoreCache, pair_key
@@ -108,7 +107,7 @@ def measure(*, variants: str, rounds: int, threads: int) -> dict[str, Any]:
         log.info("round %d/%d done (%.0fs)", r + 1, rounds, time.perf_counter() - started)
     out: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": f"{cpu_model()}, {os.cpu_count()} cores",
-        "command": "python -m benchmarks.rerank_cost.timing " + " ".join(sys.argv[1:]),
+        "command": command_line(),
         "threads": torch.get_num_threads(), "rounds": rounds, "platform": platform.platform(),
         "reference": REFERENCE if REFERENCE in models else names[0], "variants": described,
         "shapes": [f"{a}x{b}" for a, b in SHAPES], "ms_per_pair": {}, "ratio_to_reference": {},
