@@ -32,8 +32,7 @@ VARIANTS: dict[str, dict[str, float]] = {"defaults": {}, "no speaker rule": {"sp
                                          "no second hop": {"expand_turns": 0},
                                          "no question rule": {"question_factor": 1.0},
                                          "question rule x0.5": {"question_factor": 0.5},
-                                         "no speaker list": {"speaker_list": False},
-                                         "head by relevance": {"head_by_relevance": True}}
+                                         "no speaker list": {"speaker_list": False}}
 DEFAULT_VARIANTS = ("defaults", "no speaker rule")
 
 

@@ -49,17 +49,3 @@ class Candidates:
     lexical_scores: np.ndarray = field(default_factory=lambda: NO_SCORES)
     feedback_ids: np.ndarray | None = None   # the second round's dense list, when it ran
     second: np.ndarray | None = None         # the second hop's turns in ``ids`` (server/engine/expand.py), when any
-
-
-def by_relevance(cand: Candidates) -> Candidates:
-    """``cand`` with its candidates in calibrated-relevance order, best first (ties keep the fused order): the head
-    the cross-encoder reads is then the most relevant, not the first by RRF rank."""
-    order = np.argsort(-cand.relevance, kind="stable")
-    if len(order) == 0 or np.array_equal(order, np.arange(len(order))):
-        return cand
-    return Candidates(ids=cand.ids[order], rrf=cand.rrf[order], rrf_norm=cand.rrf_norm[order],
-                      relevance=cand.relevance[order], features={f: v[order] for f, v in cand.features.items()},
-                      rerank=cand.rerank[order], dense_ids=cand.dense_ids, dense_scores=cand.dense_scores,
-                      lexical_ids=cand.lexical_ids, lexical_scores=cand.lexical_scores, feedback_ids=cand.feedback_ids,
-                      second=None if cand.second is None else cand.second[order])
-

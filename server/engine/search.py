@@ -26,7 +26,7 @@ from server.batching.pair_cache import PairScoreCache
 from server.batching.query_cache import QueryEmbeddingCache
 from server.config import ScoringConfig, SearchConfig
 from server.domain import Memory, MemoryType, QueryResult, SearchQuery, Timings
-from server.engine.candidates import Candidates, SearchItem, by_relevance
+from server.engine.candidates import Candidates, SearchItem
 from server.engine.centring import Centring, read_anchors
 from server.engine.expand import adjacent_turns, second_hop, seeds_of
 from server.engine.feedback import FEEDBACK_BELOW, FEEDBACK_WEIGHT, is_weak, rocchio
@@ -72,8 +72,6 @@ LEXICAL_WEIGHT = 1.0
 # blur codes, BM25's code field matches them whole.
 DENSE_WEIGHT_CJK = 50.0
 DENSE_WEIGHT_CODE = 0.3
-# The cross-encoder's head: the candidates first by calibrated fused relevance (True) or by RRF rank (False).
-HEAD_BY_RELEVANCE = False
 
 
 def _filtered(shard: TenantShard, query: SearchQuery, scores: np.ndarray, ids: np.ndarray, now_ms: int = 0,
@@ -133,7 +131,6 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         self.speaker_factor = SPEAKER_FACTOR   # the speaker a question names (server/engine/speakers.py); 1: off
         self.speaker_list = SPEAKER_LIST   # ... and that speaker's own dense list (speakers.py); False: off
         self.question_factor = QUESTION_FACTOR   # a named speaker's turn that ends by asking (speakers.py); 1: off
-        self.head_by_relevance = HEAD_BY_RELEVANCE   # the rerank head: the most relevant candidates, not RRF's first
         self.cache = cache
         self.calibration = calibration
         self.rank = RankStage(ranker=ranker, scoring=scoring)
@@ -254,8 +251,6 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             cands = await loop.run_in_executor(self.cpu_pool, self._speaker_stage, items, cands, named, vectors,
                                                dense, lexical_results)
             timings.ann_ns += timings.lap("speaker", t0)
-        if self.head_by_relevance:
-            cands = [by_relevance(c) if self.rerank_depth(it) > 0 else c for it, c in zip(items, cands, strict=True)]
         await self._fit_depth(items, cands)
         pairs, owners = self._rerank_pairs(items, cands)
         computed, compute_ns, tokens, threads = 0, 0, 0, 0
