@@ -60,10 +60,10 @@ _EN_CUES = re.compile(
     r"\b(?:switched|switching|switch(?:ed)? (?:to|over)|changed (?:\w+ ){0,4}to|changed (?:jobs|careers|schools|dentists|doctors|gyms|teams|"
     r"banks|cities|phones|laptops|cars|diets|companies)|change to|moved|now|"
     r"no longer|"
-    r"not any ?more|any ?more|instead|(?:my|our) new|new \w+ (?:\w+ ){0,2}(?:is|are)|got a new|replaced|upgraded|became|"
+    r"not any ?more|any ?more|instead|(?:my|our) new|started (?:a |an |my )?new|new \w+ (?:\w+ ){0,2}(?:is|are)|got a new|replaced|upgraded|became|"
     r"these days|nowadays|currently|from now on|gave up|ditched|sold|renamed|traded)\b", re.IGNORECASE)
 _ZH_CUES = re.compile(r"改成|换成|换了|改为|改到|改了|改名|更名|现在|如今|目前|搬到|搬去|搬家|跳槽|不再|不用了|已经不|"
-                      r"变成|转到|升级|调整|换到|[的了个台辆份家部只]新|新的|辞职|离开了|加入了")
+                      r"变成|转到|升级|升到|升入|调整|换到|[的了个台辆份家部只]新|新的|辞职|离开了|加入了")
 # Cues that say the state now holds or that a thing is new, not that a value changed ("now", "these days", "my new",
 # "现在", "的新" — also inside "今天的新闻", the news; "any more suggestions"): chat says them all the time. The frame
 # rule (:func:`_by_frame`), which needs no attribute class, asks for a cue that names the change itself ("switched",
@@ -117,12 +117,18 @@ _ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "team": ("team", "club", "allegiance", "球队", "主队"),
     "car": ("car", "drive", "vehicle", "车"),
     "gym": ("gym", "train", "fitness", "健身房", "健身"),
-    "school": ("school", "university", "college", "course", "study", "学校", "大学", "专业"),
-    "contact": ("email", "password", "number", "邮箱", "密码", "号码", "电话"),
+    "school": ("school", "university", "college", "course", "study", "学校", "大学", "专业", "小学", "中学", "初中",
+               "高中", "幼儿园"),
+    "contact": ("email", "邮箱", "号码", "电话"),   # not "number": a desk number is no phone number
+    "account": ("password", "login", "passcode", "密码", "账号"),
     "doctor": ("doctor", "dentist", "therapist", "医生", "牙医"),
     "manager": ("manager", "boss", "领导", "老板", "经理"),
     "learning": ("learning", "reading", "学", "在读"),
-    "schedule": ("standup", "meeting", "schedule", "周会", "例会", "会议"),
+    "schedule": ("standup", "meeting", "schedule", "alarm", "周会", "例会", "会议", "闹钟"),
+    "internet": ("internet", "broadband", "wifi", "isp", "宽带"),
+    "childcare": ("babysitter", "babysit", "nanny", "childminder", "保姆"),
+    "parking": ("park", "parking", "停车", "车位"),
+    "desk": ("desk", "cubicle", "工位"),
 }
 _ATTR_WORDS = {w: a for a, ws in _ATTRIBUTES.items() for w in ws if w.isascii()}
 _ATTR_ZH = [(w, a) for a, ws in _ATTRIBUTES.items() for w in ws if not w.isascii()]

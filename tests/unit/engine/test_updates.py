@@ -33,6 +33,13 @@ def judge(old: str, new: str, cosine: float = COS, **kw) -> updates.Evidence | N
     ("预算三万", "预算改成八万了", "money"),
     ("我住在北京。", "我搬到厦门住了。", "home"),
     ("我的手机是华为Mate60。", "我换了新手机，是iPhone 15。", "phone"),
+    ("Our internet provider is Virgin Media", "We switched broadband to Hyperoptic", "internet"),
+    ("Our babysitter is Chloe from next door", "Priti babysits for us on Fridays now", "childcare"),
+    ("I park in space 14 in the basement", "My parking spot is now 9 by the lift", "parking"),
+    ("My desk is number 42 on the third floor", "After the office move my desk is B-17", "desk"),   # the frame
+    ("I use 1Password for my passwords", "I moved my logins to Bitwarden", "account"),
+    ("I work as an analyst at Deloitte", "I started a new job as a data engineer at Spotify", "job"),
+    ("儿子在阳光小学上学", "儿子升到实验中学了", "school"),
 ])
 def test_a_restated_attribute_with_a_new_value_links(old: str, new: str, attribute: str) -> None:
     evidence = judge(old, new)
@@ -47,6 +54,8 @@ def test_a_restated_attribute_with_a_new_value_links(old: str, new: str, attribu
     ("我的笔记本电脑是小米笔记本。", "我的手机现在是小米12。", "another attribute sharing a brand"),
     ("My laptop is a ThinkPad", "My laptop is a ThinkPad, I use it now", "nothing new"),
     ("Cooked lasagna for dinner", "Cooked a green curry for dinner", "an event, no change cue"),
+    ("We went to the park with the kids", "The park by the river is new", "an event, no change cue"),
+    ("My desk is number 42 on the third floor", "My phone number is now 0161 496 0000", "another attribute"),
     ("My laptop is a ThinkPad", "Which laptop should I switch to now?", "a question"),
     ("Melanie: Wow, that's cool! What happened?", "Melanie: That's really cool. What now?", "chat, no attribute"),
 ])
@@ -111,7 +120,7 @@ def test_an_attribute_no_class_names_links_by_its_frame(old: str, new: str, fram
 
 @pytest.mark.parametrize(("old", "new", "why"), [
     ("I moved over to Zed as my editor", "I moved my logins to Bitwarden", "'moved' is the change, not a home"),
-    ("I use 1Password for my passwords", "I moved my logins to Bitwarden", "no frame word in common"),
+    ("I prefer window seats", "Aisle seats suit me better now", "no frame word in common"),
     ("我用的浏览器是Chrome", "浏览了一下今天的新闻", "'的新' of 新闻 names no change"),
     ("Melanie: The kids love pottery", "Melanie: The kids love it now!", "'now' alone is no change"),
     ("Tim: Yep, I'll let you know!", "Tim: Glad you liked it. Let me know if you need any more suggestions.",
