@@ -121,6 +121,8 @@ MATCH_JACCARD = 1.0
 # "what's my blood type?" holds {blood, type} of "My blood type is O negative" and {blood} of the newer "Donated
 # blood at the town hall", which names another attribute.
 NEWER_SUPERSET = True
+# The top hits that may not join a group (linked, a question, a narrative) count towards a word's share too.
+HITS_COUNT = True
 _CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 
 
@@ -167,7 +169,8 @@ def same_attribute(a: Memory, b: Memory, words_a: frozenset[str], words_b: froze
     return cosine >= min_cosine + shift
 
 
-def matched_words(query: str, statements: Sequence[str | None], *, single_cjk: bool = SINGLE_CJK) -> list[frozenset[str]]:
+def matched_words(query: str, statements: Sequence[str | None], *, single_cjk: bool = SINGLE_CJK,
+                  others: Sequence[str] = ()) -> list[frozenset[str]]:
     """The query words each statement holds (``updates.content_words``; Chinese character bigrams, and single
     characters only with ``single_cjk``; None: a hit that cannot join), less the ones more than SLOTS / COMMON_SHARE
     of them hold (3 of the top 5): a word most top statements share is their common subject ("the user", "用户"),
@@ -185,6 +188,11 @@ def matched_words(query: str, statements: Sequence[str | None], *, single_cjk: b
     # subject: "what food does the user eat?" over "The user is vegetarian" and "The user asked about train times"
     # matches both in "user" only, and must not make the newer one the answer.
     joinable = sum(1 for text in statements if text is not None)
+    if HITS_COUNT:   # the query words of the hits that may not join count too: a subject is what most hits hold
+        for text in others:
+            for w in updates.content_words(updates.split_speaker(text)[1]) & query_words:
+                counts[w] = counts.get(w, 0) + 1
+        joinable += len(others)
     need = min(SLOTS // COMMON_SHARE + 1, joinable)
     common = frozenset(w for w, c in counts.items() if c >= need)
     return [w - common for w in out]
@@ -203,7 +211,8 @@ def newest_first(query: str, intent: TimeIntent, memories: Sequence[Memory | Non
         return order
     subjects = [None if m is None else _subject(m) for m in memories]
     texts = [m.content if m is not None and subjects[i] is not None else None for i, m in enumerate(memories)]
-    words = matched_words(query, texts, single_cjk=single_cjk)
+    others = [m.content for m, t in zip(memories, texts, strict=True) if m is not None and t is None]
+    words = matched_words(query, texts, single_cjk=single_cjk, others=others)
     cos = None
     if min_cosine is not None and vectors is not None:
         v = np.asarray(vectors, dtype=np.float64)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from server.domain import Memory, MemoryType, TimeIntent
 from server.engine.siblings import sibling_factor, sibling_sets
@@ -201,6 +202,26 @@ def test_two_statements_sharing_only_their_subject_keep_their_order() -> None:
     three = _mems(("The user is vegetarian", 100), ("The user asked about train times to Porto", 900),
                   ("The user has a cat called Miso", 500))
     assert newest_first("what food does the user eat?", TimeIntent.NONE, three) == [0, 1, 2]   # 3 of 3: subject
+
+
+def test_hits_that_may_not_join_still_count_towards_what_their_common_subject_is() -> None:
+    # Two statements share the query's word, and the other top hits (a linked memory, a question) do not hold it:
+    # the word is the attribute the query asks about, not the hits' common subject, so the newer one answers.
+    import dataclasses
+
+    from server.engine import siblings
+    mems = _mems(("My browser is Chrome", 100), ("Firefox is my browser now", 900), ("What should I cook tonight?", 500),
+                 ("I switched my laptop to a Framework", 700))
+    mems[3] = dataclasses.replace(mems[3], updates=("m-older",))   # linked: may not join
+    assert siblings.newest_first("which browser do I use?", TimeIntent.NONE, mems) == [1, 0, 2, 3]
+    # Counted only among the two that may join, the shared word was dropped as their subject: no group.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(siblings, "HITS_COUNT", False)
+        assert siblings.newest_first("which browser do I use?", TimeIntent.NONE, mems) == [0, 1, 2, 3]
+    # Held by three of the hits, joinable or not, a word is their subject still.
+    user = _mems(("The user is vegetarian", 100), ("The user asked about train times to Porto", 900),
+                 ("Which trains does the user take?", 500))
+    assert siblings.newest_first("what food does the user eat?", TimeIntent.NONE, user) == [0, 1, 2]
 
 
 def test_a_newer_statement_holding_every_query_word_of_the_older_one_joins_it() -> None:
