@@ -174,7 +174,8 @@ def matched_words(query: str, statements: Sequence[str | None], *, single_cjk: b
     """The query words each statement holds (``updates.content_words``; Chinese character bigrams, and single
     characters only with ``single_cjk``; None: a hit that cannot join), less the ones more than SLOTS / COMMON_SHARE
     of them hold (3 of the top 5): a word most top statements share is their common subject ("the user", "用户"),
-    not the attribute the query asks about."""
+    not the attribute the query asks about. ``others``: the texts of the top hits that may not join (linked, a
+    question, a narrative); with :data:`HITS_COUNT` their query words count towards that share too."""
     query_words = updates.content_words(query)
     out = []
     for text in statements:
@@ -184,7 +185,7 @@ def matched_words(query: str, statements: Sequence[str | None], *, single_cjk: b
     for words in out:
         for w in words:
             counts[w] = counts.get(w, 0) + 1
-    # Where fewer statements can join than the share needs (two), a word every one of them holds is as much their
+    # Where fewer hits are counted than the share needs (two), a word every one of them holds is as much their
     # subject: "what food does the user eat?" over "The user is vegetarian" and "The user asked about train times"
     # matches both in "user" only, and must not make the newer one the answer.
     joinable = sum(1 for text in statements if text is not None)

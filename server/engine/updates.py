@@ -60,7 +60,8 @@ _EN_CUES = re.compile(
     r"\b(?:switched|switching|switch(?:ed)? (?:to|over)|changed (?:\w+ ){0,4}to|changed (?:jobs|careers|schools|dentists|doctors|gyms|teams|"
     r"banks|cities|phones|laptops|cars|diets|companies)|change to|moved|now|"
     r"no longer|"
-    r"not any ?more|any ?more|instead|(?:my|our) new|started (?:a |an |my )?new|new \w+ (?:\w+ ){0,2}(?:is|are)|got a new|replaced|upgraded|became|"
+    r"not any ?more|any ?more|instead|(?:my|our) new|started (?:a |an |my )?new|new \w+ (?:\w+ ){0,2}(?:is|are)|"
+    r"got a new|replaced|upgraded|became|"
     r"these days|nowadays|currently|from now on|gave up|ditched|sold|renamed|traded)\b", re.IGNORECASE)
 _ZH_CUES = re.compile(r"改成|换成|换了|改为|改到|改了|改名|更名|现在|如今|目前|搬到|搬去|搬家|跳槽|不再|不用了|已经不|"
                       r"变成|转到|升级|升到|升入|调整|换到|[的了个台辆份家部只]新|新的|辞职|离开了|加入了")

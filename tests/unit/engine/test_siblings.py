@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -138,8 +140,6 @@ def test_pair_cosine_is_evidence_only_when_asked_for_and_higher_for_chinese() ->
 
 
 def test_past_first_other_subjects_links_questions_and_equal_ages_stay_in_place() -> None:
-    import dataclasses
-
     from server.engine.siblings import newest_first, statement_words
     q = "where did I go hiking?"
     cat = ("My cat is called Miso", 500)   # a third statement: with two, no word can be told from their subject
@@ -207,11 +207,9 @@ def test_two_statements_sharing_only_their_subject_keep_their_order() -> None:
 def test_hits_that_may_not_join_still_count_towards_what_their_common_subject_is() -> None:
     # Two statements share the query's word, and the other top hits (a linked memory, a question) do not hold it:
     # the word is the attribute the query asks about, not the hits' common subject, so the newer one answers.
-    import dataclasses
-
     from server.engine import siblings
-    mems = _mems(("My browser is Chrome", 100), ("Firefox is my browser now", 900), ("What should I cook tonight?", 500),
-                 ("I switched my laptop to a Framework", 700))
+    mems = _mems(("My browser is Chrome", 100), ("Firefox is my browser now", 900),
+                 ("What should I cook tonight?", 500), ("I switched my laptop to a Framework", 700))
     mems[3] = dataclasses.replace(mems[3], updates=("m-older",))   # linked: may not join
     assert siblings.newest_first("which browser do I use?", TimeIntent.NONE, mems) == [1, 0, 2, 3]
     # Counted only among the two that may join, the shared word was dropped as their subject: no group.
