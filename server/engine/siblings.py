@@ -177,9 +177,13 @@ def matched_words(query: str, statements: Sequence[str | None], *, single_cjk: b
     not the attribute the query asks about. ``others``: the texts of the top hits that may not join (linked, a
     question, a narrative); with :data:`HITS_COUNT` their query words count towards that share too."""
     query_words = updates.content_words(query)
+
+    def held(text: str) -> frozenset[str]:
+        return updates.content_words(updates.split_speaker(text)[1]) & query_words
+
     out = []
     for text in statements:
-        words = frozenset() if text is None else updates.content_words(updates.split_speaker(text)[1]) & query_words
+        words = frozenset() if text is None else held(text)
         out.append(words if single_cjk else frozenset(w for w in words if len(w) > 1 or not has_cjk(w)))
     counts: dict[str, int] = {}
     for words in out:
@@ -188,13 +192,13 @@ def matched_words(query: str, statements: Sequence[str | None], *, single_cjk: b
     # Where fewer hits are counted than the share needs (two), a word every one of them holds is as much their
     # subject: "what food does the user eat?" over "The user is vegetarian" and "The user asked about train times"
     # matches both in "user" only, and must not make the newer one the answer.
-    joinable = sum(1 for text in statements if text is not None)
+    counted = sum(1 for text in statements if text is not None)
     if HITS_COUNT:   # the query words of the hits that may not join count too: a subject is what most hits hold
         for text in others:
-            for w in updates.content_words(updates.split_speaker(text)[1]) & query_words:
+            for w in held(text):
                 counts[w] = counts.get(w, 0) + 1
-        joinable += len(others)
-    need = min(SLOTS // COMMON_SHARE + 1, joinable)
+        counted += len(others)
+    need = min(SLOTS // COMMON_SHARE + 1, counted)
     common = frozenset(w for w, c in counts.items() if c >= need)
     return [w - common for w in out]
 
