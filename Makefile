@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install serve test test-slow proto bench-quality bench-serving bench-index bench-durability bench-cluster reranker reranker-student bench-rerank-cost lint package package-check clean docs
+.PHONY: install serve test test-slow proto bench-quality bench-serving bench-index bench-durability bench-cluster reranker query-adapter reranker-student bench-rerank-cost lint package package-check clean docs
 
 install: $(STAMP)
 
@@ -76,6 +76,10 @@ bench-cluster: $(STAMP) $(VENV)/.cluster-installed
 reranker: $(STAMP)
 	$(PY) -m training
 	$(PY) -m training.qa_stage
+
+# Fits the query adapter into models/weights/engram-query-adapter (training/query_adapter.py: dev data only).
+query-adapter: $(STAMP)
+	$(PY) -m training.query_adapter
 
 # Distils a 3-layer student of engram-reranker-v1 into models/weights/engram-reranker-v1-l3 (training/distill.py).
 reranker-student: $(STAMP)

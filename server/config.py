@@ -29,6 +29,7 @@ BUNDLED_RERANKER = Path(__file__).resolve().parents[1] / "models" / "weights" / 
 
 
 BUNDLED = "bundled"
+BUNDLED_QUERY_ADAPTER = Path(__file__).resolve().parents[1] / "models" / "weights" / "engram-query-adapter"
 
 
 def bundled_reranker() -> str:
@@ -56,6 +57,10 @@ class ModelsConfig:
     reranker: str = option(BUNDLED, (
         "the cross-encoder: \"bundled\" = models/weights/engram-reranker-v1 when present (`make reranker`) | a local "
         "Hugging Face folder | \"\" = none"))
+    query_adapter: str = option(BUNDLED, (
+        "the dense search's learned map of a query's vector: \"bundled\" = models/weights/engram-query-adapter "
+        "(`make query-adapter`), used where it was fitted for models.embedder | a folder of the same form | \"\" = "
+        "none. Memories and the index are untouched (docs/concepts/retrieval.md \"The query adapter\")"))
     device: str = option("auto", "auto | cpu | cuda")
     dtype: str = option("auto", (
         "auto (CUDA float16; CPU bfloat16 where native, else float32) | int8 (CPU; README \"Reranker\") | float32 | "

@@ -86,7 +86,7 @@ REMOVED: dict[str, str] = {
 ADVANCED: dict[str, str] = {
     **{name: f"models.{name}" for name in ("cpu_threads", "device_threads", "idle_threads", "rerank_dtype",
                                            "embed_max_length", "passage_vectors", "passage_tokens",
-                                           "turn_passage_tokens", "turn_passage_vectors")},
+                                           "turn_passage_tokens", "turn_passage_vectors", "query_adapter")},
     **{name: f"batching.{name}" for name in ("queue_capacity", "split_above", "query_cache_ttl_ms")},
     **{name: f"search.{name}" for name in ("candidates", "centre_cjk", "feedback_docs")},
     "calibration": "scoring.calibration",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -29,13 +30,14 @@ from server.batching.controller import RerankController
 from server.batching.pair_cache import PAIR_CACHE_ENTRIES, PairScoreCache
 from server.batching.query_cache import QUERY_CACHE_ENTRIES, QueryEmbeddingCache
 from server.batching.scheduler import TENANT_QUANTUM
-from server.config import ServerConfig
+from server.config import BUNDLED, BUNDLED_QUERY_ADAPTER, ServerConfig
 from server.domain import (AuditEntry, AuditOp, ConsolidationReport, Extraction, Filter, ForgetSpec, KeyScope,
                            Memory, MemoryInput, QueryResult, SearchQuery, WriteResult)
 from server.engine import idempotent
 from server.engine.admin import Admin
 from server.engine.ingest import SEARCH_HOLD_MS, EmbedStage, Ingest, WriteTexts
 from server.engine.memories import Memories, Page
+from server.engine.query_adapter import QueryAdapter, load_query_adapter
 from server.engine.recall import Recall
 from server.engine.search import SearchItem, SearchPipeline, auto_rerank_depth
 from server.engine.updates import LINK_COSINE_DEFAULT
@@ -54,6 +56,8 @@ from server.tenants.settings import TenantSettings
 from server.tenants.shard import TenantShard
 from server.tracing import Tracing, traced_now
 
+log = logging.getLogger(__name__)
+
 __all__ = ["Engine", "Page", "load_calibration_for", "now_ms"]
 
 R = TypeVar("R")
@@ -63,6 +67,17 @@ def load_calibration_for(config: ServerConfig, embedder: Embedder, reranker: Rer
     """The relevance calibration fitted for these models (``scoring.calibration`` or the bundled file)."""
     path = Path(config.scoring.calibration) if config.scoring.calibration else BUNDLED_CALIBRATION
     return load_calibration(path, embedder=embedder.name, reranker=reranker.name if reranker is not None else "")
+
+
+def load_query_adapter_for(config: ServerConfig, embedder: Embedder) -> QueryAdapter | None:
+    """The query adapter of ``advanced.query_adapter`` where it was fitted for this embedder, else None."""
+    folder = BUNDLED_QUERY_ADAPTER if config.models.query_adapter == BUNDLED else config.models.query_adapter
+    if not folder:
+        return None
+    adapter = load_query_adapter(folder, embedder=embedder.name, dim=embedder.dim)
+    if adapter is not None:
+        log.info("query adapter %s (sha256 %s) for %s", folder, adapter.sha256[:12], embedder.name)
+    return adapter
 
 
 def now_ms() -> int:
@@ -141,7 +156,8 @@ class Engine:
                                               thread_window_s=config.memory.thread_window_s,
                                               turn_tokens=config.models.turn_passage_tokens,
                                               turn_passages=config.models.turn_passage_vectors
-                                              if config.models.passage_vectors else 0)
+                                              if config.models.passage_vectors else 0,
+                                              query_adapter=load_query_adapter_for(config, embedder))
         self.search_pipeline.measure_rerank_cost()
         queue = dict(max_requests=max_requests, max_wait_ms=MAX_WAIT_MS if max_requests > 1 else 0.0,
                      capacity=b.queue_capacity, device_slots=device_slots(max_requests, device_threads),

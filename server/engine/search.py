@@ -30,6 +30,7 @@ from server.engine.candidates import Candidates, SearchItem
 from server.engine.centring import Centring, read_anchors
 from server.engine.expand import adjacent_turns, second_hop, seeds_of
 from server.engine.feedback import FEEDBACK_BELOW, FEEDBACK_WEIGHT, is_weak, rocchio
+from server.engine.query_adapter import QueryAdapter
 from server.engine.passages import DENSE_FOCUS, PASSAGE_CHARS, dense_focus, rerank_texts
 from server.engine.ranking import RankStage
 from server.engine.rerank import PairScorer
@@ -113,7 +114,8 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
                  device_pool: Executor, cpu_pool: Executor, search: SearchConfig,
                  scoring: ScoringConfig, calibration: Calibration, cache: QueryEmbeddingCache | None = None,
                  controller: RerankController | None = None, pair_cache: PairScoreCache | None = None,
-                 thread_window_s: float = 1800.0, turn_tokens: int = 0, turn_passages: int = 0) -> None:
+                 thread_window_s: float = 1800.0, turn_tokens: int = 0, turn_passages: int = 0,
+                 query_adapter: QueryAdapter | None = None) -> None:
         self.embedder = embedder
         # A long chat turn's cross-encoder window where its passage vector closest to the query lies (passages.py
         # DENSE_FOCUS, off: measured, not the default), read with the write stage's layout of a turn's windows.
@@ -139,6 +141,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         self.scorer = PairScorer(reranker=reranker, device_pool=device_pool, cpu_pool=cpu_pool,
                                  cache=pair_cache) if reranker else None
         self.centring: Centring | None = None   # centre_cjk: measured on the first CJK query (device thread)
+        self.query_adapter = query_adapter   # the dense search's map of a query's vector (query_adapter.py); None: off
 
     def measure_rerank_cost(self) -> None:
         """Seeds the controller's cost models with a pass at the full depth, with the device thread's threads
@@ -319,7 +322,15 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             centring = [self._centred(items[i]) for i in members]
             vectors = [items[i].vector if c is None else c.search_vector(items[i].vector)  # type: ignore[arg-type]
                        for i, c in zip(members, centring, strict=True)]
+            adapter = self.query_adapter
+            mapped = [adapter is not None and c is None for c in centring]
+            if adapter is not None:
+                vectors = [adapter.apply(v) if m else v for v, m in zip(vectors, mapped, strict=True)]
             scores, ids = shard.dense.search(np.stack(vectors), k)  # type: ignore[misc]
+            for row, i in enumerate(members):
+                if mapped[row]:   # the mapped vector chose the memories; each keeps its cosine with the query
+                    found = ids[row] >= 0
+                    scores[row, found] = shard.dense.scores_of(items[i].vector, ids[row, found])  # type: ignore[arg-type]
             for row, (i, c) in enumerate(zip(members, centring, strict=True)):
                 depth = self.depth(items[i].query)
                 out[i] = (scores[row, :depth] if c is None else c.scores(scores[row, :depth]), ids[row, :depth])

@@ -80,9 +80,10 @@ def load_calibration(path: Path = BUNDLED_CALIBRATION, *, embedder: str = "", re
 
 def fused_features(cand_ids: np.ndarray, rrf_norm: np.ndarray, dense_ids: np.ndarray, dense_scores: np.ndarray,
                    lexical_ids: np.ndarray, lexical_scores: np.ndarray) -> dict[str, np.ndarray]:
-    """The ``fused`` model's columns for fused candidates ``cand_ids`` (each list filtered, best first)."""
+    """The ``fused`` model's columns for fused candidates ``cand_ids`` (each list filtered, in its order; a dense
+    list the query adapter chose holds cosines out of order, so its best and its floor are its max and min)."""
     n = len(cand_ids)
-    dense = np.full(n, float(dense_scores[-1]) if len(dense_scores) else 0.0)
+    dense = np.full(n, float(np.min(dense_scores)) if len(dense_scores) else 0.0)
     bm25 = np.zeros(n)
     for ids, scores, out, scale in ((dense_ids, dense_scores, dense, 1.0),
                                     (lexical_ids, lexical_scores, bm25,
@@ -94,6 +95,6 @@ def fused_features(cand_ids: np.ndarray, rrf_norm: np.ndarray, dense_ids: np.nda
         pos = np.minimum(pos, len(ids) - 1)
         found = ids[order][pos] == cand_ids
         out[found] = scores[order][pos[found]] / scale
-    best = float(dense_scores[0]) if len(dense_scores) else 0.0
+    best = float(np.max(dense_scores)) if len(dense_scores) else 0.0
     return {"dense": dense, "bm25": bm25, "rrf": np.asarray(rrf_norm, dtype=np.float64),
             "dense_gap": dense - best if len(dense_scores) else np.zeros(n)}

@@ -151,6 +151,24 @@ class TieredDenseIndex:
                     return found
                 depth = min(total, depth * 4)
 
+    def scores_of(self, query: np.ndarray, doc_ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Each of ``doc_ids``' score for ``query`` as :meth:`search` gives it (its best vector, passages as
+        ``SEARCH_PASSAGES`` and ``PASSAGE_DISCOUNT`` say): one query's scores of memories another vector found."""
+        docs = np.asarray(doc_ids, dtype=np.int64)
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        with self._lock:
+            counts = [self._passages.get(int(d), 0) if SEARCH_PASSAGES else 0 for d in docs]
+            rows = removal_ids(docs, {int(d): n for d, n in zip(docs, counts, strict=True) if n})
+            scores = self._active.reconstruct_batch(rows) @ q
+        out = np.empty(len(docs), dtype=np.float32)
+        at = 0
+        for i, n in enumerate(counts):
+            best = scores[at]
+            if n:
+                best = max(best, float(np.max(scores[at + 1:at + 1 + n])) - PASSAGE_DISCOUNT)
+            out[i], at = best, at + 1 + n
+        return out
+
     def export(self) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
             return self._active.export()
