@@ -9,7 +9,7 @@ Dev data only, embedded by the server's own embedder (``models.embedder``'s defa
   content, the previous turn of its session as context: ``training.conversation.turn_text`` "served");
 * the SciFact *train* claims, each against every abstract of the corpus (main vectors: title and abstract, the
   first ``models.embed_max_length`` tokens), its cited abstracts the positives; a fifth of the claims (by a hash of
-  the id) is kept out of the fit and read as a check (``sciFact_check`` in the provenance).
+  the id) is kept out of the fit and read as a check (``scifact_check_ndcg@10`` in the provenance).
 
 The map is ``q -> normalise(q + q W)``, W zero at the start; the loss is each data set's mean over its queries of
 ``-log sum_pos softmax(cos / TAU)`` over every candidate of the query (all turns of the conversation, all
@@ -37,7 +37,8 @@ import numpy as np
 
 from benchmarks.quality.block import LOCOMO_DEV
 from benchmarks.quality.datasets import load_locomo, load_scifact
-from server.engine.query_adapter import BUNDLED_ADAPTER, MATRIX, PROVENANCE
+from server.config import BUNDLED_QUERY_ADAPTER
+from server.engine.query_adapter import MATRIX, PROVENANCE
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ def locomo_groups(embed: Any, query_prefix: str, passage_prefix: str) -> dict[st
         texts = [turn_text(t, "served", turns[i - 1] if i and turns[i - 1].session == t.session else None)
                  for i, t in enumerate(turns)]
         row = {t.id: i for i, t in enumerate(turns)}
-        out[conv.id] = (embed([passage_prefix + x for x in texts]), embed([query_prefix + q.text for q in conv.questions]),
+        questions = embed([query_prefix + q.text for q in conv.questions])
+        out[conv.id] = (embed([passage_prefix + x for x in texts]), questions,
                         [[row[e] for e in q.evidence] for q in conv.questions])
         log.info("LoCoMo %s: %d turns, %d questions", conv.id, len(turns), len(conv.questions))
     return out
@@ -149,7 +151,7 @@ def ndcg_at(group: Group, w: np.ndarray | None, k: int = 10) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--out", type=Path, default=BUNDLED_ADAPTER)
+    parser.add_argument("--out", type=Path, default=BUNDLED_QUERY_ADAPTER)
     parser.add_argument("--no-loco", action="store_true", help="skip the leave-one-conversation-out check")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")

@@ -1,6 +1,6 @@
 """SciFact test with the query adapter on and off, one ingest, one in-process server at its defaults.
 
-    .venv/bin/python -m benchmarks.quality.query_adapter_ab [--out benchmarks/results/quality/query_adapter_scifact.json]
+    .venv/bin/python -m benchmarks.quality.query_adapter_ab [--out <json>]   # default: results/quality/
 
 The corpus is written once (one SEMANTIC memory an abstract, as the scifact suite writes it); the test claims are
 searched at the defaults (top_k 100, "as of" the suite's fixed time, caches off) with the pipeline's adapter off, on,

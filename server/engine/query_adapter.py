@@ -23,8 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-from server.config import BUNDLED_QUERY_ADAPTER as BUNDLED_ADAPTER
-
 log = logging.getLogger(__name__)
 
 MATRIX = "adapter.npy"

@@ -30,8 +30,8 @@ from server.engine.candidates import Candidates, SearchItem
 from server.engine.centring import Centring, read_anchors
 from server.engine.expand import adjacent_turns, second_hop, seeds_of
 from server.engine.feedback import FEEDBACK_BELOW, FEEDBACK_WEIGHT, is_weak, rocchio
-from server.engine.query_adapter import QueryAdapter
 from server.engine.passages import DENSE_FOCUS, PASSAGE_CHARS, dense_focus, rerank_texts
+from server.engine.query_adapter import QueryAdapter
 from server.engine.ranking import RankStage
 from server.engine.rerank import PairScorer
 from server.engine.speakers import (QUESTION_FACTOR, SPEAKER_FACTOR, SPEAKER_LIST, SPEAKER_LIST_DEPTH, listed_speaker,
@@ -330,7 +330,8 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             for row, i in enumerate(members):
                 if mapped[row]:   # the mapped vector chose the memories; each keeps its cosine with the query
                     found = ids[row] >= 0
-                    scores[row, found] = shard.dense.scores_of(items[i].vector, ids[row, found])  # type: ignore[arg-type]
+                    vector = np.asarray(items[i].vector, dtype=np.float32)
+                    scores[row, found] = shard.dense.scores_of(vector, ids[row, found])
             for row, (i, c) in enumerate(zip(members, centring, strict=True)):
                 depth = self.depth(items[i].query)
                 out[i] = (scores[row, :depth] if c is None else c.scores(scores[row, :depth]), ids[row, :depth])

@@ -39,7 +39,8 @@ def servers(tmp_path_factory, jvm, embedder):  # type: ignore[no-untyped-def]
         server.stop()
 
 
-def test_the_mapped_vector_orders_the_dense_list_and_each_hit_keeps_its_own_cosine(servers) -> None:  # type: ignore[no-untyped-def]
+def test_the_mapped_vector_orders_the_dense_list_and_each_hit_keeps_its_own_cosine(  # type: ignore[no-untyped-def]
+        servers) -> None:
     plain = {h.memory.content: h.breakdown for h in servers["plain"].search(T, QUERY, top_k=4, dense_only=True).hits}
     mapped = {h.memory.content: h.breakdown for h in servers["mapped"].search(T, QUERY, top_k=4, dense_only=True).hits}
     assert plain[MEMORIES[0]].dense_rank == 1 and plain[TARGET].dense_rank > 1    # the query's own vector: the car
@@ -52,5 +53,6 @@ def test_the_mapped_vector_orders_the_dense_list_and_each_hit_keeps_its_own_cosi
 def test_a_chinese_query_is_centred_not_mapped(servers) -> None:  # type: ignore[no-untyped-def]
     question = "我开什么车？"
     ranks = [{h.memory.content: h.breakdown.dense_rank
-              for h in servers[name].search(T, question, top_k=4, dense_only=True).hits} for name in ("plain", "mapped")]
+              for h in servers[name].search(T, question, top_k=4, dense_only=True).hits}
+             for name in ("plain", "mapped")]
     assert ranks[0] == ranks[1]

@@ -51,7 +51,8 @@ def test_anchors_are_chinese_and_none_comes_from_an_evaluation_set() -> None:
 
 def _pipeline(centring: Centring | None, *, centre_cjk: bool = True) -> SimpleNamespace:
     """What SearchPipeline._dense_stage reads."""
-    ns = SimpleNamespace(cfg=SearchConfig(centre_cjk=centre_cjk), centring=centring, depth=lambda query: 3)
+    ns = SimpleNamespace(cfg=SearchConfig(centre_cjk=centre_cjk), centring=centring, depth=lambda query: 3,
+                         query_adapter=None)
     ns._centred = lambda it: SearchPipeline._centred(ns, it)  # type: ignore[arg-type]
     return ns
 
