@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.quality.block import LOCOMO_DEV
-from benchmarks.quality.datasets import load_locomo, load_scifact
+from benchmarks.quality.datasets import load_locomo, load_scifact, ndcg_at_k, recall_at_k
 from server.config import BUNDLED_QUERY_ADAPTER
 from server.engine.query_adapter import MATRIX, PROVENANCE
 
@@ -131,22 +131,19 @@ def mapped(queries: np.ndarray, w: np.ndarray | None) -> np.ndarray:
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
-def recall_at(group: Group, w: np.ndarray | None, k: int = 10) -> list[float]:
+def _ranked(group: Group, w: np.ndarray | None, k: int) -> list[tuple[list[str], dict[str, int]]]:
+    """Each query's top ``k`` candidate rows and its positives, as the quality metrics read them."""
     cands, queries, positives = group
     top = np.argsort(-(mapped(queries, w) @ cands.T), axis=1, kind="stable")[:, :k]
-    return [len(set(p) & set(t.tolist())) / len(p) for p, t in zip(positives, top, strict=True) if p]
+    return [([str(d) for d in t.tolist()], {str(d): 1 for d in p}) for p, t in zip(positives, top, strict=True) if p]
+
+
+def recall_at(group: Group, w: np.ndarray | None, k: int = 10) -> list[float]:
+    return [recall_at_k(ranked, qrels, k) for ranked, qrels in _ranked(group, w, k)]
 
 
 def ndcg_at(group: Group, w: np.ndarray | None, k: int = 10) -> float:
-    cands, queries, positives = group
-    top = np.argsort(-(mapped(queries, w) @ cands.T), axis=1, kind="stable")[:, :k]
-    out = []
-    for p, t in zip(positives, top, strict=True):
-        if not p:
-            continue
-        dcg = sum(1 / np.log2(r + 2) for r, d in enumerate(t.tolist()) if d in p)
-        out.append(dcg / sum(1 / np.log2(r + 2) for r in range(min(k, len(p)))))
-    return float(np.mean(out))
+    return float(np.mean([ndcg_at_k(ranked, qrels, k) for ranked, qrels in _ranked(group, w, k)]))
 
 
 def main(argv: list[str] | None = None) -> int:
