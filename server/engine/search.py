@@ -332,6 +332,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
                     found = ids[row] >= 0
                     vector = np.asarray(items[i].vector, dtype=np.float32)
                     scores[row, found] = shard.dense.scores_of(vector, ids[row, found])
+                    ids[row, np.isneginf(scores[row])] = -1   # removed since the search: padding, dropped later
             for row, (i, c) in enumerate(zip(members, centring, strict=True)):
                 depth = self.depth(items[i].query)
                 out[i] = (scores[row, :depth] if c is None else c.scores(scores[row, :depth]), ids[row, :depth])

@@ -153,13 +153,19 @@ class TieredDenseIndex:
 
     def scores_of(self, query: np.ndarray, doc_ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Each of ``doc_ids``' score for ``query`` as :meth:`search` gives it (its best vector, passages as
-        ``SEARCH_PASSAGES`` and ``PASSAGE_DISCOUNT`` say): one query's scores of memories another vector found."""
+        ``SEARCH_PASSAGES`` and ``PASSAGE_DISCOUNT`` say): one query's scores of memories another vector found.
+        A memory no longer held (removed since that search) scores -inf."""
         docs = np.asarray(doc_ids, dtype=np.int64)
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         with self._lock:
             counts = [self._passages.get(int(d), 0) if SEARCH_PASSAGES else 0 for d in docs]
             rows = removal_ids(docs, {int(d): n for d, n in zip(docs, counts, strict=True) if n})
-            scores = self._active.reconstruct_batch(rows) @ q
+            try:
+                scores = self._active.reconstruct_batch(rows) @ q
+            except (KeyError, RuntimeError):   # one of them is gone: each alone, -inf for what is not held
+                if len(docs) == 1:
+                    return np.full(1, -np.inf, dtype=np.float32)
+                return np.concatenate([self.scores_of(q, docs[i:i + 1]) for i in range(len(docs))])
         out = np.empty(len(docs), dtype=np.float32)
         at = 0
         for i, n in enumerate(counts):

@@ -4,11 +4,16 @@ TieredDenseIndex.scores_of)."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from server.config import SearchConfig
+from server.domain import SearchQuery
+from server.engine.candidates import SearchItem
 from server.engine.query_adapter import MATRIX, PROVENANCE, QueryAdapter, load_query_adapter
+from server.engine.search import SearchPipeline
 from server.index.tiered import TieredDenseIndex
 from server.index.tiers import TierRules
 
@@ -58,3 +63,36 @@ def test_scores_of_are_the_scores_search_gives_each_memory_passages_included() -
     # a memory the query did not find still gets its best vector's score
     q = unit(rng.normal(size=16))
     assert index.scores_of(q, [3])[0] == pytest.approx(float(np.max(vectors[2] @ q)), abs=1e-5)
+
+
+def test_a_memory_removed_since_the_search_scores_minus_infinity_and_leaves_the_dense_list() -> None:
+    rng = np.random.default_rng(2)
+    index = TieredDenseIndex(16, rules=TierRules())
+    docs = list(range(1, 21))
+    vectors = [unit(rng.normal(size=(1 + (d % 2), 16))) for d in docs]
+    index.add(docs, vectors)
+    q = unit(rng.normal(size=16))
+    scores, ids = index.search(q[None, :], 8)
+    gone = int(ids[0][3])
+    index.remove([gone])   # a Delete or a forgetting pass between the mapped search and the scores
+    got = index.scores_of(q, ids[0])
+    assert np.isneginf(got[3]) and np.isfinite(np.delete(got, 3)).all()
+    assert np.allclose(np.delete(got, 3), np.delete(scores[0], 3), atol=1e-5)
+    assert np.isneginf(index.scores_of(q, [gone])).all()
+
+    class Racing:   # the index as a concurrent writer leaves it: the search found a memory removed before scores_of
+        def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+            return scores.copy(), ids.copy()
+
+        def scores_of(self, query: np.ndarray, doc_ids: np.ndarray) -> np.ndarray:
+            return index.scores_of(query, doc_ids)
+
+    pipeline = SimpleNamespace(cfg=SearchConfig(), centring=None, depth=lambda query: 8,
+                               query_adapter=QueryAdapter(matrix=np.zeros((16, 16), np.float32), embedder="e5",
+                                                          sha256=""))
+    pipeline._centred = lambda it: None
+    shard = SimpleNamespace(dense=Racing())
+    item = SearchItem(shard=shard, query=SearchQuery(text="what is the budget"), now_ms=0, vector=q)
+    [(out_scores, out_ids)] = SearchPipeline._dense_stage(pipeline, [item])  # type: ignore[arg-type]
+    assert gone not in out_ids.tolist() and out_ids[3] == -1 and np.isneginf(out_scores[3])
+    assert [d for d in out_ids.tolist() if d >= 0] == [d for d in ids[0].tolist() if d != gone]
