@@ -27,14 +27,15 @@ log = logging.getLogger(__name__)
 LOCOMO_DEV = ("conv-26", "conv-30", "conv-41")        # tuned on
 LOCOMO_HELD_OUT = ("conv-42", "conv-43")              # reported only
 # Each variant: the pipeline attributes set for it (the second hop's ``expand_turns``, the named speaker's
-# ``speaker_factor``, the asking turns' ``question_factor``, the dense search's ``query_adapter``); ``--block-variants``
-# on run.py picks them by name.
+# ``speaker_factor``, the asking turns' ``question_factor``, the dense search's ``query_adapter``, the dense list's
+# weight in the fusion, ``dense_weight``); ``--block-variants`` on run.py picks them by name.
 VARIANTS: dict[str, dict[str, float]] = {"defaults": {}, "no speaker rule": {"speaker_factor": 1.0},
                                          "no second hop": {"expand_turns": 0},
                                          "no question rule": {"question_factor": 1.0},
                                          "question rule x0.5": {"question_factor": 0.5},
                                          "no speaker list": {"speaker_list": False},
-                                         "no query adapter": {"query_adapter": None}}
+                                         "no query adapter": {"query_adapter": None},
+                                         **{f"dense weight {w}": {"dense_weight": w} for w in (0.7, 1.0, 1.25, 1.6)}}
 DEFAULT_VARIANTS = ("defaults", "no speaker rule")
 
 

@@ -20,8 +20,9 @@ cross-encoder reading a window of that many characters of a long turn (``passage
 context, ``passages.TURN_READ_CONTEXT`` off); ``--every-word`` the window chosen by every query word, function words
 too (``passages.SKIP_FUNCTION_WORDS`` off, the rule before); ``--dense-focus`` the window where the turn's passage
 vector closest to the question lies (``passages.DENSE_FOCUS`` on); ``--no-speaker-list`` without the named speaker's
-own dense list (``speakers.SPEAKER_LIST`` off). ``--filler-from-turns`` draws the filler from the
-conversation's own turns that are no question's evidence instead of the generic FILLER sentences.
+own dense list (``speakers.SPEAKER_LIST`` off); ``--no-query-adapter`` without the query adapter (the dense side
+searching with the query's own vector: server/engine/query_adapter.py). ``--filler-from-turns`` draws the filler from
+the conversation's own turns that are no question's evidence instead of the generic FILLER sentences.
 ``--windows 48/16,128/8`` ingests the set again for each width/limit pair (tokens of a chat turn's dense passage
 window, ``advanced.turn_passage_tokens``; passage vectors a turn gets at most, ``advanced.turn_passage_vectors``;
 every memory here is a chat turn, EPISODIC), set on the running server's write stage between ingests, and searches
@@ -169,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the filler drawn from the conversation's own turns that are no question's evidence")
     parser.add_argument("--no-speaker-list", action="store_true",
                         help="also without the named speaker's own dense list (speakers.SPEAKER_LIST off)")
+    parser.add_argument("--no-query-adapter", action="store_true",
+                        help="also the dense side searching with the query's own vector (the pipeline's query_adapter "
+                             "off)")
     parser.add_argument("--dense-focus", action="store_true",
                         help="also the cross-encoder's window of a long turn where its passage vector closest to the "
                              "query lies, not by words (passages.DENSE_FOCUS on)")
@@ -281,8 +285,10 @@ def main(argv: list[str] | None = None) -> int:
             variants.append(("cross-encoder window at the closest passage vector", True, None, default_discount, True))
         if args.no_speaker_list:
             variants.append(("no speaker list", True, None, default_discount, True))
+        if args.no_query_adapter:
+            variants.append(("no query adapter", True, None, default_discount, True))
         pipeline = server._app.engine.search_pipeline   # type: ignore[union-attr]
-        saved_focus, saved_list = pipeline.dense_focus, pipeline.speaker_list
+        saved_focus, saved_list, saved_adapter = pipeline.dense_focus, pipeline.speaker_list, pipeline.query_adapter
         try:
             for name, dense_passages, chars, discount, bm25_windows in variants:
                 passages.PASSAGE_CHARS = chars or saved[0]
@@ -295,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
                 pipeline.dense_focus = (name == "cross-encoder window at the closest passage vector"
                                         or saved_focus and "window" not in name)
                 pipeline.speaker_list = saved_list and name != "no speaker list"
+                pipeline.query_adapter = None if name == "no query adapter" else saved_adapter
                 tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = dense_passages, discount
                 lucene.SEARCH_WINDOWS = bm25_windows
                 run, block, ms = {}, {}, []
@@ -321,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             passages.TURN_READ_CONTEXT = True
             passages.SKIP_FUNCTION_WORDS = True
             pipeline.dense_focus, pipeline.speaker_list = saved_focus, saved_list
+            pipeline.query_adapter = saved_adapter
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0

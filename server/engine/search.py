@@ -142,6 +142,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
                                  cache=pair_cache) if reranker else None
         self.centring: Centring | None = None   # centre_cjk: measured on the first CJK query (device thread)
         self.query_adapter = query_adapter   # the dense search's map of a query's vector (query_adapter.py); None: off
+        self.dense_weight = DENSE_WEIGHT   # the dense list's weight in RRF (an English query without codes)
 
     def measure_rerank_cost(self) -> None:
         """Seeds the controller's cost models with a pass at the full depth, with the device thread's threads
@@ -344,7 +345,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             return 0.0, 1.0
         if query.dense_only:
             return 1.0, 0.0
-        dense_w = DENSE_WEIGHT
+        dense_w = self.dense_weight
         if it.cjk:
             dense_w *= DENSE_WEIGHT_CJK
         if has_code(query.text):

@@ -14,7 +14,7 @@ import pytest
 from server.config import SearchConfig
 from server.domain import SearchQuery
 from server.engine.candidates import SearchItem
-from server.engine.search import SearchPipeline
+from server.engine.search import DENSE_WEIGHT, SearchPipeline
 from server.hygiene import gate
 from server.lexical.analysis import FIELD_CJK, FIELD_EN, Analysis
 from server.text import has_cjk
@@ -40,8 +40,10 @@ def _item(text: str) -> SearchItem:
 
 
 def _stage(*, rerank_cjk: bool = False) -> SimpleNamespace:
-    """What SearchPipeline's routing decisions read: its search config, a reranker and the default depth."""
-    return SimpleNamespace(cfg=SearchConfig(rerank_cjk=rerank_cjk), reranker=object(), default_rerank_depth=20)
+    """What SearchPipeline's routing decisions read: its search config, a reranker, the default depth and the dense
+    list's fusion weight."""
+    return SimpleNamespace(cfg=SearchConfig(rerank_cjk=rerank_cjk), reranker=object(), default_rerank_depth=20,
+                           dense_weight=DENSE_WEIGHT)
 
 
 @pytest.mark.parametrize(("text", "cjk"), CASES)
