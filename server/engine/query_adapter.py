@@ -42,9 +42,6 @@ class QueryAdapter:
         norm = float(np.linalg.norm(out))
         return out / norm if norm > 0 else q
 
-    def describe(self) -> dict[str, str]:
-        return {"embedder": self.embedder, "sha256": self.sha256}
-
 
 def load_query_adapter(folder: str | Path, *, embedder: str, dim: int) -> QueryAdapter | None:
     """The adapter in ``folder`` (``adapter.npy`` and its ``engram_provenance.json``) when it was fitted for
