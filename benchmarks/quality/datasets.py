@@ -387,12 +387,16 @@ class RecencySet:
 
 # The dev set (it chose the weights), the held-out one, and a second dev set written with other attributes (the
 # keyless-update rules were chosen on both dev sets; the held-out set is run once after).
-RECENCY_SETS = ("recency", "recency_held", "recency_dev2")
+# recency_dev3 / recency_held2: updates worded apart from the question and from each other (the newer statement
+# names the change in its own words: "We moved down to Brighton" after "I live in Leeds"), with "keep" questions
+# whose newer memory names another attribute; written together, the second never tuned on.
+RECENCY_SETS = ("recency", "recency_held", "recency_dev2", "recency_dev3", "recency_held2")
 
 
 def load_recency(root: Path | None = None, name: str = "recency") -> RecencySet:
-    """A recency set: ``recency`` (dev: it chose the recency weight and the time-intent constants) or
-    ``recency_held`` (held out: written later, with other attributes and wording, never tuned on)."""
+    """A recency set: ``recency`` (dev: it chose the recency weight and the time-intent constants),
+    ``recency_dev2`` and ``recency_dev3`` (dev), or ``recency_held`` and ``recency_held2`` (held out: written with
+    other attributes and wording, never tuned on)."""
     if name not in RECENCY_SETS:
         raise ValueError(f"unknown recency set {name!r}; expected one of {RECENCY_SETS}")
     base = (root or repo_root()) / "benchmarks" / "quality" / "data"

@@ -26,7 +26,8 @@ import numpy as np
 
 from benchmarks.quality import suites
 from benchmarks.quality.block import LOCOMO_DEV
-from benchmarks.quality.datasets import Query, evaluate, load_chinese, load_locomo, load_recency, load_updates
+from benchmarks.quality.datasets import (RECENCY_SETS, Query, evaluate, load_chinese, load_locomo, load_recency,
+                                         load_updates)
 from benchmarks.quality.harness import DEFAULTS, EvalServer, docs_of_hit
 
 # It holds the sets' texts (LoCoMo among them, which is never committed): outside the tree.
@@ -61,7 +62,7 @@ def dump(sets: list[str]) -> None:
             if time.monotonic() - t0 > BUDGET_S:
                 logging.warning("time budget spent: %s not written", name)
                 continue
-            if name in ("recency", "recency_held", "recency_dev2"):
+            if name in RECENCY_SETS:
                 rs = load_recency(name=name)
                 tenant = server.ingest(name, suites.recency_inputs(rs))
                 data[name] = {"runs": _dump_set(server, tenant, rs.queries, now_ms=now_ms), "qrels": rs.qrels,
@@ -120,8 +121,8 @@ def _block(run: dict, order_docs: list[list[str]], rule) -> list[str]:  # type: 
 
 def _metrics(data: dict, rule, held_out: bool) -> dict[str, float]:  # type: ignore[no-untyped-def]
     out: dict[str, float] = {}
-    for name in ("recency", "recency_dev2", "recency_held"):
-        if name not in data or (name == "recency_held" and not held_out):
+    for name in RECENCY_SETS:
+        if name not in data or ("held" in name and not held_out):
             continue
         d = data[name]
         hits = {q: _flat(_permuted(r, rule)) for q, r in d["runs"].items()}

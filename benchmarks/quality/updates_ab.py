@@ -23,7 +23,7 @@ import numpy as np
 
 from benchmarks.quality import suites
 from benchmarks.quality.block import LOCOMO_DEV
-from benchmarks.quality.datasets import Query, load_chinese, load_locomo, load_recency, load_updates
+from benchmarks.quality.datasets import RECENCY_SETS, Query, load_chinese, load_locomo, load_recency, load_updates
 from benchmarks.quality.harness import DEFAULTS, EvalServer, Ingested
 from engram_proto.v1 import service_pb2 as spb
 
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                 for q in us.queries[user]:
                     cells.setdefault((us.kind[q.id], us.half[q.id]), []).append(bool(run[q.id]) and run[q.id][0] in us.qrels[q.id])
             print(f"updates: {links} links;", "; ".join(f"{k} {h} {sum(v) / len(v):.3f}" for (k, h), v in sorted(cells.items())))
-        for name in [s for s in ("recency", "recency_dev2", "recency_held") if s in sets]:
+        for name in [s for s in RECENCY_SETS if s in sets]:
             rs = load_recency(name=name)
             tenant = server.ingest(name, suites.recency_inputs(rs))
             if args.links:
