@@ -62,9 +62,20 @@ _EN_CUES = re.compile(
     r"no longer|"
     r"not any ?more|any ?more|instead|(?:my|our) new|started (?:a |an |my )?new|new \w+ (?:\w+ ){0,2}(?:is|are)|"
     r"got a new|replaced|upgraded|became|"
-    r"these days|nowadays|currently|from now on|gave up|ditched|sold|renamed|traded)\b", re.IGNORECASE)
+    r"these days|nowadays|currently|from now on|gave up|ditched|sold|renamed|traded|"
+    # Verbs that say a state ended or began, the value changing with it: "took a position at Stripe", "Dropped
+    # Spanish", "Swapped Monday spin for yoga", "Netflix put the price up to 11 pounds", "Got a raise to 48k".
+    r"took (?:a |an |the |up )?(?:new )?(?:job|position|role|post)|started (?:at|with|using|going|learning|"
+    r"teaching|working|seeing|dating|taking|playing|doing)|left (?:\w+ ){1,3}and joined|dropped|"
+    r"swapped|ported|transferred|cancell?ed|registered with|signed up (?:for|with)|broke up|divorced|retired|"
+    r"got a raise|pay rise|raised|increased|reduced|went (?:up|down) to|(?:up|down) to \d|put (?:\w+ ){0,2}up|"
+    # Not "quit" ("I won't quit", "don't quit": chat's encouragement), "stopped" ("stopped by"), "no more".
+    r"shifted|moved up|promoted)\b", re.IGNORECASE)
 _ZH_CUES = re.compile(r"改成|换成|换了|改为|改到|改了|改名|更名|现在|如今|目前|搬到|搬去|搬家|跳槽|不再|不用了|已经不|"
-                      r"变成|转到|升级|升到|升入|调整|换到|[的了个台辆份家部只]新|新的|辞职|离开了|加入了")
+                      r"变成|转到|升级|升到|升入|调整|换到|[的了个台辆份家部只]新|新的|辞职|离开了|加入了|"
+                      # A state ended or began: "房贷降到三千二", "羽毛球不打了", "法语放弃了，开始学韩语", "戒糖了".
+                      r"降到|涨到|减到|增加到|提高到|放弃|开始[学用做在]|入手|戒[了掉糖烟酒]|不[打玩喝吃去做学看抽]了|"
+                      r"分手|退休|辞去|辞掉|转行|取消了|注销|卖了|毕业|调到|改[去骑坐用喝吃看学]|上了?[小中大]学|上[初高]中")
 # Cues that say the state now holds or that a thing is new, not that a value changed ("now", "these days", "my new",
 # "现在", "的新" — also inside "今天的新闻", the news; "any more suggestions"): chat says them all the time. The frame
 # rule (:func:`_by_frame`), which needs no attribute class, asks for a cue that names the change itself ("switched",

@@ -144,3 +144,32 @@ def test_may_update_is_the_analysis_gate(text: str) -> None:
     """The cheap gate a new text passes before its analysis agrees with what the analysis itself would refuse."""
     a = updates._analysed.__wrapped__(text)
     assert updates.may_update(text) == (a.statement and bool(a.attributes or (a.short and (a.change or a.frames))))
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("My cousin works at Shell", "My cousin took a position at BP"),
+    ("Disney Plus costs me 8 pounds a month", "Disney Plus put the price up to 10 pounds"),
+    ("I'm learning Italian on Babbel", "Dropped Italian to focus on Portuguese"),
+    ("I go to pilates on Wednesdays", "Swapped Wednesday pilates for boxing"),
+    ("I play drums in a band called Red Sky", "Left Red Sky and joined Paper Moons on drums"),
+    ("My swimming goal is a mile", "Signed up for a triathlon as my next goal"),
+    ("每个月车贷三千", "车贷降到两千五了"),
+    ("我周末打篮球", "膝盖受伤，篮球不打了"),
+    ("我在学日语", "日语放弃了，开始学德语"),
+    ("我喝奶茶加糖", "戒糖了，奶茶只喝无糖的"),
+])
+def test_a_verb_that_ends_or_starts_a_state_is_a_change(old: str, new: str) -> None:
+    """Change verbs beside "switched to" / "换成": the state ended or began, the value changing with it."""
+    assert updates.change_cue(new), new
+    assert judge(old, new) is not None
+
+
+@pytest.mark.parametrize(("old", "new", "why"), [
+    ("Jon: Thanks, Gina! Your kind words mean a lot. I won't give up!",
+     "Jon: Thanks, Gina! I won't quit - your words motivate me to keep going!", "'quit' in encouragement"),
+    ("I stopped by the bakery on Main Street", "I stopped by the florist on Main Street", "'stopped by' is a visit"),
+    ("My cousin works at Shell", "My friend took a position at BP", "another subject"),
+    ("I go to pilates on Wednesdays", "Swapped my phone for a Pixel", "no frame word in common"),
+])
+def test_change_verbs_that_must_not_link(old: str, new: str, why: str) -> None:
+    assert judge(old, new) is None, why
