@@ -4,7 +4,8 @@
 
 * CURRENT — "now", "currently", "these days", "at the moment", "latest", "any more", "现在", "目前",
   "最近", "如今": the recency factor of that query is raised (README "Ranking"; docs/concepts/updates.md).
-* PAST — "before", "used to", "previously", "formerly", "earlier", "in the past", "以前", "原来", "之前", "过去":
+* PAST — "before", "used to", "previously", "formerly", "earlier", "in the past", "my ex", "以前", "原来", "之前",
+  "过去", "前女友":
   a memory that a newer one updates is preferred to the newer one.
 * FIRST — "first", "originally", "at first", "initially", "to begin with", "最初", "一开始", "起初", "第一":
   the oldest state of a chain is preferred, and older memories over newer ones.
@@ -39,7 +40,8 @@ _EN_PAST = re.compile(
     r"\b(?:(?:did\s+\w+|i|we|you|he|she|they)\s+(?:used|use)\s+to\s+(?:do|be|have|live|work|play|go|eat|drive|own|like|"
     r"love|use|study|support|call|date|teach)|previously|previous|formerly|former|earlier|before(?=\s*(?:\?|$|,|\.|that\b|then\b|this\b|"
     r"it\b|the (?:current|new|change|switch|move|one)\b|i\b|we\b|you\b|he\b|she\b|they\b))|in the past|"
-    r"prior to (?:that|this|the (?:current|new)))\b", re.IGNORECASE)
+    r"prior to (?:that|this|the (?:current|new))|(?:my|our|his|her|their) ex|ex-(?:wife|husband|girlfriend|boyfriend|"
+    r"partner|boss))\b", re.IGNORECASE)
 _EN_FIRST = re.compile(
     r"\b(?:originally|original|initially|initial|at first|at the start|to begin with|in the beginning|"
     r"first(?!\s+(?:time|of all|thing|person|name|aid|class|half|week|day|date|step|place|met)\b))\b",
@@ -55,7 +57,7 @@ _EN_ORDER = re.compile(
 _ZH_ORDER = re.compile(r"先[^。？！?]*还是|还是[^。？！?]*先|哪个(?:先|在前|更早|早一些)|谁先|先后|顺序")
 ORDER_QUESTIONS = True   # False: the cue words alone, as before (benchmarks/quality/order.py compares both)
 _ZH_CURRENT = re.compile(r"现在|目前|最近|如今|眼下|当前|这阵子|这些天|目前为止|最新|还在")
-_ZH_PAST = re.compile(r"以前|原来|之前|过去|从前|曾经|以往|早先|旧的|原先")
+_ZH_PAST = re.compile(r"以前|原来|之前|过去|从前|曾经|以往|早先|旧的|原先|前(?:女友|男友|妻|夫|任|东家|公司|老板)|老东家")
 _ZH_FIRST = re.compile(r"最初|一开始|起初|最开始|最早|当初|起先|第一个|刚开始")
 
 

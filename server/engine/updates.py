@@ -70,7 +70,7 @@ _EN_CUES = re.compile(
     r"swapped|ported|transferred|cancell?ed|registered with|signed up (?:for|with)|broke up|divorced|retired|"
     r"got a raise|pay rise|raised|increased|reduced|went (?:up|down) to|(?:up|down) to \d|put (?:\w+ ){0,2}up|"
     # Not "quit" ("I won't quit", "don't quit": chat's encouragement), "stopped" ("stopped by"), "no more".
-    r"shifted|moved up|promoted)\b", re.IGNORECASE)
+    r"shifted|moved up|promoted|(?:'ve|have) been (?:\w+ ){1,2}since)\b", re.IGNORECASE)
 _ZH_CUES = re.compile(r"改成|换成|换了|改为|改到|改了|改名|更名|现在|如今|目前|搬到|搬去|搬家|跳槽|不再|不用了|已经不|"
                       r"变成|转到|升级|升到|升入|调整|换到|[的了个台辆份家部只]新|新的|辞职|离开了|加入了|"
                       # A state ended or began: "房贷降到三千二", "羽毛球不打了", "法语放弃了，开始学韩语", "戒糖了".
@@ -122,7 +122,8 @@ _ATTRIBUTES: dict[str, tuple[str, ...]] = {
              "apartment", "flat", "住", "搬", "城市", "地址", "家在"),
     "job": ("job", "work", "works", "working", "career", "employer", "company", "position", "role", "工作", "上班",
             "公司", "跳槽", "职位", "岗位"),
-    "money": ("budget", "salary", "rent", "price", "cost", "预算", "工资", "房租", "价格", "薪水"),
+    "money": ("budget", "salary", "earn", "earning", "raise", "rent", "price", "cost", "预算", "工资", "房租", "价格",
+              "薪水"),
     "diet": ("diet", "vegetarian", "vegan", "keto", "pescatarian", "eat", "饮食", "吃素", "素食"),
     "partner": ("partner", "girlfriend", "boyfriend", "wife", "husband", "fiance", "fiancee", "男朋友", "女朋友",
                 "老公", "老婆", "对象", "伴侣"),
@@ -133,7 +134,7 @@ _ATTRIBUTES: dict[str, tuple[str, ...]] = {
                "高中", "幼儿园"),
     "contact": ("email", "邮箱", "号码", "电话"),   # not "number": a desk number is no phone number
     "account": ("password", "login", "passcode", "密码", "账号"),
-    "doctor": ("doctor", "dentist", "therapist", "医生", "牙医"),
+    "doctor": ("doctor", "gp", "dr", "physician", "dentist", "therapist", "医生", "牙医"),
     "manager": ("manager", "boss", "领导", "老板", "经理"),
     "learning": ("learning", "reading", "学", "在读"),
     "schedule": ("standup", "meeting", "schedule", "alarm", "周会", "例会", "会议", "闹钟"),

@@ -22,6 +22,11 @@ from server.store.columns import UPDATED_BY, UPDATES
     ("what was my previous job", TimeIntent.PAST),
     ("我以前用什么手机？", TimeIntent.PAST),
     ("原来的预算是多少", TimeIntent.PAST),
+    ("what was my ex called?", TimeIntent.PAST),   # a former partner is an earlier state
+    ("where does my ex-husband live", TimeIntent.PAST),
+    ("我前女友叫什么？", TimeIntent.PAST),
+    ("what did I get in my exam?", TimeIntent.NONE),
+    ("我前天去了哪里？", TimeIntent.NONE),   # the day before yesterday is a time
     ("what was my first phone?", TimeIntent.FIRST),
     ("which city did I originally live in", TimeIntent.FIRST),
     ("what did I drive at first", TimeIntent.FIRST),

@@ -156,6 +156,9 @@ def test_may_update_is_the_analysis_gate(text: str) -> None:
     ("每个月车贷三千", "车贷降到两千五了"),
     ("我周末打篮球", "膝盖受伤，篮球不打了"),
     ("我在学日语", "日语放弃了，开始学德语"),
+    ("I earn 35k a year", "Got a raise to 39k"),
+    ("My GP is Dr Okafor", "Registered with Dr Lee at the new surgery"),
+    ("I eat fish", "I've been vegan since January"),
     ("我喝奶茶加糖", "戒糖了，奶茶只喝无糖的"),
 ])
 def test_a_verb_that_ends_or_starts_a_state_is_a_change(old: str, new: str) -> None:
