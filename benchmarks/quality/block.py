@@ -14,6 +14,7 @@ apart; ``block_vs_top5`` is the share of the top 5's evidence the block kept.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -21,6 +22,7 @@ import numpy as np
 
 from benchmarks.quality.datasets import LOCOMO_CATEGORIES, Query, evaluate, load_locomo
 from benchmarks.quality.harness import DEFAULTS, EvalServer
+from server.lexical import analysis
 
 log = logging.getLogger(__name__)
 
@@ -28,14 +30,16 @@ LOCOMO_DEV = ("conv-26", "conv-30", "conv-41")        # tuned on
 LOCOMO_HELD_OUT = ("conv-42", "conv-43")              # reported only
 # Each variant: the pipeline attributes set for it (the second hop's ``expand_turns``, the named speaker's
 # ``speaker_factor``, the asking turns' ``question_factor``, the dense search's ``query_adapter``, the dense list's
-# weight in the fusion, ``dense_weight``); ``--block-variants`` on run.py picks them by name.
+# weight in the fusion, ``dense_weight``; a dotted name is a module's constant: the BM25 query's function words);
+# ``--block-variants`` on run.py picks them by name.
 VARIANTS: dict[str, dict[str, float]] = {"defaults": {}, "no speaker rule": {"speaker_factor": 1.0},
                                          "no second hop": {"expand_turns": 0},
                                          "no question rule": {"question_factor": 1.0},
                                          "question rule x0.5": {"question_factor": 0.5},
                                          "no speaker list": {"speaker_list": False},
                                          "no query adapter": {"query_adapter": None},
-                                         **{f"dense weight {w}": {"dense_weight": w} for w in (0.7, 1.0, 1.25, 1.6)}}
+                                         **{f"dense weight {w}": {"dense_weight": w} for w in (0.7, 1.0, 1.25, 1.6)},
+                                         "no function words in BM25": {f"{analysis.__name__}.QUERY_FUNCTION_WORDS": True}}
 DEFAULT_VARIANTS = ("defaults", "no speaker rule")
 
 
@@ -66,13 +70,21 @@ def category_rows(run: Mapping[str, Sequence[str]], block: Mapping[str, Sequence
                for c in LOCOMO_CATEGORIES}}
 
 
+def _target(pipeline: object, attr: str) -> tuple[object, str]:
+    """The object and attribute a variant's key names: the pipeline's, or a module's constant (a dotted name)."""
+    if "." not in attr:
+        return pipeline, attr
+    module, _, name = attr.rpartition(".")
+    return importlib.import_module(module), name
+
+
 def run_block(server: EvalServer, variants: Sequence[str] = DEFAULT_VARIANTS) -> dict:
     from benchmarks.quality.suites import locomo_inputs
 
     conversations = load_locomo()
     engine = server._app.engine   # type: ignore[union-attr]  # the in-process server's
     pipeline = engine.search_pipeline
-    saved = {attr: getattr(pipeline, attr) for v in VARIANTS.values() for attr in v}
+    saved = {attr: getattr(*_target(pipeline, attr)) for v in VARIANTS.values() for attr in v}
     tenants = {c.id: server.ingest(f"block-{c.id}", locomo_inputs(c, "speaker")) for c in conversations}
     qrels = {q.id: {d: 1 for d in q.evidence} for c in conversations for q in c.questions}
     category = {q.id: q.category for c in conversations for q in c.questions}
@@ -86,7 +98,7 @@ def run_block(server: EvalServer, variants: Sequence[str] = DEFAULT_VARIANTS) ->
         try:
             for name in variants:
                 for attr, value in {**saved, **VARIANTS[name]}.items():
-                    setattr(pipeline, attr, value)
+                    setattr(*_target(pipeline, attr), value)
                 run: dict[str, list[str]] = {}
                 block: dict[str, list[str]] = {}
                 items: dict[str, int] = {}
@@ -110,7 +122,7 @@ def run_block(server: EvalServer, variants: Sequence[str] = DEFAULT_VARIANTS) ->
                 log.info("block %s: dev %s, held out %s", name, rows["dev"]["all"], rows["held_out"]["all"])
         finally:
             for attr, value in saved.items():
-                setattr(pipeline, attr, value)
+                setattr(*_target(pipeline, attr), value)
     return out
 
 

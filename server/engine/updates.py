@@ -66,7 +66,8 @@ _EN_CUES = re.compile(
     # Verbs that say a state ended or began, the value changing with it: "took a position at Stripe", "Dropped
     # Spanish", "Swapped Monday spin for yoga", "Netflix put the price up to 11 pounds", "Got a raise to 48k".
     r"took (?:a |an |the |up )?(?:new )?(?:job|position|role|post)|started (?:at|with|using|going|learning|"
-    r"teaching|working|seeing|dating|taking|playing|doing)|left (?:\w+ ){1,3}and joined|dropped|"
+    r"teaching|working|seeing|dating|taking|playing|doing)|left (?:\w+ ){1,3}and joined|"
+    r"dropped(?! (?:it|them|him|her|me|us|my|off|by|in|out|the kids?)\b)|"
     r"swapped|ported|transferred|cancell?ed|registered with|signed up (?:for|with)|broke up|divorced|retired|"
     r"got a raise|pay rise|raised|increased|reduced|went (?:up|down) to|(?:up|down) to \d|put (?:\w+ ){0,2}up|"
     # Not "quit" ("I won't quit", "don't quit": chat's encouragement), "stopped" ("stopped by"), "no more".

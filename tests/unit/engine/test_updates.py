@@ -172,6 +172,7 @@ def test_a_verb_that_ends_or_starts_a_state_is_a_change(old: str, new: str) -> N
      "Jon: Thanks, Gina! I won't quit - your words motivate me to keep going!", "'quit' in encouragement"),
     ("I stopped by the bakery on Main Street", "I stopped by the florist on Main Street", "'stopped by' is a visit"),
     ("My cousin works at Shell", "My friend took a position at BP", "another subject"),
+    ("My mobile plan is with EE", "My phone screen cracked when I dropped it", "'dropped it' is a fall"),
     ("I go to pilates on Wednesdays", "Swapped my phone for a Pixel", "no frame word in common"),
 ])
 def test_change_verbs_that_must_not_link(old: str, new: str, why: str) -> None:

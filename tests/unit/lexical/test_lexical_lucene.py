@@ -266,3 +266,17 @@ def test_batch_and_per_query_paths_give_identical_hits(index: LuceneIndex) -> No
         assert gs.dtype == ws.dtype == np.float32 and gi.dtype == wi.dtype == np.int64
         assert gi.tolist() == wi.tolist() and gs.tolist() == ws.tolist()
     assert any(len(ids) == 50 for _, ids in got) and any(len(ids) == 0 for _, ids in got)
+
+
+def test_a_questions_function_words_left_out(index: LuceneIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With QUERY_FUNCTION_WORDS (off by default), 'what', 'my', 'do' (and '我', '什么') are no evidence: a question
+    whose content words match nothing has no BM25 list. By default every word of the query is a term."""
+    from server.lexical import analysis
+    index.upsert([(1, "My manager is Priya"), (2, "I earn 42k a year"), (3, "My salary review is in May"),
+                  (4, "我的领导是王经理"), (5, "我喝咖啡加糖")])
+    assert set(ids_of(index.search("what's my salary?", 10))) == {1, 3}
+    assert 4 in ids_of(index.search("我喝什么咖啡？", 10))
+    monkeypatch.setattr(analysis, "QUERY_FUNCTION_WORDS", True)
+    assert ids_of(index.search("what's my salary?", 10)) == [3]
+    assert index.search("what do I do?", 10)[1].size == 0
+    assert ids_of(index.search("我喝什么咖啡？", 10)) == [5]
