@@ -37,7 +37,10 @@ over "I earn 42k a year") ranks the shortest memories holding "my" first, a list
 weighs like a real match. A query of function words alone then has no BM25 list. The index is
 the same either way: documents keep every word. Measured on LoCoMo's dev conversations it
 costs single-hop questions more than it gives multi-hop and temporal ones
-(docs/concepts/retrieval.md), so it stays off.
+(docs/concepts/retrieval.md), so it stays off. With :data:`CONTENT_MATCH` (on) a document
+must match one of the query's other words when it has any: the function words still score
+with them, so a document that matches a content word scores exactly as before, and one that
+matches function words alone is no hit.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ FIELD_WINDOW = "window"  # unstored keyword "1" on a long memory's window docume
 # words a question is made of, not what it asks about. Not "may" (a month); "will" and "can" are Lucene stop words or
 # nouns. Off: LoCoMo dev R@5 / block 0.768 / 0.775 with the function words, 0.762 / 0.772 without.
 QUERY_FUNCTION_WORDS = False
+# A hit must match a word of the query that is not a function word (when it has one); its score is unchanged.
+CONTENT_MATCH = True
 _EN_FUNCTION = """what which who whom whose where when why how i me my mine myself you your yours yourself we us
 our ours ourselves he him his himself she her hers herself its itself them themselves do does did done doing am were
 been being have has had having could would should shall might must""".split()
@@ -164,6 +169,7 @@ class QueryBuilder:
         self._JBooleanQueryBuilder = jclass("org.apache.lucene.search.BooleanQuery$Builder")
         self._SHOULD = jclass("org.apache.lucene.search.BooleanClause$Occur").SHOULD
         self._MUST_NOT = jclass("org.apache.lucene.search.BooleanClause$Occur").MUST_NOT
+        self._MUST = jclass("org.apache.lucene.search.BooleanClause$Occur").MUST
         self._max_terms = int(jclass("org.apache.lucene.search.IndexSearcher").getMaxClauseCount())
         self._bag_of_words = jclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
         self._function = {field: frozenset(analysis.terms(field, " ".join(words)))
@@ -171,19 +177,28 @@ class QueryBuilder:
 
     def build(self, query: str) -> Any | None:
         """The Lucene query for ``query``, or ``None`` when no term survives analysis (nor the function words'
-        removal) and the query holds no code."""
+        removal, with :data:`QUERY_FUNCTION_WORDS`) and the query holds no code. With :data:`CONTENT_MATCH` a query
+        holding both function words and other words needs a hit to match one of the others."""
         query = java_text(query)
         field = self._analysis.field_for(query)
         tokens = self._analysis.terms(field, query)
         codes = weighted_terms(code_tokens(query), max_terms=self._max_terms // 2)
-        content = [t for t in tokens if t not in self._function[field]] if QUERY_FUNCTION_WORDS else tokens
+        content = [t for t in tokens if t not in self._function[field]]
+        limit = self._max_terms - len(codes)
         text_query = None
-        if len(content) == len(tokens) and tokens and len(set(tokens)) + len(codes) <= self._max_terms:
+        if QUERY_FUNCTION_WORDS and len(content) < len(tokens):
+            text_query = self._build_clauses(field, weighted_terms(content, max_terms=limit)) if content else None
+        elif CONTENT_MATCH and content and len(content) < len(tokens) and len(set(tokens)) <= limit:
+            # (content words, at least one) + function words: the same sum of clause scores as the flat query
+            function = [t for t in tokens if t in self._function[field]]
+            text_query = self._build_clauses(field, weighted_terms(function, max_terms=limit),
+                                             builder=self._required(self._build_clauses(
+                                                 field, weighted_terms(content, max_terms=limit))))
+        elif tokens and len(set(tokens)) + len(codes) <= self._max_terms:
             analyzer = self._analysis.analyzer_for(field)  # bind before the call (jvm.py)
             text_query = jcall(self._bag_of_words, "buildQuery", field, analyzer, query)
-        elif content:
-            limit = self._max_terms - len(codes)
-            text_query = self._build_clauses(field, weighted_terms(content, max_terms=limit))
+        elif tokens:
+            text_query = self._build_clauses(field, weighted_terms(tokens, max_terms=limit))
         if not codes:
             return text_query
         if text_query is None:
@@ -192,6 +207,13 @@ class QueryBuilder:
         should = self._SHOULD
         jcall(builder, "add", text_query, should)
         return self._build_clauses(FIELD_CODE, codes, boost=CODE_BOOST, builder=builder)
+
+    def _required(self, query: Any) -> Any:
+        """A BooleanQuery builder holding ``query`` as a MUST clause."""
+        builder = self._JBooleanQueryBuilder()
+        must = self._MUST
+        jcall(builder, "add", query, must)
+        return builder
 
     def without_windows(self, query: Any) -> Any:
         """``query`` matching a memory's own document only, never its windows' (windows.py)."""

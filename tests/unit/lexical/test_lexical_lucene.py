@@ -268,15 +268,23 @@ def test_batch_and_per_query_paths_give_identical_hits(index: LuceneIndex) -> No
     assert any(len(ids) == 50 for _, ids in got) and any(len(ids) == 0 for _, ids in got)
 
 
-def test_a_questions_function_words_left_out(index: LuceneIndex, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With QUERY_FUNCTION_WORDS (off by default), 'what', 'my', 'do' (and '我', '什么') are no evidence: a question
-    whose content words match nothing has no BM25 list. By default every word of the query is a term."""
+def test_a_hit_must_match_a_word_that_is_not_a_function_word(index: LuceneIndex,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """'what', 'my', 'do' (and '我', '什么') alone make no hit: a question whose content words match nothing has no
+    BM25 list. A hit that matches a content word scores as under the flat bag of words, function words included."""
     from server.lexical import analysis
     index.upsert([(1, "My manager is Priya"), (2, "I earn 42k a year"), (3, "My salary review is in May"),
-                  (4, "我的领导是王经理"), (5, "我喝咖啡加糖")])
-    assert set(ids_of(index.search("what's my salary?", 10))) == {1, 3}
-    assert 4 in ids_of(index.search("我喝什么咖啡？", 10))
-    monkeypatch.setattr(analysis, "QUERY_FUNCTION_WORDS", True)
-    assert ids_of(index.search("what's my salary?", 10)) == [3]
+                  (4, "我的领导是王经理"), (5, "我喝咖啡加糖"), (6, "The salary is paid monthly")])
+    required = index.search("what's my salary?", 10)
+    assert ids_of(required) == [3, 6]
+    assert ids_of(index.search("what's his salary?", 10)) == [6, 3]   # shorter, no 'my': BM25 as ever
+    assert ids_of(index.search("我喝什么咖啡？", 10)) == [5]
+    assert index.search("what do I do?", 10)[1].size > 0   # function words alone: the query as it was
+    monkeypatch.setattr(analysis, "CONTENT_MATCH", False)
+    flat = index.search("what's my salary?", 10)
+    assert set(ids_of(flat)) == {1, 3, 6} and 4 in ids_of(index.search("我喝什么咖啡？", 10))
+    assert [s for s, i in zip(*flat, strict=True) if i in (3, 6)] == pytest.approx(list(required[0]))
+    monkeypatch.setattr(analysis, "QUERY_FUNCTION_WORDS", True)   # left out: 'my' no longer lifts the third
+    assert ids_of(index.search("what's my salary?", 10)) == [6, 3]
     assert index.search("what do I do?", 10)[1].size == 0
     assert ids_of(index.search("我喝什么咖啡？", 10)) == [5]
