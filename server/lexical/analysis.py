@@ -170,6 +170,7 @@ class QueryBuilder:
         self._SHOULD = jclass("org.apache.lucene.search.BooleanClause$Occur").SHOULD
         self._MUST_NOT = jclass("org.apache.lucene.search.BooleanClause$Occur").MUST_NOT
         self._MUST = jclass("org.apache.lucene.search.BooleanClause$Occur").MUST
+        self._terms_analyzer = jclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")()   # analysed terms as they are
         self._max_terms = int(jclass("org.apache.lucene.search.IndexSearcher").getMaxClauseCount())
         self._bag_of_words = jclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
         self._function = {field: frozenset(analysis.terms(field, " ".join(words)))
@@ -189,11 +190,15 @@ class QueryBuilder:
         if QUERY_FUNCTION_WORDS and len(content) < len(tokens):
             text_query = self._build_clauses(field, weighted_terms(content, max_terms=limit)) if content else None
         elif CONTENT_MATCH and content and len(content) < len(tokens) and len(set(tokens)) <= limit:
-            # (content words, at least one) + function words: the same sum of clause scores as the flat query
+            # (content words, at least one) + function words: the same sum of clause scores as the flat query. The
+            # analysed terms go through the generator again split on spaces only (one call a part, counts kept).
             function = [t for t in tokens if t in self._function[field]]
-            text_query = self._build_clauses(field, weighted_terms(function, max_terms=limit),
-                                             builder=self._required(self._build_clauses(
-                                                 field, weighted_terms(content, max_terms=limit))))
+            builder = self._JBooleanQueryBuilder()
+            must, should = self._MUST, self._SHOULD
+            terms = self._terms_analyzer
+            jcall(builder, "add", jcall(self._bag_of_words, "buildQuery", field, terms, " ".join(content)), must)
+            jcall(builder, "add", jcall(self._bag_of_words, "buildQuery", field, terms, " ".join(function)), should)
+            text_query = jcall(builder, "build")
         elif tokens and len(set(tokens)) + len(codes) <= self._max_terms:
             analyzer = self._analysis.analyzer_for(field)  # bind before the call (jvm.py)
             text_query = jcall(self._bag_of_words, "buildQuery", field, analyzer, query)
@@ -207,13 +212,6 @@ class QueryBuilder:
         should = self._SHOULD
         jcall(builder, "add", text_query, should)
         return self._build_clauses(FIELD_CODE, codes, boost=CODE_BOOST, builder=builder)
-
-    def _required(self, query: Any) -> Any:
-        """A BooleanQuery builder holding ``query`` as a MUST clause."""
-        builder = self._JBooleanQueryBuilder()
-        must = self._MUST
-        jcall(builder, "add", query, must)
-        return builder
 
     def without_windows(self, query: Any) -> Any:
         """``query`` matching a memory's own document only, never its windows' (windows.py)."""
