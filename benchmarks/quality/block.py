@@ -39,7 +39,8 @@ VARIANTS: dict[str, dict[str, float]] = {"defaults": {}, "no speaker rule": {"sp
                                          "no speaker list": {"speaker_list": False},
                                          "no query adapter": {"query_adapter": None},
                                          **{f"dense weight {w}": {"dense_weight": w} for w in (0.7, 1.0, 1.25, 1.6)},
-                                         "no function words in BM25": {f"{analysis.__name__}.QUERY_FUNCTION_WORDS": True},
+                                         "no function words in BM25": {
+                                             f"{analysis.__name__}.QUERY_FUNCTION_WORDS": True},
                                          "flat BM25 query": {f"{analysis.__name__}.CONTENT_MATCH": False}}
 DEFAULT_VARIANTS = ("defaults", "no speaker rule")
 

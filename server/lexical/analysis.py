@@ -170,7 +170,8 @@ class QueryBuilder:
         self._SHOULD = jclass("org.apache.lucene.search.BooleanClause$Occur").SHOULD
         self._MUST_NOT = jclass("org.apache.lucene.search.BooleanClause$Occur").MUST_NOT
         self._MUST = jclass("org.apache.lucene.search.BooleanClause$Occur").MUST
-        self._terms_analyzer = jclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")()   # analysed terms as they are
+        # Analysed terms as they are (the content-match query rebuilds its two parts from them)
+        self._terms_analyzer = jclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")()
         self._max_terms = int(jclass("org.apache.lucene.search.IndexSearcher").getMaxClauseCount())
         self._bag_of_words = jclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
         self._function = {field: frozenset(analysis.terms(field, " ".join(words)))
