@@ -58,6 +58,13 @@ def test_a_restated_attribute_with_a_new_value_links(old: str, new: str, attribu
     ("My desk is number 42 on the third floor", "My phone number is now 0161 496 0000", "another attribute"),
     ("My laptop is a ThinkPad", "Which laptop should I switch to now?", "a question"),
     ("Melanie: Wow, that's cool! What happened?", "Melanie: That's really cool. What now?", "chat, no attribute"),
+    # change verbs that are no change here
+    ("Jon: Thanks, Gina! Your kind words mean a lot. I won't give up!",
+     "Jon: Thanks, Gina! I won't quit - your words motivate me to keep going!", "'quit' in encouragement"),
+    ("I stopped by the bakery on Main Street", "I stopped by the florist on Main Street", "'stopped by' is a visit"),
+    ("My cousin works at Shell", "My friend took a position at BP", "another subject"),
+    ("My mobile plan is with EE", "My phone screen cracked when I dropped it", "'dropped it' is a fall"),
+    ("I go to pilates on Wednesdays", "Swapped my phone for a Pixel", "no frame word in common"),
 ])
 def test_pairs_that_must_not_link(old: str, new: str, why: str) -> None:
     assert judge(old, new) is None, why
@@ -165,15 +172,3 @@ def test_a_verb_that_ends_or_starts_a_state_is_a_change(old: str, new: str) -> N
     """Change verbs beside "switched to" / "换成": the state ended or began, the value changing with it."""
     assert updates.change_cue(new), new
     assert judge(old, new) is not None
-
-
-@pytest.mark.parametrize(("old", "new", "why"), [
-    ("Jon: Thanks, Gina! Your kind words mean a lot. I won't give up!",
-     "Jon: Thanks, Gina! I won't quit - your words motivate me to keep going!", "'quit' in encouragement"),
-    ("I stopped by the bakery on Main Street", "I stopped by the florist on Main Street", "'stopped by' is a visit"),
-    ("My cousin works at Shell", "My friend took a position at BP", "another subject"),
-    ("My mobile plan is with EE", "My phone screen cracked when I dropped it", "'dropped it' is a fall"),
-    ("I go to pilates on Wednesdays", "Swapped my phone for a Pixel", "no frame word in common"),
-])
-def test_change_verbs_that_must_not_link(old: str, new: str, why: str) -> None:
-    assert judge(old, new) is None, why
