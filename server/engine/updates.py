@@ -18,7 +18,10 @@ LLM-free. A link needs all of (:func:`judge`):
   "my manager is Tom");
 * the same attribute: both name one of the everyday attribute classes (``_ATTRIBUTES``) outside their change
   cues, or, for an attribute no class names, the frame rule (:func:`_by_frame`): two short statements sharing a
-  frame word, the newer naming the change itself ("renamed", "换成"; "now" or "new" alone is not enough).
+  frame word, the newer naming the change itself ("renamed", "换成"; "now" or "new" alone is not enough);
+  or, for a change that names no attribute ("Ported my number to Giffgaff" after "My mobile plan is with EE"),
+  the nearest-statement rule (:func:`_by_nearest`): the newer text's nearest older statement of the same
+  subject names one, and both are short.
 
 A wrong link demotes a true memory, so every rule errs towards no link. ``LinkUpdate`` (the RPC) undoes a
 link or makes one by hand; both are audited (AUDIT_OP_UNLINK / AUDIT_OP_UPDATE_LINK).
@@ -324,6 +327,29 @@ def forget_texts() -> None:
 
 def judge(newer: Memory, older: Memory, cosine: float, *, min_cosine: float) -> Evidence | None:
     """The evidence that ``newer`` updates ``older`` (same subject, same attribute, a different value), or None."""
+    texts = _same_subject(newer, older, cosine, min_cosine=min_cosine)
+    return None if texts is None else _by_attribute(*texts, cosine)
+
+
+def _by_attribute(new: _Text, old: _Text, cosine: float) -> Evidence | None:
+    """:func:`judge` past the subject: the same attribute class, else the frame rule."""
+    # The same attribute class, named outside the change cues by at least one of them ("moved" alone is the change).
+    shared = tuple(sorted(new.attributes & old.attributes & (new.named | old.named)))
+    if not shared:
+        return _by_frame(new, old, cosine)
+    cue = new.cue
+    if not cue:
+        frame = new.frames & old.frames
+        if not frame:
+            return None
+        cue = f"my {sorted(frame)[0]} is"
+    return Evidence(cosine=cosine, shared=shared, cue=cue)
+
+
+def _same_subject(newer: Memory, older: Memory, cosine: float, *, min_cosine: float) -> tuple[_Text, _Text] | None:
+    """Both texts' analyses when the pair may link at all — the same scope, type family, speaker and people named by
+    relation, no conflicting entities, two statements, a cosine at the threshold, something new in the newer text —
+    else None."""
     if newer.scope != older.scope or family(newer.type) != family(older.type):
         return None
     new = _analysed(newer.content)
@@ -341,17 +367,7 @@ def judge(newer: Memory, older: Memory, cosine: float, *, min_cosine: float) -> 
         return None
     if not (new.words - old.words):
         return None   # nothing new: a restatement, not an update
-    # The same attribute class, named outside the change cues by at least one of them ("moved" alone is the change).
-    shared = tuple(sorted(new.attributes & old.attributes & (new.named | old.named)))
-    if not shared:
-        return _by_frame(new, old, cosine)
-    cue = new.cue
-    if not cue:
-        frame = new.frames & old.frames
-        if not frame:
-            return None
-        cue = f"my {sorted(frame)[0]} is"
-    return Evidence(cosine=cosine, shared=shared, cue=cue)
+    return new, old
 
 
 def _by_frame(new: _Text, old: _Text, cosine: float) -> Evidence | None:
@@ -374,25 +390,49 @@ def _by_frame(new: _Text, old: _Text, cosine: float) -> Evidence | None:
     return Evidence(cosine=cosine, shared=tuple(sorted(shared)), cue=cue)
 
 
+def _by_nearest(new: _Text, old: _Text, cosine: float) -> Evidence | None:
+    """The nearest-statement rule, for a change that does not name its attribute ("Ported my number to Giffgaff"
+    after "My mobile plan is with EE"; "入手了一台小米14" after "我用的是华为手机"): two short statements, the newer
+    with a cue that names a change and no attribute class outside it, the older naming one. :func:`find_updated`
+    asks it of the newer text's nearest older statement of the same subject only: what the change refers back to
+    is the statement most like it, not any statement further down that happens to name an attribute."""
+    if not (new.short and old.short and new.change and old.named) or new.named:
+        return None
+    return Evidence(cosine=cosine, shared=tuple(sorted(old.named)), cue=new.change)
+
+
 def find_updated(new: Memory, neighbours: Sequence[tuple[float, Memory]], *,
                  min_cosine: float) -> tuple[Memory, Evidence] | None:
     """The older memory ``new`` updates among its nearest neighbours (highest cosine first), or None. Only live
-    memories that nothing updates yet, created before ``new``; a memory with a key is left to the key slots."""
+    memories that nothing updates yet, created before ``new``; a memory with a key is left to the key slots. The
+    first neighbour with evidence of the same attribute (:func:`judge`) wins; failing that, the nearest older
+    statement of the same subject may be the one by :func:`_by_nearest` (not when something updates it already)."""
     if new.key or new.status not in LIVE_STATUSES or not may_update(new.content):
         return None
     text = _analysed(new.content)
     if not (text.statement and (text.attributes or (text.short and (text.change or text.frames)))):
         return None   # judge refuses every pair: no attribute nor a short changed frame (most turns), not a statement
+    nearest: tuple[Memory, _Text, float] | None = None
     for cosine, old in neighbours:
         if cosine < min_cosine:
             break
-        if (old.memory_id == new.memory_id or old.key or old.updated_by or old.status not in LIVE_STATUSES
+        if (old.memory_id == new.memory_id or old.key or old.status not in LIVE_STATUSES
                 or old.created_at_ms >= new.created_at_ms or old.memory_id in new.updates):
             continue
-        evidence = judge(new, old, cosine, min_cosine=min_cosine)
+        texts = _same_subject(new, old, cosine, min_cosine=min_cosine)
+        if texts is None:
+            continue
+        if nearest is None:
+            nearest = (old, texts[1], cosine)
+        if old.updated_by:
+            continue
+        evidence = _by_attribute(*texts, cosine)
         if evidence is not None:
             return old, evidence
-    return None
+    if nearest is None or nearest[0].updated_by:
+        return None
+    evidence = _by_nearest(text, nearest[1], nearest[2])
+    return None if evidence is None else (nearest[0], evidence)
 
 
 def link(staging: Staging, new_id: str, old_id: str, *, now_ms: int) -> None:

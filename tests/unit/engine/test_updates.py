@@ -94,6 +94,46 @@ def test_find_updated_links_the_newest_live_unlinked_older_memory_only() -> None
     assert updates.find_updated(c, [(0.93, archived)], min_cosine=0.82) is None
 
 
+def test_a_change_that_names_no_attribute_links_to_the_nearest_statement_that_names_one() -> None:
+    ee = mem("My mobile plan is with EE", memory_id="ee", created=1)
+    new = mem("Ported my number to Giffgaff", memory_id="gg", created=3)
+    assert updates.judge(new, ee, 0.9, min_cosine=0.82) is None   # the pair alone: no attribute in common
+    found = updates.find_updated(new, [(0.9, ee)], min_cosine=0.82)
+    assert found is not None and found[0].memory_id == "ee" and found[1].shared == ("phone",)
+    assert found[1].cue == "Ported"
+    huawei, xiaomi = mem("我用的是华为手机", memory_id="hw", created=1), mem("入手了一台小米14", memory_id="mi", created=3)
+    found = updates.find_updated(xiaomi, [(0.92, huawei)], min_cosine=0.82)
+    assert found is not None and found[0].memory_id == "hw"
+    # another speaker's statement is no subject of this one: the nearest of the same speaker is read
+    melanie = mem("Melanie: My mobile plan is with Vodafone", memory_id="mel", created=2)
+    caroline = mem("Caroline: My mobile plan is with EE", memory_id="car", created=1)
+    found = updates.find_updated(mem("Caroline: Ported my number to Giffgaff", memory_id="c2", created=3),
+                                 [(0.95, melanie), (0.9, caroline)], min_cosine=0.82)
+    assert found is not None and found[0].memory_id == "car"
+
+
+@pytest.mark.parametrize(("neighbours", "new", "why"), [
+    ([("I go to pilates on Wednesdays", 0.92), ("My mobile plan is with EE", 0.9)], "Ported my number to Giffgaff",
+     "the nearest statement names no attribute: the one below it is not read"),
+    ([("I go to pilates on Wednesdays", 0.9)], "Swapped my phone for a Pixel", "the newer names the attribute"),
+    ([("My mobile plan is with EE", 0.9)], "Giffgaff has great coverage here", "no change cue"),
+    ([("My mobile plan is with EE", 0.9)], "Now I'm on Giffgaff", "'now' alone names no change"),
+    ([("My mobile plan is with EE", 0.8)], "Ported my number to Giffgaff", "a cosine below the threshold"),
+    ([("My mobile plan is with EE and I have had the same number for ten years, which I like a lot", 0.9)],
+     "Ported my number to Giffgaff", "a long statement"),
+])
+def test_the_nearest_statement_rule_errs_towards_no_link(neighbours: list[tuple[str, float]], new: str,
+                                                         why: str) -> None:
+    olds = [(cosine, mem(text, memory_id=f"m{i}", created=1)) for i, (text, cosine) in enumerate(neighbours)]
+    assert updates.find_updated(mem(new, memory_id="new", created=3), olds, min_cosine=0.82) is None, why
+
+
+def test_the_nearest_statement_already_updated_is_left_to_its_chain() -> None:
+    ee = dataclasses.replace(mem("My mobile plan is with EE", memory_id="ee", created=1), updated_by="x")
+    assert updates.find_updated(mem("Ported my number to Giffgaff", memory_id="gg", created=3), [(0.9, ee)],
+                                min_cosine=0.82) is None
+
+
 def test_chain_target_picks_current_previous_and_first() -> None:
     a = mem("a", memory_id="a", created=1)
     b = dataclasses.replace(mem("b", memory_id="b", created=2), updates=("a",), updated_by="c")
