@@ -39,7 +39,8 @@ _EN_CURRENT = re.compile(
 _EN_PAST = re.compile(
     r"\b(?:(?:did\s+\w+|i|we|you|he|she|they)\s+(?:used|use)\s+to\s+(?:do|be|have|live|work|play|go|eat|drive|own|like|"
     r"love|use|study|support|call|date|teach)|previously|previous|formerly|former|earlier|before(?=\s*(?:\?|$|,|\.|that\b|then\b|this\b|"
-    r"it\b|the (?:current|new|change|switch|move|one)\b|i\b|we\b|you\b|he\b|she\b|they\b))|in the past|"
+    r"it\b|the (?:current|new|change|switch|move|one|raise|pay rise|promotion|upgrade|reorg|restructure|divorce|"
+    r"breakup|break-up|relocation|transfer)\b|i\b|we\b|you\b|he\b|she\b|they\b))|in the past|"
     r"prior to (?:that|this|the (?:current|new))|(?:my|our|his|her|their) ex|ex-(?:wife|husband|girlfriend|boyfriend|"
     r"partner|boss))\b", re.IGNORECASE)
 _EN_FIRST = re.compile(

@@ -35,6 +35,9 @@ from server.store.columns import UPDATED_BY, UPDATES
     ("what did I use before the one I have now?", TimeIntent.PAST),   # past wins over current
     ("what phone do I have?", TimeIntent.NONE),
     ("what did we eat before the concert?", TimeIntent.NONE),   # a time, not a state: server/temporal.py's
+    ("what did I earn before the raise?", TimeIntent.PAST),   # a change of state, not a time
+    ("who was my manager before the reorg?", TimeIntent.PAST),
+    ("where did we live before the wedding?", TimeIntent.NONE),   # an event: a time
     ("how old is Melanie's son?", TimeIntent.NONE),
     ("when was the first time she went hiking", TimeIntent.NONE),
     ("晚饭吃了什么？", TimeIntent.NONE),
