@@ -118,34 +118,42 @@ _RELATIONS_ZH = ("姐姐", "妹妹", "哥哥", "弟弟", "妈妈", "母亲", "�
 
 # Attribute classes: the everyday attributes a person restates, each with the words that name it (English stems and
 # Chinese words). Two texts that both name attributes must share one ("laptop" and "phone" never link, "live" and
-# "moved" do); a text naming none falls back to its shared words.
+# "moved" do); a text naming none falls back to its shared words. Only attributes that hold one value at a time (a
+# bank, a landlord, a child's school; not a sport or a hobby, of which a person has several) have a class.
 _ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "computer": ("laptop", "computer", "notebook", "macbook", "thinkpad", "电脑", "笔记本"),
-    "phone": ("phone", "smartphone", "mobile", "iphone", "手机"),
+    "phone": ("phone", "smartphone", "mobile", "iphone", "handset", "sim", "carrier", "手机"),
     "home": ("live", "lived", "move", "moved", "relocate", "relocated", "city", "town", "address",
              "apartment", "flat", "住", "搬", "城市", "地址", "家在"),
     "job": ("job", "work", "works", "working", "career", "employer", "company", "position", "role", "工作", "上班",
             "公司", "跳槽", "职位", "岗位"),
-    "money": ("budget", "salary", "earn", "earning", "raise", "rent", "price", "cost", "预算", "工资", "房租", "价格",
-              "薪水"),
+    "money": ("budget", "salary", "earn", "earning", "raise", "rent", "price", "cost", "mortgage", "wage", "income",
+              "预算", "工资", "房租", "价格", "薪水", "房贷", "月供", "收入"),
     "diet": ("diet", "vegetarian", "vegan", "keto", "pescatarian", "eat", "饮食", "吃素", "素食"),
     "partner": ("partner", "girlfriend", "boyfriend", "wife", "husband", "fiance", "fiancee", "男朋友", "女朋友",
                 "老公", "老婆", "对象", "伴侣"),
     "team": ("team", "club", "allegiance", "球队", "主队"),
-    "car": ("car", "drive", "vehicle", "车"),
+    "car": ("car", "drive", "vehicle", "motorbike", "scooter", "车"),
     "gym": ("gym", "train", "fitness", "健身房", "健身"),
-    "school": ("school", "university", "college", "course", "study", "学校", "大学", "专业", "小学", "中学", "初中",
-               "高中", "幼儿园"),
+    "school": ("school", "university", "college", "course", "study", "primary", "secondary", "nursery", "kindergarten",
+               "preschool", "学校", "大学", "专业", "小学", "中学", "初中", "高中", "幼儿园"),
     "contact": ("email", "邮箱", "号码", "电话"),   # not "number": a desk number is no phone number
     "account": ("password", "login", "passcode", "密码", "账号"),
     "doctor": ("doctor", "gp", "dr", "physician", "dentist", "therapist", "医生", "牙医"),
-    "manager": ("manager", "boss", "领导", "老板", "经理"),
+    "manager": ("manager", "boss", "supervisor", "领导", "老板", "经理", "主管", "上司"),
     "learning": ("learning", "reading", "学", "在读"),
     "schedule": ("standup", "meeting", "schedule", "alarm", "周会", "例会", "会议", "闹钟"),
     "internet": ("internet", "broadband", "wifi", "isp", "宽带"),
     "childcare": ("babysitter", "babysit", "nanny", "childminder", "保姆"),
     "parking": ("park", "parking", "停车", "车位"),
     "desk": ("desk", "cubicle", "工位"),
+    "bank": ("bank", "banking", "银行"),
+    "energy": ("energy", "electricity", "tariff", "电费", "燃气"),
+    "insurance": ("insurance", "insurer", "保险"),
+    "landlord": ("landlord", "landlady", "房东"),
+    "weight": ("weight", "weigh", "kg", "kilo", "体重", "公斤"),
+    "hair": ("hairdresser", "barber", "salon", "理发", "理发师"),
+    "vet": ("vet", "veterinarian", "兽医"),
 }
 _ATTR_WORDS = {w: a for a, ws in _ATTRIBUTES.items() for w in ws if w.isascii()}
 _ATTR_ZH = [(w, a) for a, ws in _ATTRIBUTES.items() for w in ws if not w.isascii()]

@@ -40,6 +40,14 @@ def judge(old: str, new: str, cosine: float = COS, **kw) -> updates.Evidence | N
     ("I use 1Password for my passwords", "I moved my logins to Bitwarden", "account"),
     ("I work as an analyst at Deloitte", "I started a new job as a data engineer at Spotify", "job"),
     ("儿子在阳光小学上学", "儿子升到实验中学了", "school"),
+    # attributes that hold one value at a time
+    ("I bank with Lloyds", "I switched my bank to Starling", "bank"),
+    ("Our electricity is with Octopus", "We switched energy supplier to EDF", "energy"),
+    ("My landlord is Mr Khan", "The house was sold and my landlord is now a company", "landlord"),
+    ("My daughter is at Elm Tree Nursery", "My daughter started at Park Road Primary", "school"),
+    ("My car insurance is with Admiral", "Changed my insurance to Aviva", "insurance"),
+    ("我的体重是七十公斤", "体重降到六十五公斤了", "weight"),
+    ("我的上司是刘主管", "换了部门，现在的主管是赵姐", "manager"),
 ])
 def test_a_restated_attribute_with_a_new_value_links(old: str, new: str, attribute: str) -> None:
     evidence = judge(old, new)
@@ -65,6 +73,8 @@ def test_a_restated_attribute_with_a_new_value_links(old: str, new: str, attribu
     ("My cousin works at Shell", "My friend took a position at BP", "another subject"),
     ("My mobile plan is with EE", "My phone screen cracked when I dropped it", "'dropped it' is a fall"),
     ("I go to pilates on Wednesdays", "Swapped my phone for a Pixel", "no frame word in common"),
+    ("My bank is Lloyds", "My phone insurance is now with Aviva", "another attribute"),
+    ("I play tennis on Tuesdays", "I started swimming on Fridays", "a sport: a person has several"),
 ])
 def test_pairs_that_must_not_link(old: str, new: str, why: str) -> None:
     assert judge(old, new) is None, why
