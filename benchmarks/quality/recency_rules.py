@@ -172,6 +172,7 @@ def variants() -> dict:  # type: ignore[type-arg]
                for c in (0.86, 0.90)},
             "single CJK chars": lambda q, i, m, v: siblings.newest_first(q, i, m, v, single_cjk=True),
             "no subject words removed": lambda q, i, m, v: _with_share(1, q, i, m, v),
+            "any common word a subject": lambda q, i, m, v: _with("SUBJECT_WORDS", None, q, i, m, v),
             "entities not compared": _without_entities}
 
 

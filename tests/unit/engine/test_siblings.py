@@ -170,10 +170,27 @@ def test_groups_keep_the_slots_they_held() -> None:
                  ("Planted tomatoes in the garden", 70), ("Cooked a green curry for dinner", 900))
     # the two dinners held slots 0 and 4: they still do, newest first; slots 1 to 3 untouched
     assert newest_first("what did I have for dinner?", TimeIntent.NONE, mems) == [4, 1, 2, 3, 0]
-    # three of the top five holding "dinner": the word is what they all are about, not a value that changed
+    # three of the top five holding "dinner": the word the search found them by, not their subject; newest first
     three = [*mems[:4], mems[4]]
     three[1] = _mems(("Cooked risotto for dinner", 600))[0]
-    assert newest_first("what did I have for dinner?", TimeIntent.NONE, three) == [0, 1, 2, 3, 4]
+    assert newest_first("what did I have for dinner?", TimeIntent.NONE, three) == [4, 1, 2, 3, 0]
+
+
+def test_only_a_subject_word_or_a_name_most_hits_hold_is_dropped() -> None:
+    from server.engine import siblings
+    commute = _mems(("I cycle to work", 100), ("I work from home on Fridays", 200), ("My cat is called Miso", 50),
+                    ("I take the bus to work these days", 900))
+    # "work" is what the query asks about, held by three of the hits: it groups them, newest first
+    assert siblings.newest_first("how do I get to work?", TimeIntent.NONE, commute) == [3, 1, 2, 0]
+    with pytest.MonkeyPatch.context() as mp:   # the rule before: any word most hits hold was their subject
+        mp.setattr(siblings, "SUBJECT_WORDS", None)
+        assert siblings.newest_first("how do I get to work?", TimeIntent.NONE, commute) == [0, 1, 2, 3]
+    # a name the query writes with a capital is the hits' subject when most hold it: no group by it alone
+    named = _mems(("Caroline likes green tea", 100), ("Caroline adopted a dog", 500), ("Caroline moved to Leeds", 900))
+    assert siblings.newest_first("what does Caroline like?", TimeIntent.NONE, named) == [0, 1, 2]
+    with pytest.MonkeyPatch.context() as mp:   # a name kept as a word: the three holding it would group
+        mp.setattr(siblings, "_subject_word", lambda word, query: word in siblings.SUBJECT_WORDS)
+        assert siblings.newest_first("what does Caroline like?", TimeIntent.NONE, named) == [2, 1, 0]
 
 
 def test_statements_naming_different_entities_are_not_one_attribute() -> None:
@@ -212,9 +229,10 @@ def test_hits_that_may_not_join_still_count_towards_what_their_common_subject_is
                  ("What should I cook tonight?", 500), ("I switched my laptop to a Framework", 700))
     mems[3] = dataclasses.replace(mems[3], updates=("m-older",))   # linked: may not join
     assert siblings.newest_first("which browser do I use?", TimeIntent.NONE, mems) == [1, 0, 2, 3]
-    # Counted only among the two that may join, the shared word was dropped as their subject: no group.
+    # Counted only among the two that may join, a shared word that may be a subject was dropped as theirs: no group.
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(siblings, "HITS_COUNT", False)
+        mp.setattr(siblings, "SUBJECT_WORDS", None)
         assert siblings.newest_first("which browser do I use?", TimeIntent.NONE, mems) == [0, 1, 2, 3]
     # Held by three of the hits, joinable or not, a word is their subject still.
     user = _mems(("The user is vegetarian", 100), ("The user asked about train times to Porto", 900),
