@@ -170,6 +170,8 @@ def variants() -> dict:  # type: ignore[type-arg]
             "no newer superset": lambda q, i, m, v: _with("NEWER_SUPERSET", False, q, i, m, v),
             **{f"+ pair cosine {c:.2f}": (lambda q, i, m, v, c=c: siblings.newest_first(q, i, m, v, min_cosine=c))
                for c in (0.86, 0.90)},
+            **{f"+ pair cosine {c:.2f} if the newer names a change": (
+                lambda q, i, m, v, c=c: _with("PAIR_NEEDS_CHANGE", True, q, i, m, v, min_cosine=c)) for c in (0.82, 0.86)},
             "single CJK chars": lambda q, i, m, v: siblings.newest_first(q, i, m, v, single_cjk=True),
             "no subject words removed": lambda q, i, m, v: _with_share(1, q, i, m, v),
             "any common word a subject": lambda q, i, m, v: _with("SUBJECT_WORDS", None, q, i, m, v),
@@ -189,13 +191,13 @@ def _with_share(share: float, *args):  # type: ignore[no-untyped-def]
     return _with("COMMON_SHARE", share, *args)
 
 
-def _with(name: str, value: object, *args):  # type: ignore[no-untyped-def]
+def _with(name: str, value: object, *args, **kw):  # type: ignore[no-untyped-def]
     """siblings.newest_first with one of its module constants set to ``value`` for the call."""
     from server.engine import siblings
     before = getattr(siblings, name)
     setattr(siblings, name, value)
     try:
-        return siblings.newest_first(*args)
+        return siblings.newest_first(*args, **kw)
     finally:
         setattr(siblings, name, before)
 

@@ -109,6 +109,8 @@ def sibling_factor(query: str, intent: TimeIntent, memory_at: Callable[[int], Me
 
 SLOTS = 5
 PAIR_COSINE: float | None = None
+# With PAIR_COSINE set: the cosine is evidence only where the newer statement names a change (updates.names_change).
+PAIR_NEEDS_CHANGE = False
 SINGLE_CJK = False     # Chinese single characters are no evidence (only character bigrams are)
 ENTITIES = True
 COMMON_SHARE = 2       # a word more than SLOTS / COMMON_SHARE statements hold is their subject, not the attribute
@@ -171,6 +173,10 @@ def same_attribute(a: Memory, b: Memory, words_a: frozenset[str], words_b: froze
             return True
     if cosine is None or min_cosine is None:
         return False
+    if PAIR_NEEDS_CHANGE:
+        newer = a if a.created_at_ms > b.created_at_ms else b
+        if a.created_at_ms == b.created_at_ms or not updates.names_change(newer.content):
+            return False
     shift = updates.LINK_COSINE_CJK_SHIFT if has_cjk(a.content) or has_cjk(b.content) else 0.0
     return cosine >= min_cosine + shift
 

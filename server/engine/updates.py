@@ -325,6 +325,12 @@ def may_update(text: str) -> bool:
     return _short(body) and bool(any(not _PRESENT_ONLY.fullmatch(c) for c in change_cues(body)) or _frames(body))
 
 
+def names_change(text: str) -> bool:
+    """Whether a text (a speaker's turn or a plain statement) holds a cue that names a change ("switched",
+    "Ported", "换成"; "now" alone names none)."""
+    return bool(_analysed(text).change)
+
+
 def forget_texts() -> None:
     """Empties the cache: a purged memory's text must not stay in the process until it is evicted. The cache is
     shared by every tenant and keyed by text alone, so it is emptied whole (re-reading a text costs ~50 us)."""

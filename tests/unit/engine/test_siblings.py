@@ -137,6 +137,15 @@ def test_pair_cosine_is_evidence_only_when_asked_for_and_higher_for_chinese() ->
     above = _close(2, group=(0, 1), cosine=0.86 + LINK_COSINE_CJK_SHIFT + 0.01)
     assert newest_first("我在看什么？", TimeIntent.NONE, zh, just_below, min_cosine=0.86) == [0, 1]
     assert newest_first("我在看什么？", TimeIntent.NONE, zh, above, min_cosine=0.86) == [1, 0]
+    # PAIR_NEEDS_CHANGE: the cosine counts only where the newer statement names a change ("switched" does; "a new
+    # job" alone is a present-only cue)
+    from server.engine import siblings
+    switched = [*mems[:2], _mems(("I switched to Spotify as a data engineer", 900))[0]]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(siblings, "PAIR_NEEDS_CHANGE", True)
+        assert newest_first("where am I employed?", TimeIntent.NONE, switched, close, min_cosine=0.86) == [2, 1, 0]
+        assert newest_first("where am I employed?", TimeIntent.NONE, mems, close, min_cosine=0.86) == [0, 1, 2]
+        assert newest_first("我在看什么？", TimeIntent.NONE, zh, above, min_cosine=0.86) == [0, 1]   # no change cue
 
 
 def test_past_first_other_subjects_links_questions_and_equal_ages_stay_in_place() -> None:
