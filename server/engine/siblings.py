@@ -126,9 +126,11 @@ NEWER_SUPERSET = True
 # The top hits that may not join a group (linked, a question, a narrative) count towards a word's share too.
 HITS_COUNT = True
 # Which of the words most top hits hold are their common subject: the words agents write as the subject of every
-# memory ("The user is vegetarian", "用户喜欢…") and the names the query writes with a capital, not any word: an
-# attribute word the search found them all by ("work" in "how do I get to work?") stays, and groups them. None: any
-# such word (the rule before; recency_rules compares both).
+# memory ("The user is vegetarian", "用户喜欢…"), the names the query writes with a capital, and a word that stands
+# first, with a capital (a name as a statement's subject: "Alice is allergic…", "Alice moved…"), in most of the hits
+# that hold it; not any word: an attribute word the search found them all by ("work" in "how do I get to work?",
+# "alarm" in "My alarm is set for 6:30") stays, and groups them. None: any such word (the rule before;
+# recency_rules compares both).
 SUBJECT_WORDS: frozenset[str] | None = frozenset({"user", "human", "customer", "client", "patient", "member", "用户",
                                                    "客户", "顾客", "患者"})
 _CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
@@ -211,15 +213,22 @@ def matched_words(query: str, statements: Sequence[str | None], *, single_cjk: b
                 counts[w] = counts.get(w, 0) + 1
         counted += len(others)
     need = min(SLOTS // COMMON_SHARE + 1, counted)
-    common = frozenset(w for w, c in counts.items() if c >= need and _subject_word(w, query))
+    holders = [t for t in (*statements, *(others if HITS_COUNT else ())) if t is not None]
+    common = frozenset(w for w, c in counts.items() if c >= need and _subject_word(w, query, holders))
     return [w - common for w in out]
 
 
-def _subject_word(word: str, query: str) -> bool:
-    """Whether a word most top hits hold may be their common subject (:data:`SUBJECT_WORDS`)."""
+def _subject_word(word: str, query: str, texts: Sequence[str]) -> bool:
+    """Whether a word most top hits hold may be their common subject (:data:`SUBJECT_WORDS`): one of those words, a
+    name the query capitalises, or the first content word of most of the ``texts`` that hold it, written with a capital
+    there ("Alice moved …"; "My alarm is set …" names an attribute of the speaker, its subject)."""
     if SUBJECT_WORDS is None or word in SUBJECT_WORDS:
         return True
-    return any(w[:1].isupper() and word in updates.content_words(w) for w in query.split()[1:])
+    if any(w[:1].isupper() and word in updates.content_words(w) for w in query.split()[1:]):
+        return True
+    bodies = [updates.split_speaker(t)[1] for t in texts]
+    holding = [b for b in bodies if word in updates.content_words(b)]
+    return 2 * sum(updates.first_content_word(b) == (word, True) for b in holding) > len(holding)
 
 
 def newest_first(query: str, intent: TimeIntent, memories: Sequence[Memory | None], vectors: np.ndarray | None = None,

@@ -219,6 +219,25 @@ def content_words(text: str) -> frozenset[str]:
     return frozenset(words)
 
 
+_TOKEN = re.compile(rf"[{CJK_CHARS}]+|\d+(?:[.,:]\d+)*|[A-Za-z][A-Za-z0-9'-]*")
+
+
+def first_content_word(text: str) -> tuple[str, bool]:
+    """The first of :func:`content_words` in the text's order, and whether it is written with a capital — where a
+    statement names its subject ("Alice moved to Lisbon": ("alice", True); "My alarm is set for 6:30": ("alarm",
+    False)); a Chinese run gives its first bigram. ("", False) for none."""
+    for token in _TOKEN.findall(text):
+        if has_cjk(token):
+            bigram = next((b for b in (token[i:i + 2] for i in range(len(token) - 1)) if b not in _CJK_STOP), "")
+            if bigram:
+                return bigram, False
+            continue
+        word = token.lower()
+        if word not in _EN_STOP and (len(word) > 1 or word.isdigit()):
+            return _stem(word), token[0].isupper()
+    return "", False
+
+
 def relations(text: str) -> frozenset[str]:
     """The people a text names by their relation to the speaker ("my sister", "我妈妈")."""
     found = {_stem(w) for w in _WORD.findall(text.lower()) if _stem(w) in _RELATIONS_EN or w in _RELATIONS_EN}
@@ -433,6 +452,8 @@ def find_updated(new: Memory, neighbours: Sequence[tuple[float, Memory]], *,
         if (old.memory_id == new.memory_id or old.key or old.status not in LIVE_STATUSES
                 or old.created_at_ms >= new.created_at_ms or old.memory_id in new.updates):
             continue
+        if old.updated_by and nearest is not None:
+            continue   # neither linkable nor the nearest: not analysed
         texts = _same_subject(new, old, cosine, min_cosine=min_cosine)
         if texts is None:
             continue

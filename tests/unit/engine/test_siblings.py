@@ -194,11 +194,17 @@ def test_only_a_subject_word_or_a_name_most_hits_hold_is_dropped() -> None:
     with pytest.MonkeyPatch.context() as mp:   # the rule before: any word most hits hold was their subject
         mp.setattr(siblings, "SUBJECT_WORDS", None)
         assert siblings.newest_first("how do I get to work?", TimeIntent.NONE, commute) == [0, 1, 2, 3]
+    # an attribute most hits name first, in lower case ("My alarm is …"): not their subject, it groups them
+    alarm = _mems(("The alarm at the office went off", 300), ("My alarm is set for 6:00", 200),
+                  ("I moved my alarm to 6:45", 900))
+    assert siblings.newest_first("when does my alarm go off?", TimeIntent.NONE, alarm) == [2, 0, 1]
     # a name the query writes with a capital is the hits' subject when most hold it: no group by it alone
     named = _mems(("Caroline likes green tea", 100), ("Caroline adopted a dog", 500), ("Caroline moved to Leeds", 900))
     assert siblings.newest_first("what does Caroline like?", TimeIntent.NONE, named) == [0, 1, 2]
+    # the name written in lower case: it stands first in the hits that hold it, their subject still
+    assert siblings.newest_first("what does caroline like?", TimeIntent.NONE, named) == [0, 1, 2]
     with pytest.MonkeyPatch.context() as mp:   # a name kept as a word: the three holding it would group
-        mp.setattr(siblings, "_subject_word", lambda word, query: word in siblings.SUBJECT_WORDS)
+        mp.setattr(siblings, "_subject_word", lambda word, query, texts: word in siblings.SUBJECT_WORDS)
         assert siblings.newest_first("what does Caroline like?", TimeIntent.NONE, named) == [2, 1, 0]
 
 
