@@ -171,7 +171,8 @@ def variants() -> dict:  # type: ignore[type-arg]
             **{f"+ pair cosine {c:.2f}": (lambda q, i, m, v, c=c: siblings.newest_first(q, i, m, v, min_cosine=c))
                for c in (0.86, 0.90)},
             **{f"+ pair cosine {c:.2f} if the newer names a change": (
-                lambda q, i, m, v, c=c: _with("PAIR_NEEDS_CHANGE", True, q, i, m, v, min_cosine=c)) for c in (0.82, 0.86)},
+                lambda q, i, m, v, c=c: _with("PAIR_NEEDS_CHANGE", True, q, i, m, v, min_cosine=c))
+               for c in (0.82, 0.86)},
             "single CJK chars": lambda q, i, m, v: siblings.newest_first(q, i, m, v, single_cjk=True),
             "no subject words removed": lambda q, i, m, v: _with_share(1, q, i, m, v),
             "any common word a subject": lambda q, i, m, v: _with("SUBJECT_WORDS", None, q, i, m, v),
