@@ -390,7 +390,7 @@ class RecencySet:
 # recency_dev3 / recency_held2: updates worded apart from the question and from each other (the newer statement
 # names the change in its own words: "We moved down to Brighton" after "I live in Leeds"), with "keep" questions
 # whose newer memory names another attribute; written together, the second never tuned on.
-RECENCY_SETS = ("recency", "recency_held", "recency_dev2", "recency_dev3", "recency_held2")
+RECENCY_SETS = ("recency", "recency_held", "recency_dev2", "recency_dev3", "recency_held2", "recency_held3")
 
 
 def load_recency(root: Path | None = None, name: str = "recency") -> RecencySet:
