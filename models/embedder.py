@@ -21,6 +21,9 @@ logger = logging.getLogger(__name__)
 Pooling = Literal["mean", "cls"]
 
 PASSAGE_STRIDE = 0.5   # a passage window starts every half window: a sentence cut by one lies whole in the next
+# Tokens a text must run past the model's window before it gets windows as wide as the model's: a window over the few
+# tokens the main vector did not read re-embeds nearly all that it did (a ~1 KB text is ~30 tokens past 256).
+PASSAGE_MIN_REST = 0
 
 
 class HFEmbedder(HFRunner[str]):
@@ -41,6 +44,8 @@ class HFEmbedder(HFRunner[str]):
         self.passage_tokens = passage_tokens
         """Tokens of a passage window, special tokens and prefix included (0 or more than ``max_length``: the
         model's window, ``max_length``): :meth:`passage_windows`."""
+        self.passage_min_rest = PASSAGE_MIN_REST
+        """Tokens a text must run past ``max_length`` for windows as wide as the model's (:meth:`windows_from`)."""
         self.dim = int(kwargs["model"].config.hidden_size)
         super().__init__(**kwargs)
 
@@ -167,9 +172,10 @@ class HFEmbedder(HFRunner[str]):
     def windows_from(self, width: int) -> int:
         """Tokens past which a text has passage windows ``width`` tokens wide (0: ``max_length``): ``max_length``,
         or half of it when the windows are at most that narrow — a text the model reads whole still dilutes one
-        sentence in its mean when it is long. Pure."""
+        sentence in its mean when it is long; windows as wide as the model's from :attr:`passage_min_rest` tokens
+        past ``max_length`` on (a ~1 KB text 30 tokens past it would get a second 256-token row for those 30). Pure."""
         narrow = 0 < width <= self.max_length // 2
-        return self.max_length // 2 if narrow else self.max_length
+        return self.max_length // 2 if narrow else self.max_length + self.passage_min_rest
 
     def _run(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         hidden = self._call(inputs).float()

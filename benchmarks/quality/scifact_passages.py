@@ -19,10 +19,13 @@ corpus with passage vectors takes longer than a CPU-lock hold on a 2-core machin
 
 ``--windows 0/8`` ingests the abstracts again under each WIDTH/LIMIT of dense passage windows
 (``advanced.passage_tokens``, 0 = the embedder's window / ``advanced.passage_vectors``), set on the running server's
-write stage, and searches that tenant at the defaults beside the default one (only the default variant runs then).
+write stage, and searches that tenant at the defaults beside the default one (only the default variant runs then);
+``--rests 32,64`` the same under each ``models.embedder.PASSAGE_MIN_REST`` (the tokens a text must run past the model's
+window before it gets passage vectors).
 
     .venv/bin/python -m benchmarks.quality.scifact_passages [--rounds 1] [--margins 2,3] [--splits train,test]
                                                             [--docs 1500] [--bm25-windows] [--windows 0/8]
+                                                            [--rests 32,64]
 
 Writes ``benchmarks/results/quality/scifact_passages.json``.
 """
@@ -71,6 +74,8 @@ def main() -> int:
                         "beside the default, alone")
     parser.add_argument("--bm25-windows", action="store_true",
                         help="run only the default and BM25 without long memories' windows (lucene.SEARCH_WINDOWS)")
+    parser.add_argument("--rests", default="", help="comma-separated PASSAGE_MIN_REST values (models/embedder.py): "
+                        "one more tenant each, beside the default")
     parser.add_argument("--windows", default="", help="comma-separated WIDTH/LIMIT dense passage windows: one more "
                         "tenant each, searched at the defaults beside the default")
     parser.add_argument("--every-word", action="store_true",
@@ -113,7 +118,8 @@ def main() -> int:
         variants = {f"best passage (default, margin {margin})": variants[f"best passage (default, margin {margin})"],
                     EVERY_WORD: variants[f"best passage (default, margin {margin})"]}
     sweep = [tuple(int(x) for x in pair.split("/")) for pair in args.windows.split(",") if pair.strip()]
-    if sweep:   # the default beside other dense passage windows, each on its own tenant
+    rests = [int(x) for x in args.rests.split(",") if x.strip()]
+    if sweep or rests:   # the default beside other dense passage windows, each on its own tenant
         variants = {f"best passage (default, margin {margin})": variants[f"best passage (default, margin {margin})"]}
     results: dict[str, dict[str, list[dict]]] = {split: {name: [] for name in variants} for split in splits}
     with tempfile.TemporaryDirectory() as tmp, EvalServer(Path(tmp)) as server:
@@ -136,6 +142,17 @@ def main() -> int:
             ingest[f"{width}/{limit}"] = {"seconds": round(other.seconds, 1),
                                           "memories_per_s": round(len(items) / other.seconds, 2),
                                           "passage_vectors": registry.shard(other.tenant).dense.passage_vectors}
+        for min_rest in rests:
+            saved_rest = stage.embedder.passage_min_rest
+            stage.embedder.passage_min_rest = min_rest
+            try:
+                others[f"min rest {min_rest}"] = other = server.ingest(f"scifact-rest-{min_rest}", items)
+            finally:
+                stage.embedder.passage_min_rest = saved_rest
+            ingest[f"min rest {min_rest}"] = {"seconds": round(other.seconds, 1),
+                                               "memories_per_s": round(len(items) / other.seconds, 2),
+                                               "passage_vectors": registry.shard(other.tenant).dense.passage_vectors}
+        ingest["passage_min_rest"] = stage.embedder.passage_min_rest
         for split, data in sets.items():
             for name, other in others.items():
                 t0 = time.perf_counter()
@@ -167,7 +184,8 @@ def main() -> int:
                                                " --bm25-windows" if args.bm25_windows else "")
                       + (" --every-word" if args.every_word else "")
                       + (f" --ce-windows {args.ce_windows}" if args.ce_windows else "")
-                      + (f" --windows {args.windows}" if args.windows else ""),
+                      + (f" --windows {args.windows}" if args.windows else "")
+                      + (f" --rests {args.rests}" if args.rests else ""),
            "docs": len(docs), "docs_over_passage_chars": long_docs, "passage_chars": PASSAGE_CHARS, "ingest": ingest,
            "queries": {split: len(data.queries) for split, data in sets.items()},
            "variants": results["test"] if splits == ["test"] else results}

@@ -172,3 +172,28 @@ def test_passage_spans_of_the_default_embedder_map_back_through_its_character_ta
     assert ids == e5._encode_full([text])[0]                       # the same ids the write stage cut windows from
     assert all(text[a:b] for a, b in offsets[1:-1])
     assert "Zürich" in text[spans[0][0]:spans[0][1]] or "café" in text[spans[0][0]:spans[0][1]]
+
+
+def test_a_text_just_past_the_window_gets_wide_windows_only_from_the_min_rest_on(model: Counting) -> None:
+    ids = model._encode_full(["one two three four five six seven eight nine ten " * 4])[0]
+    past = len(ids) - model.max_length          # tokens the main vector does not read
+    assert past > 4
+    text = ["one two three four five six seven eight nine ten " * 4]
+    saved = model.passage_min_rest
+    try:
+        model.passage_min_rest = 0
+        assert model.passage_windows(text, limit=8)[0]                 # any token past the window: a window
+        model.passage_min_rest = past
+        assert model.passage_windows(text, limit=8)[0] == []           # not past it by more than the rest: none
+        assert model.passage_from == model.max_length + past
+        model.passage_min_rest = past - 1
+        assert model.passage_windows(text, limit=8)[0]
+        model.passage_tokens = 12                                       # narrow windows do not read the rest rule
+        assert model.passage_from == model.max_length // 2
+        with ThreadPoolExecutor(1) as pool:
+            model.passage_tokens, model.passage_min_rest = 0, past
+            model.rows = 0
+            (sets,) = _run(EmbedStage(embedder=model, device_pool=pool, passages=8), [text])
+        assert np.asarray(sets[0]).shape == (model.dim,) and model.rows == 1   # the main row alone
+    finally:
+        model.passage_min_rest, model.passage_tokens = saved, 0
