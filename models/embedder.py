@@ -21,9 +21,12 @@ logger = logging.getLogger(__name__)
 Pooling = Literal["mean", "cls"]
 
 PASSAGE_STRIDE = 0.5   # a passage window starts every half window: a sentence cut by one lies whole in the next
-# Tokens a text must run past the model's window before it gets windows as wide as the model's: a window over the few
-# tokens the main vector did not read re-embeds nearly all that it did (a ~1 KB text is ~30 tokens past 256).
-PASSAGE_MIN_REST = 0
+# How far a text must run past the model's window, as a share of the window, before it gets windows as wide as the
+# model's: a window over the few tokens the main vector did not read re-embeds nearly all that it did (a ~1 KB text is
+# ~30 tokens past 256). A quarter (64 of 256 tokens): SciFact train nDCG@10 within 0.0015 of none at 32, 64 and 128
+# tokens (docs/concepts/retrieval.md "Passage vectors"); it leaves at most a fifth of a text to BM25 and the
+# cross-encoder's window alone.
+PASSAGE_MIN_REST = 0.25
 
 
 class HFEmbedder(HFRunner[str]):
@@ -44,8 +47,7 @@ class HFEmbedder(HFRunner[str]):
         self.passage_tokens = passage_tokens
         """Tokens of a passage window, special tokens and prefix included (0 or more than ``max_length``: the
         model's window, ``max_length``): :meth:`passage_windows`."""
-        self.passage_min_rest = PASSAGE_MIN_REST
-        """Tokens a text must run past ``max_length`` for windows as wide as the model's (:meth:`windows_from`)."""
+        self._min_rest: int | None = None
         self.dim = int(kwargs["model"].config.hidden_size)
         super().__init__(**kwargs)
 
@@ -163,6 +165,16 @@ class HFEmbedder(HFRunner[str]):
         except (NotImplementedError, TypeError, ValueError):
             return None
         return list(encoded["input_ids"][0]), [tuple(o) for o in encoded["offset_mapping"][0]]
+
+    @property
+    def passage_min_rest(self) -> int:
+        """Tokens a text must run past ``max_length`` for windows as wide as the model's (:meth:`windows_from`):
+        :data:`PASSAGE_MIN_REST` of the window unless set."""
+        return int(self.max_length * PASSAGE_MIN_REST) if self._min_rest is None else self._min_rest
+
+    @passage_min_rest.setter
+    def passage_min_rest(self, tokens: int | None) -> None:
+        self._min_rest = tokens
 
     @property
     def passage_from(self) -> int:

@@ -115,7 +115,7 @@ def test_the_embedders_passage_tokens_set_its_windows_width(model: Counting) -> 
             (sets,) = _run(EmbedStage(embedder=model, device_pool=pool, passages=20), [[long]])
     finally:
         model.passage_tokens = 0
-    assert model.passage_from == model.max_length                  # at 0: texts cut at the model's window only
+    assert model.passage_from == model.max_length + model.passage_min_rest   # 0: past the window, by enough
     model.passage_tokens = 16
     assert model.passage_from == model.max_length // 2             # narrow windows start at half the window
     model.passage_tokens = 0
@@ -196,4 +196,5 @@ def test_a_text_just_past_the_window_gets_wide_windows_only_from_the_min_rest_on
             (sets,) = _run(EmbedStage(embedder=model, device_pool=pool, passages=8), [text])
         assert np.asarray(sets[0]).shape == (model.dim,) and model.rows == 1   # the main row alone
     finally:
-        model.passage_min_rest, model.passage_tokens = saved, 0
+        model.passage_min_rest, model.passage_tokens = None, 0
+    assert model.passage_min_rest == saved == model.max_length // 4   # the default: a quarter of the window

@@ -30,8 +30,10 @@ def _forward(model: Counting, windows: list[np.ndarray]) -> np.ndarray:
 
 
 def test_the_texts_fit_the_cases(model: Counting) -> None:
-    assert model.windows_from(12) == model.max_length // 2 == 16 and model.windows_from(0) == model.max_length
-    assert _tokens(model, SHORT) <= 16 < _tokens(model, MID) <= model.max_length < _tokens(model, LONG)
+    assert model.windows_from(12) == model.max_length // 2 == 16
+    assert model.windows_from(0) == model.max_length + model.passage_min_rest   # wide windows: past the min rest
+    assert _tokens(model, SHORT) <= 16 < _tokens(model, MID) <= model.max_length
+    assert model.max_length + model.passage_min_rest < _tokens(model, LONG)
 
 
 def test_other_memories_get_exactly_the_windows_they_had(model: Counting) -> None:
