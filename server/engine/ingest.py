@@ -4,8 +4,9 @@ tenants), commit (WAL fsync, then the indexes), audit and the capacity cap; the 
 
 :class:`EmbedStage` is the write batcher's stage: its device step is the forward pass (length-sorted chunks on
 every device lane while no search waits) and answers each entry with its rows of vectors; it has no CPU step. A
-text cut at the embedder's window also gets passage vectors of the rest (server/index/memory_vectors.py): the
-entry's answer is then one array a text, the main vector first. An EPISODIC memory (a chat turn) gets narrower ones
+text that runs a quarter of the embedder's window past it (models/embedder.py PASSAGE_MIN_REST) also gets passage
+vectors of the rest (server/index/memory_vectors.py): the entry's answer is then one array a text, the main vector
+first. An EPISODIC memory (a chat turn) gets narrower ones
 (``advanced.turn_passage_tokens``), from half the model's window on: a sentence in a 1 KB turn that the model reads
 whole is still diluted in its mean (docs/concepts/retrieval.md "Chat turns").
 """
@@ -73,8 +74,9 @@ class EmbedStage(Stage[list[str] | WriteTexts, None]):
     chunk before a device thread is its own, and the write keeps the rest. A bulk import alone thus uses every
     core, where one forward pass of a whole Write on one device thread left the others idle.
 
-    Passage windows (:meth:`_tokenize`): a text cut at the model's window gets up to ``passages`` of the
-    embedder's own width (``advanced.passage_tokens``); a chat turn's text (:class:`WriteTexts` ``turns``) longer
+    Passage windows (:meth:`_tokenize`): a text cut at the model's window, by at least the embedder's
+    ``passage_min_rest`` tokens (a quarter of the window), gets up to ``passages`` of the embedder's own width
+    (``advanced.passage_tokens``); a chat turn's text (:class:`WriteTexts` ``turns``) longer
     than the embedder's ``windows_from(turn_tokens)`` gets up to ``turn_passages`` of ``turn_tokens`` (``turn_tokens``
     0: as any other text; ``turn_passages`` 0: none)."""
 
