@@ -74,7 +74,8 @@ class ModelsConfig:
     passage_vectors: int = option(8, (
         "passage vectors a memory longer than embed_max_length tokens gets at most: overlapping windows over the "
         "rest, searched with its main vector, each memory once at its best (docs/concepts/retrieval.md); 0 = none. "
-        "Memories that fit cost nothing; replay reads them from the log, never re-embeds"))
+        "Memories that fit, or run past it by less than a quarter of it, cost nothing; replay reads them from the "
+        "log, never re-embeds"))
     passage_tokens: int = option(0, (
         "tokens of a passage vector's window of a memory other than a chat turn (special tokens and prefix "
         "included; 0 = embed_max_length): 48 costs documents (SciFact nDCG@10 -0.004/-0.005; "
