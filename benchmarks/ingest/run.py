@@ -312,7 +312,9 @@ def part_a(server: ServerProcess, texts_by_kind: dict[str, list[str]], *, batch:
 
 
 def part_b(server: ServerProcess, texts: list[str], queries: list[str], *, batch: int, seconds: float,
-           target_ms: float, synthetic: bool = False) -> dict[str, Any]:
+           target_ms: float, synthetic: bool = False, memory_type: str = "semantic") -> dict[str, Any]:
+    """One search client alone, then beside an import of ``texts`` (``memory_type`` memories, two Writes in
+    flight) into another tenant: p50 / p95 against ``target_ms``."""
     from benchmarks.serving.build import ADMIN_KEY
     from benchmarks.serving.load import run_load
 
@@ -327,7 +329,7 @@ def part_b(server: ServerProcess, texts: list[str], queries: list[str], *, batch
         stop = threading.Event()
         importer: dict[str, Any] = {}
         thread = threading.Thread(target=lambda: importer.update(
-            write_all(client, "bulk", texts, batch=batch, in_flight=2, stop=stop)))
+            write_all(client, "bulk", texts, batch=batch, in_flight=2, stop=stop, memory_type=memory_type)))
         thread.start()
         time.sleep(2.0)   # the import at full speed first
         during = asyncio.run(run_load(server.address, ADMIN_KEY, tenants=["searched"], queries=second,
@@ -486,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="turns built from LoCoMo (../shared/data) or from templates (a box without the data)")
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server")
     p.add_argument("--memory-type", choices=("semantic", "episodic"), default="semantic",
-                   help="part a: the type of every memory written (episodic: chat turns, their own passage windows)")
+                   help="parts a and b: the type of every memory written (episodic: chat turns, their own passage windows)")
     p.add_argument("--shaped-if-missing", action="store_true",
                    help="where the configured embedder's weights are absent, an encoder of its shape with random weights "
                         "in the benchmark and the server (speed only; a GPU box the weights could not travel to)")
@@ -524,7 +526,8 @@ def main(argv: list[str] | None = None) -> int:
 
                     results["b"] = part_b(server, long_turns(args.n_long, seed=5, synthetic=synthetic), query_texts(5000),
                                           batch=args.batch,
-                                          seconds=args.search_seconds, target_ms=target_ms, synthetic=synthetic)
+                                          seconds=args.search_seconds, target_ms=target_ms, synthetic=synthetic,
+                                          memory_type=args.memory_type)
                 if "c" in parts and not args.stages:
                     results["c"] = part_c(server, work, n=args.n, batch=args.batch, window=args.window,
                                           synthetic=synthetic, numbered=args.c_texts == "numbered")
