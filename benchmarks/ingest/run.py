@@ -488,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="turns built from LoCoMo (../shared/data) or from templates (a box without the data)")
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server")
     p.add_argument("--memory-type", choices=("semantic", "episodic"), default="semantic",
-                   help="parts a and b: the type of every memory written (episodic: chat turns, their own passage windows)")
+                   help="parts a and b: the type of every memory written (episodic: chat turns, their own windows)")
     p.add_argument("--shaped-if-missing", action="store_true",
                    help="where the configured embedder's weights are absent, an encoder of its shape with random weights "
                         "in the benchmark and the server (speed only; a GPU box the weights could not travel to)")
