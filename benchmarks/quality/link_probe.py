@@ -22,7 +22,6 @@ Writes ``benchmarks/results/quality/link_probe.json`` (or ``--out``).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import tempfile
 import time
@@ -31,10 +30,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks.ingest.run import cpu_model
 from benchmarks.quality import suites
 from benchmarks.quality.datasets import load_recency, repo_root
 from benchmarks.quality.harness import EvalServer
-from benchmarks.quality.scifact_passages import _cpu
+from benchmarks.quality.report import write_json
 
 RERANKER = "models/weights/engram-reranker-v1"
 CHANGE_KINDS = ("newer", "past", "first")
@@ -168,9 +168,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def write_result(path: Path, command: str, result: dict) -> None:
     """``result`` as JSON at ``path``, after the date, the machine and the command that made it."""
-    out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": _cpu(), "command": command, **result}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    write_json({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": cpu_model(), "command": command,
+                **result}, path)
 
 
 if __name__ == "__main__":

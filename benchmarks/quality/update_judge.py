@@ -35,6 +35,7 @@ from benchmarks.quality import suites
 from benchmarks.quality.datasets import RECENCY_SETS, load_recency, repo_root
 from benchmarks.quality.harness import DEFAULTS, EvalServer
 from benchmarks.quality.link_probe import RERANKER, auc, pairs_of, recall_at_precision, write_result
+from server.text import has_cjk
 
 TEMPLATES = Path(__file__).resolve().parent / "data" / "update_judge_templates.json"
 PAIRS, SEED, BATCH, LR, MAX_TOKENS = 6400, 0, 32, 5e-5, 64
@@ -135,7 +136,6 @@ def with_links(server: EvalServer, name: str, judge: Judge, threshold: float | N
     """One tenant of the set: the rules' links, the judge's added at ``threshold`` (None: none), recall@1."""
     from engram_proto.v1 import service_pb2 as spb
     from server.engine import siblings
-    from server.text import has_cjk
 
     rs = load_recency(name=name)
     tenant = server.ingest(f"{name}-{threshold}", suites.recency_inputs(rs))
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     judge, training = train()
     print("trained:", training, flush=True)
     rows = pairs_of(dev, NEIGHBOURS)
-    english = np.asarray([not any("\u4e00" <= ch <= "\u9fff" for ch in r["older"] + r["newer"]) for r in rows])
+    english = np.asarray([not has_cjk(r["older"] + r["newer"]) for r in rows])
     label = np.asarray([r["change"] for r in rows])
     linked = np.asarray([r["linked"] for r in rows])
     score = judge.score([(r["older"], r["newer"]) for r in rows])
