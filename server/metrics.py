@@ -54,6 +54,8 @@ RERANK_PAIR_SECONDS_WIDE = "engram_rerank_pair_seconds_wide"   # the same, of pa
 RERANK_BATCHES_WIDE = "engram_rerank_batches_wide"       # counter → _total: batches whose pass ran on them
 RERANK_LOAD_SCALE = "engram_rerank_load_scale"           # the observed tail's feedback on the budget under load
 RERANK_TAIL_P95 = "engram_rerank_tail_p95_seconds"       # the p95 that feedback reads
+LINK_REVIEWS = "engram_link_reviews"                     # counter → _total, by outcome (hygiene/link_review.py)
+LINK_REVIEWS_QUEUED = "engram_link_reviews_queued"       # new statements waiting for the model's review
 GC_COLLECTIONS = "engram_gc_collections"                 # counter → _total, by generation (server/gcpauses.py)
 GC_PAUSE_SECONDS = "engram_gc_pause_seconds"             # counter → _total: time the process stood still in them
 GC_PAUSE_LONGEST = "engram_gc_pause_longest_seconds"     # the longest single collection, by generation
@@ -137,8 +139,11 @@ class Metrics:
     # -- state read at scrape time -----------------------------------------------------------------------
     def watch(self, *, batchers: Sequence[BatcherView], loaded_tenants: Callable[[], int],
               storage: Callable[[], Mapping[str, Any]] | None = None, rerank: Callable[[], Any] | None = None,
-              gc_pauses: Callable[[], Mapping[str, Any]] | None = None) -> None:
+              gc_pauses: Callable[[], Mapping[str, Any]] | None = None,
+              link_reviews: Callable[[], Any] | None = None) -> None:
         self.registry.register(_StateCollector(batchers, loaded_tenants))
+        if link_reviews is not None:
+            self.registry.register(_LinkReviewCollector(link_reviews))
         if gc_pauses is not None:
             self.registry.register(_GcCollector(gc_pauses))
         if storage is not None:
@@ -218,6 +223,28 @@ class _RerankCollector(Collector):
                                 "answer (0: too few yet).", value=s.tail_p95_ms / 1000.0)
         yield CounterMetricFamily(RERANK_BATCHES_WIDE, "Search batches whose cross-encoder pass ran alone on the idle "
                                   "cores.", value=s.batches_wide)
+
+
+class _LinkReviewCollector(Collector):
+    """The extractor's review of update links (``LinkReviewer.stats``) at scrape time."""
+
+    OUTCOMES = ("confirmed", "made", "removed", "refused", "failed", "dropped")
+
+    def __init__(self, stats: Callable[[], Any]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        s = self._stats()
+        reviews = CounterMetricFamily(LINK_REVIEWS, "New statements whose update link the extractor's model reviewed, "
+                                      "by outcome: the rules' link confirmed, a link made or removed, a link named "
+                                      "that could not be made, a review failed after its retries, a statement not "
+                                      "queued (queue full); reviewed = answered.", labels=["outcome"])
+        reviews.add_metric(["reviewed"], s.reviewed)
+        for outcome in self.OUTCOMES:
+            reviews.add_metric([outcome], getattr(s, outcome))
+        yield reviews
+        yield GaugeMetricFamily(LINK_REVIEWS_QUEUED, "New statements waiting for the extractor's review.",
+                                value=sum(s.by_tenant.values()))
 
 
 class _GcCollector(Collector):

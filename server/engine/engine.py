@@ -179,7 +179,8 @@ class Engine:
                            pair_cache=self.pair_cache, controller=self.controller, describe=self._describe,
                            clock=clock)
         self.extractor = Extractor(cfg=config.memory, write=self._write_facts, embed=self._embed_turns,
-                                   max_context_bytes=config.limits.max_content_bytes, write_pool=write_pool)
+                                   max_context_bytes=config.limits.max_content_bytes, write_pool=write_pool,
+                                   link=self._review_link)
         self.ingest = Ingest(config=config, batcher=self.write_batcher, memories=self.memories,
                              salience=SaliencePolicy(cfg=config.memory, model=load_salience()),
                              min_salience=lambda t: registry.catalog.settings(t).min_salience,
@@ -267,6 +268,12 @@ class Engine:
         extractor = KeyScope(key_id=EXTRACTOR_KEY_ID, name="extractor", tenant_ids=frozenset({tenant_id}),
                              tenant_prefixes=(), admin=False)
         return await self.write(extractor, tenant_id, memories)
+
+    def _review_link(self, shard: TenantShard, memory_id: str, updates_id: str, unlink: bool) -> None:
+        """The extractor's review of an update link, applied as LinkUpdate applies one (write pool; audited with the
+        note "extractor")."""
+        self.memories.link_update(shard, memory_id, updates_id, unlink=unlink, key_id=EXTRACTOR_KEY_ID,
+                                  now_ms=self.clock(), note="extractor")
 
     async def extract(self, principal: KeyScope, tenant_id: str, *, conversation: str, turns: int = 0) -> Extraction:
         """Runs the configured extractor on a conversation's recent turns now (README "Memory hygiene")."""

@@ -187,7 +187,7 @@ class Memories:
         return [final[i] for i in memory_ids]  # type: ignore[misc]
 
     def link_update(self, shard: TenantShard, memory_id: str, updates_id: str, *, unlink: bool, key_id: str,
-                    now_ms: int) -> tuple[Memory, Memory]:
+                    now_ms: int, note: str = "link_update") -> tuple[Memory, Memory]:
         """Links ``memory_id`` as the update of ``updates_id`` (the older memory), or with ``unlink`` removes that
         link (a wrong one the write's linker made: server/engine/updates.py). Audited; returns both memories."""
         if memory_id == updates_id:
@@ -216,7 +216,7 @@ class Memories:
             shard.apply(updates=list(staging.updates.values()))
             shard.log_audit(AuditOp.UNLINK if unlink else AuditOp.UPDATE_LINK,
                             [AuditRef(memory_id=updates_id, related_id=memory_id)], at_ms=now_ms, key_id=key_id,
-                            note="link_update")
+                            note=note)
             new, old = shard.store.get(memory_id), shard.store.get(updates_id)
             assert new is not None and old is not None
             return shard.view(new, now_ms=now_ms), shard.view(old, now_ms=now_ms)

@@ -470,6 +470,39 @@ def find_updated(new: Memory, neighbours: Sequence[tuple[float, Memory]], *,
     return None if evidence is None else (nearest[0], evidence)
 
 
+def reviewable_text(text: str) -> bool:
+    """Whether a text is a statement a model may review as an update (:func:`reviewable`)."""
+    return _said(text)[1]
+
+
+def reviewable(memory: Memory) -> bool:
+    """Whether a new memory's update link may be reviewed by a model (server/hygiene/link_review.py): live, no key
+    and no explicit supersede (the key slots and the writer say what it replaces), a statement (not a question, at
+    most :data:`MAX_WORDS` words)."""
+    return (memory.status in LIVE_STATUSES and not memory.key and not memory.supersedes
+            and _said(memory.content)[1])
+
+
+def review_candidates(new: Memory, neighbours: Sequence[tuple[float, Memory]], *, min_cosine: float,
+                      limit: int) -> list[tuple[float, Memory]]:
+    """The older memories a model may be asked whether ``new`` updates, from its nearest neighbours (highest cosine
+    first): every rule of :func:`judge` but the attribute's evidence — the same scope, type family, speaker and
+    people named by relation, no conflicting entities, two statements, something new in the newer one, the cosine
+    at ``min_cosine`` (+ the CJK shift) — and, as :func:`find_updated` asks, live, no key, created before ``new``
+    and updated by nothing else (a memory ``new`` already updates is offered again: the model confirms it). At most
+    ``limit``, nearest first."""
+    out: list[tuple[float, Memory]] = []
+    for cosine, old in neighbours:
+        if len(out) >= limit:
+            break
+        if (old.memory_id == new.memory_id or old.key or old.status not in LIVE_STATUSES
+                or old.created_at_ms >= new.created_at_ms or old.updated_by not in ("", new.memory_id)):
+            continue
+        if _same_subject(new, old, cosine, min_cosine=min_cosine) is not None:
+            out.append((cosine, old))
+    return out
+
+
 def link(staging: Staging, new_id: str, old_id: str, *, now_ms: int) -> None:
     """Stages the link: ``old_id`` in the new memory's ``updates``, ``new_id`` as the old memory's ``updated_by``."""
     new, old = staging.current(new_id), staging.current(old_id)

@@ -60,7 +60,8 @@ def reply_content(body: bytes) -> str:
     return content
 
 
-def parse_facts(content: str, *, turns: list[str]) -> list[Fact]:
+def json_list(content: str, key: str) -> list:
+    """A reply's JSON list: the content alone or in one code fence, a list or ``{key: [...]}``; else malformed."""
     text = content.strip()
     fenced = _FENCE.match(text)
     if fenced:
@@ -69,10 +70,15 @@ def parse_facts(content: str, *, turns: list[str]) -> list[Fact]:
         data = json.loads(text)
     except ValueError as exc:
         raise MalformedReply(f"not JSON: {exc}") from None
-    if isinstance(data, dict) and set(data) == {"facts"}:
-        data = data["facts"]
+    if isinstance(data, dict) and set(data) == {key}:
+        data = data[key]
     if not isinstance(data, list):
-        raise MalformedReply("not a list of facts")
+        raise MalformedReply(f"not a list of {key}")
+    return data
+
+
+def parse_facts(content: str, *, turns: list[str]) -> list[Fact]:
+    data = json_list(content, "facts")
     out = []
     for i, item in enumerate(data):
         if not isinstance(item, dict):

@@ -24,6 +24,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 
@@ -31,10 +32,12 @@ from server.config import MemoryConfig
 from server.domain import Extraction, Memory, MemoryInput, MemoryStatus, MemoryType, WriteOutcome, WriteResult
 from server.errors import FailedPrecondition, NotReady
 from server.hygiene.extract_parse import Fact, MalformedReply, parse_facts, reply_content, request_body
+from server.hygiene.link_review import Link, LinkReviewer
 from server.tenants.shard import TenantShard
 from server.text import memory_text
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 WriteFacts = Callable[[str, list[MemoryInput]], Awaitable[list[WriteResult]]]
 Embed = Callable[[str, list[str]], Awaitable[np.ndarray]]
@@ -59,7 +62,7 @@ def conversation_of(m: Memory) -> str:
 
 class Extractor:
     def __init__(self, *, cfg: MemoryConfig, write: WriteFacts, embed: Embed, max_context_bytes: int,
-                 write_pool: Executor) -> None:
+                 write_pool: Executor, link: Link) -> None:
         self.cfg = cfg
         self.write_pool = write_pool
         self.enabled = bool(cfg.extractor_url)
@@ -70,11 +73,14 @@ class Extractor:
         self._running: dict[tuple[str, str], asyncio.Task[Extraction]] = {}
         self._http = ThreadPoolExecutor(max_workers=2, thread_name_prefix="extractor") if self.enabled else None
         self.failures = 0
+        # The model also reviews new statements' update links (server/hygiene/link_review.py REVIEW_LINKS).
+        self.reviewer = LinkReviewer(cfg=cfg, call=self.call, link=link, write_pool=write_pool)
 
     # -- the trigger (event loop, after a committed write) -------------------------------------------------
     def note_write(self, shard: TenantShard, inputs: Sequence[MemoryInput], results: Sequence[WriteResult]) -> None:
         if not self.enabled:
             return
+        self.reviewer.note_write(shard, inputs, results)
         for inp, r in zip(inputs, results, strict=True):
             if inp.type != MemoryType.EPISODIC or r.outcome == WriteOutcome.SKIPPED:
                 continue
@@ -123,8 +129,14 @@ class Extractor:
         return Extraction(memory_ids=ids, facts=len(facts), pending=pending)
 
     async def _ask(self, turns: list[str]) -> list[Fact]:
+        return await self.call(request_body(model=self.cfg.extractor_model, turns=turns),
+                               lambda content: parse_facts(content, turns=turns))
+
+    async def call(self, request: dict, parse: Callable[[str], T]) -> T:
+        """One chat completion, its message content parsed by ``parse``; a failed call, a timeout or a malformed reply
+        (``parse`` raising MalformedReply or ValueError) is retried with backoff, then NotReady."""
         assert self._http is not None
-        body = json.dumps(request_body(model=self.cfg.extractor_model, turns=turns)).encode()
+        body = json.dumps(request).encode()
         loop = asyncio.get_running_loop()
         last = ""
         for attempt in range(EXTRACTOR_RETRIES + 1):
@@ -132,7 +144,7 @@ class Extractor:
                 await asyncio.sleep(BACKOFF_S * 2 ** (attempt - 1))
             try:
                 raw = await loop.run_in_executor(self._http, self._post, body)
-                return parse_facts(reply_content(raw), turns=turns)
+                return parse(reply_content(raw))
             except (OSError, MalformedReply, ValueError) as exc:   # URLError, timeouts, HTTP errors are OSErrors
                 last = f"{type(exc).__name__}: {exc}"
                 log.warning("extractor attempt %d of %d failed: %s", attempt + 1, EXTRACTOR_RETRIES + 1, last)
@@ -166,6 +178,7 @@ class Extractor:
         await asyncio.get_running_loop().run_in_executor(self.write_pool, _reindex, shard, changed, vectors)
 
     async def close(self) -> None:
+        await self.reviewer.close()
         for task in list(self._running.values()):
             task.cancel()
         if self._http is not None:
