@@ -12,6 +12,10 @@ A failed call, a timeout or a malformed reply is logged and retried with exponen
 turn counter is only reset by a success), so nothing is lost and nothing is half-written. A conversation is
 the part of a turn's ``source_ref`` before its last ``#`` (what the SDK's ``write_conversation`` writes),
 else its ``scope``.
+
+The same endpoint reviews new statements' update links (:mod:`.link_review`): :meth:`Extractor.call` is the one round
+trip with its retries, and :meth:`Extractor.note_write` counts a Write's turns for the one and queues its new
+statements for the other.
 """
 
 from __future__ import annotations
