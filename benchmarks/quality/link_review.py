@@ -42,12 +42,14 @@ class Endpoint:
         self.answer: Answer = lambda item: None
         self.requests = 0
         self.items = 0
+        self.extractions = 0
         self.chat = ChatEndpoint(self._reply)
         self.url = self.chat.url
 
     def _reply(self, body: dict) -> tuple[float, str]:
         data = json.loads(body["messages"][1]["content"])
         if "items" not in data:
+            self.extractions += 1
             return 0.0, "[]"
         self.requests += 1
         self.items += len(data["items"])
@@ -101,6 +103,39 @@ def run_set(server: EvalServer, name: str, endpoint: Endpoint | None, answer: An
     return out
 
 
+def cost_locomo(endpoint: Endpoint) -> dict[str, Any]:
+    """What the review asks of a model on chat turns: LoCoMo's five conversations written as the quality suites write
+    them (each turn an EPISODIC ``"<speaker>: <text>"`` memory, in Writes of the harness's chunks), every review
+    answered with none; the requests, the statements reviewed and the seconds the queue took to drain after the last
+    Write."""
+    import time
+
+    from benchmarks.quality.datasets import load_locomo
+
+    out: dict[str, Any] = {}
+    endpoint.answer = lambda item: None
+    overrides = {"memory": {"audit_searches": False, "extractor_url": endpoint.url, "extractor_model": "none"}}
+    with tempfile.TemporaryDirectory(prefix="engram-link-review-") as tmp, \
+            EvalServer(Path(tmp) / "data", overrides=overrides) as server:
+        reviewer = server._app.engine.extractor.reviewer   # type: ignore[union-attr]
+        for conv in load_locomo():
+            before = (endpoint.requests, endpoint.items, endpoint.extractions, reviewer.stats.removed)
+            tenant = server.ingest(f"locomo-{conv.id}", suites.locomo_inputs(conv))
+            t0 = time.perf_counter()
+            asyncio.run_coroutine_threadsafe(reviewer.idle(), server._loop).result(1800)
+            out[conv.id] = {"turns": len(conv.turns), "write_s": round(tenant.seconds, 1),
+                            "drain_s": round(time.perf_counter() - t0, 1), "rule_links": tenant.updates,
+                            "review_requests": endpoint.requests - before[0],
+                            "statements_reviewed": endpoint.items - before[1],
+                            "extraction_requests": endpoint.extractions - before[2],
+                            "rule_links_removed_by_none": reviewer.stats.removed - before[3]}
+            print(conv.id, out[conv.id], flush=True)
+    turns = sum(r["turns"] for r in out.values())
+    out["per_1000_turns"] = {k: round(1000 * sum(r[k] for r in out.values()) / turns, 1)
+                             for k in ("review_requests", "statements_reviewed", "extraction_requests")}
+    return out
+
+
 def plot(results: dict[str, dict[str, Any]], date: str, path: Path) -> None:
     import matplotlib
 
@@ -131,10 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wrong", type=float, default=0.2, help="the noisy reviewer's share of wrong answers")
     parser.add_argument("--keep-rule-links", action="store_true",
                         help="the model's none keeps the rules' link (link_review.REVIEW_UNLINKS = False, in process)")
+    parser.add_argument("--cost-locomo", action="store_true",
+                        help="only the review's requests on LoCoMo's five conversations (writes link_review_cost.json)")
     parser.add_argument("--out", type=Path, default=repo_root() / "benchmarks" / "results" / "quality"
                         / "link_review.json")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.cost_locomo:
+        endpoint = Endpoint()
+        out = args.out if args.out.name != "link_review.json" else args.out.with_name("link_review_cost.json")
+        write_result(out, "python -m benchmarks.quality.link_review --cost-locomo", {"locomo": cost_locomo(endpoint)})
+        endpoint.chat.close()
+        return 0
     sets = args.sets.split(",")
     if args.keep_rule_links:
         from server.hygiene import link_review
