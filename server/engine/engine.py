@@ -180,7 +180,7 @@ class Engine:
                            clock=clock)
         self.extractor = Extractor(cfg=config.memory, write=self._write_facts, embed=self._embed_turns,
                                    max_context_bytes=config.limits.max_content_bytes, write_pool=write_pool,
-                                   link=self._review_link)
+                                   link=self._review_link, shard_of=registry.shard)
         self.ingest = Ingest(config=config, batcher=self.write_batcher, memories=self.memories,
                              salience=SaliencePolicy(cfg=config.memory, model=load_salience()),
                              min_salience=lambda t: registry.catalog.settings(t).min_salience,

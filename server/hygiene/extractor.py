@@ -36,7 +36,7 @@ from server.config import MemoryConfig
 from server.domain import Extraction, Memory, MemoryInput, MemoryStatus, MemoryType, WriteOutcome, WriteResult
 from server.errors import FailedPrecondition, NotReady
 from server.hygiene.extract_parse import Fact, MalformedReply, parse_facts, reply_content, request_body
-from server.hygiene.link_review import Link, LinkReviewer
+from server.hygiene.link_review import Link, LinkReviewer, ShardOf
 from server.tenants.shard import TenantShard
 from server.text import memory_text
 
@@ -66,7 +66,7 @@ def conversation_of(m: Memory) -> str:
 
 class Extractor:
     def __init__(self, *, cfg: MemoryConfig, write: WriteFacts, embed: Embed, max_context_bytes: int,
-                 write_pool: Executor, link: Link) -> None:
+                 write_pool: Executor, link: Link, shard_of: ShardOf) -> None:
         self.cfg = cfg
         self.write_pool = write_pool
         self.enabled = bool(cfg.extractor_url)
@@ -78,7 +78,7 @@ class Extractor:
         self._http = ThreadPoolExecutor(max_workers=2, thread_name_prefix="extractor") if self.enabled else None
         self.failures = 0
         # The model also reviews new statements' update links (server/hygiene/link_review.py REVIEW_LINKS).
-        self.reviewer = LinkReviewer(cfg=cfg, call=self.call, link=link, write_pool=write_pool)
+        self.reviewer = LinkReviewer(cfg=cfg, call=self.call, link=link, shard_of=shard_of, write_pool=write_pool)
 
     # -- the trigger (event loop, after a committed write) -------------------------------------------------
     def note_write(self, shard: TenantShard, inputs: Sequence[MemoryInput], results: Sequence[WriteResult]) -> None:

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Call = Callable[[dict, Callable[[str], T]], Awaitable[T]]
 Link = Callable[[TenantShard, str, str, bool], None]
+ShardOf = Callable[[str], TenantShard]   # a tenant's shard, loaded if it was evicted (blocking: a worker thread)
 
 # Whether a configured extractor's model also reviews update links (False: it extracts facts only). A constant, not an
 # operator option: the extractor is the option, and the review is one request per REVIEW_BATCH new statements that
@@ -173,15 +174,15 @@ def items_of(shard: TenantShard, memory_ids: Sequence[str], *, min_cosine: float
 class LinkReviewer:
     """Queues new statements per tenant and has the model review their update links in the background."""
 
-    def __init__(self, *, cfg: MemoryConfig, call: Call, link: Link, write_pool: Executor) -> None:
+    def __init__(self, *, cfg: MemoryConfig, call: Call, link: Link, shard_of: ShardOf, write_pool: Executor) -> None:
         self.cfg = cfg
+        self.shard_of = shard_of
         self.enabled = bool(cfg.extractor_url) and REVIEW_LINKS
         self.call = call
         self.link = link
         self.write_pool = write_pool
         self.stats = ReviewStats()
         self._queue: dict[str, list[str]] = {}
-        self._shards: dict[str, TenantShard] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
@@ -190,7 +191,7 @@ class LinkReviewer:
         """After a Write commits (event loop): queues its new memories that may link, starts the tenant's task."""
         if not self.enabled:
             return
-        queue = self._queue.setdefault(shard.tenant_id, [])
+        queue = self._queue.get(shard.tenant_id, [])
         for inp, r in zip(inputs, results, strict=True):
             if (r.outcome != WriteOutcome.CREATED or r.status != MemoryStatus.ACTIVE or inp.key or inp.supersedes
                     or not updates.reviewable_text(inp.content)):
@@ -201,7 +202,7 @@ class LinkReviewer:
             queue.append(r.memory_id)
         if not queue:
             return
-        self._shards[shard.tenant_id] = shard
+        self._queue[shard.tenant_id] = queue
         self.stats.by_tenant[shard.tenant_id] = len(queue)
         if shard.tenant_id not in self._tasks:
             self._idle.clear()
@@ -219,10 +220,10 @@ class LinkReviewer:
                 batch = queue[:REVIEW_BATCH]
                 del queue[:REVIEW_BATCH]
                 self.stats.by_tenant[tenant_id] = len(queue)
-                await self._review(self._shards[tenant_id], batch)
+                await self._review(tenant_id, batch)
         except asyncio.CancelledError:
             raise
-        except Exception:   # logged (the shard closed, say); the links stay as the rules made them
+        except Exception:   # logged (the tenant was dropped, say); the links stay as the rules made them
             log.exception("update-link review for tenant %s failed", tenant_id)
             left = self._queue.get(tenant_id, [])
             self.stats.failed += len(left)
@@ -231,15 +232,17 @@ class LinkReviewer:
             self._tasks.pop(tenant_id, None)
             if not self._queue.get(tenant_id):
                 self._queue.pop(tenant_id, None)
-                self._shards.pop(tenant_id, None)
                 self.stats.by_tenant.pop(tenant_id, None)
             if not self._tasks:
                 self._idle.set()
 
-    async def _review(self, shard: TenantShard, memory_ids: list[str]) -> None:
+    async def _review(self, tenant_id: str, memory_ids: list[str]) -> None:
+        """One request: the items read from the tenant's shard as it is now (a shard evicted since the Write is
+        loaded again), the model's answers applied to the shard as it is then."""
         loop = asyncio.get_running_loop()
         min_cosine = self.cfg.update_link_cosine
-        items = await loop.run_in_executor(self.write_pool, lambda: items_of(shard, memory_ids, min_cosine=min_cosine))
+        items = await loop.run_in_executor(
+            self.write_pool, lambda: items_of(self.shard_of(tenant_id), memory_ids, min_cosine=min_cosine))
         if not items:
             return
         self.stats.requests += 1
@@ -248,12 +251,13 @@ class LinkReviewer:
                                       lambda content: parse_review(content, items))
         except NotReady as exc:
             self.stats.failed += len(items)
-            log.warning("tenant %s: %d update links not reviewed: %s", shard.tenant_id, len(items), exc)
+            log.warning("tenant %s: %d update links not reviewed: %s", tenant_id, len(items), exc)
             return
         self.stats.reviewed += len(items)
-        await loop.run_in_executor(self.write_pool, self._apply, shard, items, answers)
+        await loop.run_in_executor(self.write_pool, self._apply, tenant_id, items, answers)
 
-    def _apply(self, shard: TenantShard, items: list[ReviewItem], answers: dict[str, str]) -> None:
+    def _apply(self, tenant_id: str, items: list[ReviewItem], answers: dict[str, str]) -> None:
+        shard = self.shard_of(tenant_id)
         for item in items:
             answer = answers[item.memory_id]
             current = shard.store.get(item.memory_id)

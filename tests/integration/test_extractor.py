@@ -264,6 +264,17 @@ def test_the_model_links_a_change_the_rules_miss(engram, endpoint: Scripted) -> 
     assert 'engram_link_reviews_total{outcome="made"} 1.0' in scraped and "engram_link_reviews_queued 0.0" in scraped
 
 
+def test_a_shard_evicted_before_its_review_is_loaded_again_for_it(engram, endpoint: Scripted) -> None:  # type: ignore[no-untyped-def]
+    endpoint.review_default = picks(AISLE, WINDOW)
+    c = engram.client()
+    c.create_tenant("e")
+    [old] = c.write("e", _statement(WINDOW, 0)).results
+    [new] = c.write("e", _statement(AISLE, 30)).results
+    assert engram.app.engine.registry.evict("e")   # the review waits REVIEW_DELAY_S: it reads the tenant reloaded
+    _reviewed(engram)
+    assert list(_get(c, "e", new.memory_id)[0].updates) == [old.memory_id]
+
+
 def test_a_rule_link_the_model_rejects_is_removed(engram, endpoint: Scripted) -> None:  # type: ignore[no-untyped-def]
     c = engram.client()
     c.create_tenant("x")
