@@ -242,12 +242,18 @@ def picks(new: str, old: str) -> Step:
 WINDOW, AISLE = "I prefer window seats on flights", "Aisle seats suit me better on flights"
 
 
+def window_then_aisle(c, tenant: str) -> tuple[spb.WriteResult, spb.WriteResult]:  # type: ignore[no-untyped-def]
+    """A new tenant with the window seat, then the aisle a month later: a change no rule links."""
+    c.create_tenant(tenant)
+    [old] = c.write(tenant, _statement(WINDOW, 0)).results
+    [new] = c.write(tenant, _statement(AISLE, 30)).results
+    return old, new
+
+
 def test_the_model_links_a_change_the_rules_miss(engram, endpoint: Scripted) -> None:  # type: ignore[no-untyped-def]
     endpoint.review_default = picks(AISLE, WINDOW)
     c = engram.client()
-    c.create_tenant("u")
-    [old] = c.write("u", _statement(WINDOW, 0)).results
-    [new] = c.write("u", _statement(AISLE, 30)).results
+    old, new = window_then_aisle(c, "u")
     assert list(new.updates) == []   # no change cue the rules know: they leave it
     _reviewed(engram)
     sent = json.loads(endpoint.reviews[-1]["messages"][1]["content"])["items"]
@@ -267,9 +273,7 @@ def test_the_model_links_a_change_the_rules_miss(engram, endpoint: Scripted) -> 
 def test_a_shard_evicted_before_its_review_is_loaded_again_for_it(engram, endpoint: Scripted) -> None:  # type: ignore[no-untyped-def]
     endpoint.review_default = picks(AISLE, WINDOW)
     c = engram.client()
-    c.create_tenant("e")
-    [old] = c.write("e", _statement(WINDOW, 0)).results
-    [new] = c.write("e", _statement(AISLE, 30)).results
+    old, new = window_then_aisle(c, "e")
     assert engram.app.engine.registry.evict("e")   # the review waits REVIEW_DELAY_S: it reads the tenant reloaded
     _reviewed(engram)
     assert list(_get(c, "e", new.memory_id)[0].updates) == [old.memory_id]
@@ -299,9 +303,7 @@ def test_a_rule_link_the_model_rejects_is_removed(engram, endpoint: Scripted) ->
 def test_a_malformed_review_is_retried_and_a_failed_one_leaves_rule_links(engram, endpoint: Scripted) -> None:  # type: ignore[no-untyped-def]
     endpoint.review_script = [lambda items: (0.0, "Item 1 updates a."), picks(AISLE, WINDOW)]
     c = engram.client()
-    c.create_tenant("m")
-    [old] = c.write("m", _statement(WINDOW, 0)).results
-    [new] = c.write("m", _statement(AISLE, 30)).results
+    old, new = window_then_aisle(c, "m")
     _reviewed(engram)
     assert len(endpoint.reviews) == 2 and list(_get(c, "m", new.memory_id)[0].updates) == [old.memory_id]
 
