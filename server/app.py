@@ -253,7 +253,7 @@ def engine_metrics(engine: Engine, gc_pauses: GcPauses | None = None) -> Metrics
                   loaded_tenants=lambda: len(engine.registry.loaded()), storage=engine.storage_stats,
                   rerank=engine.controller.state if engine.controller is not None else None,
                   gc_pauses=gc_pauses.snapshot if gc_pauses is not None else None,
-                  link_reviews=(lambda: reviewer.stats) if (reviewer := engine.extractor.reviewer).enabled else None)
+                  link_reviews=engine.extractor.reviewer if engine.extractor.reviewer.enabled else None)
     return metrics
 
 

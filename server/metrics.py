@@ -140,7 +140,7 @@ class Metrics:
     def watch(self, *, batchers: Sequence[BatcherView], loaded_tenants: Callable[[], int],
               storage: Callable[[], Mapping[str, Any]] | None = None, rerank: Callable[[], Any] | None = None,
               gc_pauses: Callable[[], Mapping[str, Any]] | None = None,
-              link_reviews: Callable[[], Any] | None = None) -> None:
+              link_reviews: Any | None = None) -> None:
         self.registry.register(_StateCollector(batchers, loaded_tenants))
         if link_reviews is not None:
             self.registry.register(_LinkReviewCollector(link_reviews))
@@ -226,15 +226,15 @@ class _RerankCollector(Collector):
 
 
 class _LinkReviewCollector(Collector):
-    """The extractor's review of update links (``LinkReviewer.stats``) at scrape time."""
+    """The extractor's review of update links (a ``LinkReviewer``'s stats and queue) at scrape time."""
 
     OUTCOMES = ("confirmed", "made", "removed", "refused", "failed", "dropped")
 
-    def __init__(self, stats: Callable[[], Any]) -> None:
-        self._stats = stats
+    def __init__(self, reviewer: Any) -> None:
+        self._reviewer = reviewer
 
     def collect(self) -> Iterator[Metric]:
-        s = self._stats()
+        s = self._reviewer.stats
         reviews = CounterMetricFamily(LINK_REVIEWS, "New statements whose update link the extractor's model reviewed, "
                                       "by outcome: the rules' link confirmed, a link made or removed, a link named "
                                       "that could not be made, a review failed after its retries, a statement not "
@@ -244,7 +244,7 @@ class _LinkReviewCollector(Collector):
             reviews.add_metric([outcome], getattr(s, outcome))
         yield reviews
         yield GaugeMetricFamily(LINK_REVIEWS_QUEUED, "New statements waiting for the extractor's review.",
-                                value=sum(s.by_tenant.values()))
+                                value=self._reviewer.queued())
 
 
 class _GcCollector(Collector):

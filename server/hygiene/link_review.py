@@ -7,8 +7,8 @@ Saturdays"), and what it links it links on lexical evidence alone. When a model 
 statement that has candidates: after a Write commits, every new memory that may link at all (live, no key, no
 explicit supersede, a statement of at most ``updates.MAX_WORDS`` words) is queued; a background task per tenant
 sends up to :data:`REVIEW_BATCH` of them in one request, each with its nearest older statements of the same subject
-(``updates.review_candidates``: every rule of the linker but the attribute's evidence, the cosine from
-:data:`REVIEW_COSINE_BELOW` under the linker's own threshold), and the model names for each the one it updates, or
+(``updates.review_candidates``: every rule of the linker but the attribute's evidence, the cosine at the linker's own
+threshold), and the model names for each the one it updates, or
 none. Its answer decides: a link the rules made and the model rejects is removed, a link the model names is made
 (unless another memory updates that one already: a chain links to its newest member), a link both name is confirmed.
 Each change goes through the same path as ``LinkUpdate`` and is audited with the note ``extractor``; nothing is
@@ -27,7 +27,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -36,7 +36,7 @@ import numpy as np
 from server.config import MemoryConfig
 from server.domain import Memory, MemoryInput, MemoryStatus, WriteOutcome, WriteResult
 from server.engine import updates
-from server.engine.write import NEAR_K
+from server.engine.write import batch_neighbours
 from server.errors import FailedPrecondition, InvalidArgument, NotFound, NotReady
 from server.hygiene.extract_parse import MalformedReply, json_list
 from server.tenants.shard import TenantShard
@@ -58,12 +58,11 @@ REVIEW_LINKS = True
 REVIEW_UNLINKS = True
 REVIEW_BATCH = 8           # new memories per request
 REVIEW_DELAY_S = 0.5       # a tenant's first queued memory waits this long for more to share its request
-# Earlier statements offered per new memory, nearest first, and how far under the linker's cosine threshold
-# (memory.update_link_cosine) they may lie. Chosen on the three dev recency sets (82 labelled changes, e5): every
-# change's older statement lies at or above the threshold, and among the statements of the same subject it is the
-# nearest for 70, within the nearest 4 for 77, within 6 for 80 (docs/concepts/updates.md).
+# Earlier statements offered per new memory, nearest first, at or above the linker's cosine threshold
+# (memory.update_link_cosine). Chosen on the three dev recency sets (82 labelled changes, e5): every change's older
+# statement lies at or above the threshold, and among the statements of the same subject it is the nearest for 70,
+# within the nearest 4 for 77, within 6 for 80 (docs/concepts/updates.md).
 REVIEW_NEIGHBOURS = 6
-REVIEW_COSINE_BELOW = 0.0
 REVIEW_QUEUE = 1000        # memories waiting per tenant at most; past it new ones are not reviewed (counted)
 MAX_TEXT_CHARS = 1000      # a statement is short; this bounds what one request can carry
 LETTERS = "abcdefghij"
@@ -99,7 +98,6 @@ class ReviewStats:
     refused: int = 0     # a link the model named that could not be made (gone, updated by another, a cycle)
     failed: int = 0      # new memories whose review failed after every retry (their links left as they are)
     dropped: int = 0     # new memories not queued: the tenant's queue was full
-    by_tenant: dict[str, int] = field(default_factory=dict)   # queued and not yet answered, per tenant
 
 
 def date_of(ms: int) -> str:
@@ -145,20 +143,22 @@ def parse_review(content: str, items: Sequence[ReviewItem]) -> dict[str, str]:
 
 def items_of(shard: TenantShard, memory_ids: Sequence[str], *, min_cosine: float) -> list[ReviewItem]:
     """The review items of the new memories still reviewable: each with its candidates (``updates.review_candidates``
-    over its nearest neighbours by its main vector) and any memory it updates already; none without candidates."""
+    over its nearest neighbours by its main vector, one dense search for all: ``write.batch_neighbours``) and any
+    memory it updates already; none without candidates."""
+    memories = [m for m in (shard.store.get(i) for i in memory_ids) if m is not None and updates.reviewable(m)]
+    if not memories:
+        return []
+    try:
+        vectors = shard.dense.reconstruct_batch(np.asarray([m.doc_id for m in memories], dtype=np.int64))
+    except (KeyError, RuntimeError):   # one was removed since the write: each alone, without it
+        return [] if len(memories) == 1 else [it for m in memories for it in items_of(shard, [m.memory_id],
+                                                                                         min_cosine=min_cosine)]
+    (scores, docs), _ = batch_neighbours(shard, vectors)
     out = []
-    for memory_id in memory_ids:
-        m = shard.store.get(memory_id)
-        if m is None or not updates.reviewable(m):
-            continue
-        try:
-            vector = shard.dense.reconstruct_batch(np.asarray([m.doc_id], dtype=np.int64))
-        except (KeyError, RuntimeError):   # removed since the write
-            continue
-        scores, docs = shard.dense.search(np.ascontiguousarray(vector, dtype=np.float32), NEAR_K, passages=False)
-        neighbours = [(float(s), n) for s, d in zip(scores[0], docs[0], strict=True)
+    for m, row_scores, row_docs in zip(memories, scores, docs, strict=True):
+        neighbours = [(float(s), n) for s, d in zip(row_scores, row_docs, strict=True)
                       if d >= 0 and (n := shard.store.by_doc(int(d))) is not None]
-        found = [o for _, o in updates.review_candidates(m, neighbours, min_cosine=min_cosine - REVIEW_COSINE_BELOW,
+        found = [o for _, o in updates.review_candidates(m, neighbours, min_cosine=min_cosine,
                                                           limit=REVIEW_NEIGHBOURS)]
         # The rules' link is offered even where it is not among the nearest the review reads: the model confirms it.
         held = {o.memory_id for o in found}
@@ -203,10 +203,13 @@ class LinkReviewer:
         if not queue:
             return
         self._queue[shard.tenant_id] = queue
-        self.stats.by_tenant[shard.tenant_id] = len(queue)
         if shard.tenant_id not in self._tasks:
             self._idle.clear()
             self._tasks[shard.tenant_id] = asyncio.get_running_loop().create_task(self._run(shard.tenant_id))
+
+    def queued(self) -> int:
+        """New memories waiting for a review request (not those in one now)."""
+        return sum(len(q) for q in self._queue.values())
 
     async def idle(self) -> None:
         """Returns once no review is queued or running (tests, benchmarks)."""
@@ -219,7 +222,6 @@ class LinkReviewer:
             while queue:
                 batch = queue[:REVIEW_BATCH]
                 del queue[:REVIEW_BATCH]
-                self.stats.by_tenant[tenant_id] = len(queue)
                 await self._review(tenant_id, batch)
         except asyncio.CancelledError:
             raise
@@ -232,7 +234,6 @@ class LinkReviewer:
             self._tasks.pop(tenant_id, None)
             if not self._queue.get(tenant_id):
                 self._queue.pop(tenant_id, None)
-                self.stats.by_tenant.pop(tenant_id, None)
             if not self._tasks:
                 self._idle.set()
 
