@@ -131,8 +131,8 @@ def parse_review(content: str, items: Sequence[ReviewItem]) -> dict[str, str]:
         item = items[n - 1]
         if item.memory_id in out:
             raise MalformedReply(f"item {n} is answered twice")
-        offered = LETTERS[:len(item.earlier)]
-        if earlier is not None and (not isinstance(earlier, str) or earlier not in offered or not earlier):
+        offered = tuple(LETTERS[:len(item.earlier)])
+        if earlier is not None and earlier not in offered:
             raise MalformedReply(f"updates[{i}].earlier must be null or one of {', '.join(offered)}")
         out[item.memory_id] = "" if earlier is None else item.earlier[offered.index(earlier)].memory_id
     missing = [n for n, it in enumerate(items, start=1) if it.memory_id not in out]

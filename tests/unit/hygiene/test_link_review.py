@@ -104,6 +104,8 @@ def test_a_reply_answers_every_item_once() -> None:
     '[{"n": 3, "earlier": null}, {"n": 1, "earlier": null}, {"n": 2, "earlier": null}]',  # no such item
     '[{"n": true, "earlier": null}, {"n": 2, "earlier": null}]',             # a bool is no number
     '[{"n": 1, "earlier": ""}, {"n": 2, "earlier": null}]',
+    '[{"n": 1, "earlier": "ab"}, {"n": 2, "earlier": null}]',                # two ids in one, not an id
+    '[{"n": 1, "earlier": ["a"]}, {"n": 2, "earlier": null}]',
     '[{"n": 1, "earlier": "a", "why": "x"}, {"n": 2, "earlier": null}]',    # other keys
     '{"facts": []}',
 ])
