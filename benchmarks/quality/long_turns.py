@@ -16,11 +16,15 @@ adds the cross-encoder reading each long memory's first tokens instead of its be
 (server/engine/passages.py; ``PASSAGE_CHARS`` raised past every memory's length); ``--ce-windows 400,600`` the
 cross-encoder reading a window of that many characters of a long turn (``passages.TURN_WINDOW``, 400 by default);
 ``--ce-reads 1,3,8n`` the cross-encoder reading that many windows of a long turn, the best logit kept
-(``passages.TURN_READS``, 1 by default: the one window ``best_window`` picks; ``n``: each without the memory's
-context, ``passages.TURN_READ_CONTEXT`` off); ``--every-word`` the window chosen by every query word, function words
-too (``passages.SKIP_FUNCTION_WORDS`` off, the rule before); ``--dense-focus`` the window where the turn's passage
-vector closest to the question lies (``passages.DENSE_FOCUS`` on); ``--no-speaker-list`` without the named speaker's
-own dense list (``speakers.SPEAKER_LIST`` off); ``--no-query-adapter`` without the query adapter (the dense side
+(``passages.TURN_READS``, 1: the one window ``best_window`` picks; ``n``: each without the memory's
+context, ``passages.TURN_READ_CONTEXT`` off; a windows variant reads windows, the sentence reads off);
+``--ce-sentences 3,5n,2fn`` the cross-encoder reading that many sentence units of a long turn
+(``passages.TURN_SENTENCES``, 3 by default, without the context; ``-1``: every unit; ``n``: without the memory's
+context, else with it; ``f``: the unit at the closest passage vector first); ``--every-word`` the window chosen
+by every query word, function words too (``passages.SKIP_FUNCTION_WORDS`` off, the rule before); ``--dense-focus``
+the window where the turn's passage vector closest to the question lies (``passages.DENSE_FOCUS`` on);
+``--no-speaker-list`` without the named speaker's own dense list (``speakers.SPEAKER_LIST`` off);
+``--no-query-adapter`` without the query adapter (the dense side
 searching with the query's own vector: server/engine/query_adapter.py). ``--filler-from-turns`` draws the filler from
 the conversation's own turns that are no question's evidence instead of the generic FILLER sentences.
 ``--windows 48/16,128/8`` ingests the set again for each width/limit pair (tokens of a chat turn's dense passage
@@ -154,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ce-reads", default="",
                         help="comma-separated passages.TURN_READS values to add (windows of a long turn the "
                              "cross-encoder reads, the best logit kept; 1: best_window's alone)")
+    parser.add_argument("--ce-sentences", default="",
+                        help="comma-separated passages.TURN_SENTENCES values to add (sentence units of a long turn "
+                             "the cross-encoder reads, the best logit kept; -1: every unit; n: each without the "
+                             "memory's context; f: the unit at the closest passage vector first)")
     parser.add_argument("--every-word", action="store_true",
                         help="also the cross-encoder's window of a long memory chosen by every query word of three "
                              "letters or more, function words too (passages.SKIP_FUNCTION_WORDS off)")
@@ -274,11 +282,15 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": round(time.perf_counter() - t0, 1), **percentiles(ms)}
             log.info("long turns, windows %d/%d: %s", width, limit, results["indexes"][f"{width}/{limit}"])
         saved = (passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS,
-                 passages.TURN_WINDOW, passages.TURN_READS)
+                 passages.TURN_WINDOW, passages.TURN_READS, passages.TURN_SENTENCES)
         variants += [(f"cross-encoder window {w} chars", True, None, default_discount, True) for w in windows]
         variants += [(f"cross-encoder reads {r.rstrip('n')} windows{' without context' if r.endswith('n') else ''}",
                       True, None, default_discount, True)
                      for r in (x.strip() for x in args.ce_reads.split(",") if x.strip()) if r != str(saved[5])]
+        variants += [(f"cross-encoder reads {'every' if int(n.rstrip('fn')) < 0 else n.rstrip('fn')} sentence units"
+                      f"{' at the closest passage vector' if 'f' in n else ''}{' without context' if 'n' in n else ''}",
+                      True, None, default_discount, True)
+                     for n in (x.strip() for x in args.ce_sentences.split(",") if x.strip()) if n != str(saved[6])]
         if args.every_word:
             variants.append(("cross-encoder window by every word", True, None, default_discount, True))
         if args.dense_focus:
@@ -289,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             variants.append(("no query adapter", True, None, default_discount, True))
         pipeline = server._app.engine.search_pipeline   # type: ignore[union-attr]
         saved_focus, saved_list, saved_adapter = pipeline.dense_focus, pipeline.speaker_list, pipeline.query_adapter
+        saved_sentence_context = passages.SENTENCE_CONTEXT
         try:
             for name, dense_passages, chars, discount, bm25_windows in variants:
                 passages.PASSAGE_CHARS = chars or saved[0]
@@ -296,9 +309,14 @@ def main(argv: list[str] | None = None) -> int:
                 passages.TURN_WINDOW = int(window.group(1)) if window else saved[4]
                 reads = re.search(r"cross-encoder reads (\d+) windows", name)
                 passages.TURN_READS = int(reads.group(1)) if reads else saved[5]
+                units = re.search(r"cross-encoder reads (\w+) sentence units", name)
+                passages.TURN_SENTENCES = (-1 if units.group(1) == "every" else int(units.group(1))) if units else (
+                    0 if re.search(r"cross-encoder (window|reads \d+ windows)", name) else saved[6])   # windows
+                passages.SENTENCE_CONTEXT = bool(units) and "without context" not in name or (
+                    not units and saved_sentence_context)
                 passages.TURN_READ_CONTEXT = "without context" not in name
                 passages.SKIP_FUNCTION_WORDS = name != "cross-encoder window by every word"
-                pipeline.dense_focus = (name == "cross-encoder window at the closest passage vector"
+                pipeline.dense_focus = ("at the closest passage vector" in name
                                         or saved_focus and "window" not in name)
                 pipeline.speaker_list = saved_list and name != "no speaker list"
                 pipeline.query_adapter = None if name == "no query adapter" else saved_adapter
@@ -324,8 +342,9 @@ def main(argv: list[str] | None = None) -> int:
                     log.info("where the evidence ranks: %s", results["variants"][name]["where"])
         finally:
             (passages.PASSAGE_CHARS, tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT, lucene.SEARCH_WINDOWS,
-             passages.TURN_WINDOW, passages.TURN_READS) = saved
+             passages.TURN_WINDOW, passages.TURN_READS, passages.TURN_SENTENCES) = saved
             passages.TURN_READ_CONTEXT = True
+            passages.SENTENCE_CONTEXT = saved_sentence_context
             passages.SKIP_FUNCTION_WORDS = True
             pipeline.dense_focus, pipeline.speaker_list = saved_focus, saved_list
             pipeline.query_adapter = saved_adapter

@@ -8,8 +8,10 @@ of the query's words, function words ("what", "did", "the") not counted (overlap
 ``PASSAGE_STRIDE`` characters, cut at word boundaries: the windows BM25 indexes too, server/lexical/windows.py; ties:
 the earliest) when that window holds at least ``PASSAGE_MARGIN`` more of them than the first window, else the first
 window; the window is ``TURN_WINDOW`` (400) characters for an episodic memory (a chat turn), ``PASSAGE_WINDOW`` (800)
-for any other (a document, a fact). A short memory reads exactly as before (:func:`~server.text.memory_text`). One
-function for every place that builds a rerank pair: the rerank stage and the rerank cost model count the same text.
+for any other (a document, a fact). A long chat turn is read by :func:`rerank_texts` as ``TURN_SENTENCES`` (3) of its
+sentence units instead (:func:`sentence_units`), its logit the best of theirs. A short memory reads exactly as before
+(:func:`~server.text.memory_text`). One function for every place that builds a rerank pair: the rerank stage and the
+rerank cost model count the same text.
 Pure; no model runs here.
 """
 
@@ -58,6 +60,21 @@ themselves ourselves upon via per yet
 # 0.644 -> 0.641 (0.604 -> 0.597, 0.516 -> 0.514): the distractors' closest windows read as well as the evidence's
 # (docs/concepts/retrieval.md "The cross-encoder's window at the closest passage vector"). Measured, not the default.
 DENSE_FOCUS = False
+# Sentence reads of a long chat turn (content past PASSAGE_CHARS, EPISODIC): the cross-encoder reads TURN_SENTENCES of
+# its sentence units (:func:`sentence_units`: a sentence and those after it up to SENTENCE_CHARS characters), the one
+# the query's words pick first (or the one at the passage vector closest to the query, with DENSE_FOCUS), then the
+# others by the query terms they hold; -1 reads every unit, 0 the TURN_WINDOW window(s) as before. The memory's logit
+# is the best of them. The cross-encoder, trained on short turns, scores a line far lower with talk around it: on the
+# dev ~1 KB turns an evidence line alone read a mean logit of -3.4, inside a 400-character window -7.3, with 60
+# characters of talk each side -5.7. Chosen on the dev ~1 KB turns (docs/concepts/retrieval.md "Sentence reads of a
+# long turn"): 3 units without the memory's context (SENTENCE_CONTEXT) lifted R@10 / R@5 / block 0.757 / 0.640 /
+# 0.640 -> 0.768 / 0.675 / 0.671 for a block search p50 of 243 -> 328 ms; 1 unit fell to 0.681, 5 read 0.764 / 0.672
+# / 0.646, with the context 0.770 / 0.679 / 0.674 at 413 ms.
+TURN_SENTENCES = 3
+SENTENCE_CONTEXT = False
+SENTENCE_CHARS = 200
+_CJK_STOPS = "\u3002\uff01\uff1f"   # a Chinese full stop, exclamation and question mark: no space after them
+_SENTENCE_END = re.compile(rf"(?<=[.!?])\s+|(?<=[{_CJK_STOPS}])\s*|\n+")
 SKIP_FUNCTION_WORDS = True   # off: every word of three letters or more counts, as before (kept for measurement)
 
 
@@ -121,13 +138,54 @@ def ranked_windows(query: str, windows: list[str], first: int | None = None) -> 
     return [first, *sorted((i for i in range(len(windows)) if i != first), key=lambda i: (-hits[i], i))]
 
 
+def sentence_units(text: str, size: int | None = None) -> list[str]:
+    """``text``'s reading units: from each sentence on, it and the sentences after it while the unit stays within
+    ``size`` (``SENTENCE_CHARS``) characters; a sentence longer than ``size`` is cut as :func:`passages` cuts. Each
+    unit is a stretch of ``text`` as written (its own spaces and line breaks), none inside the one before it."""
+    size = SENTENCE_CHARS if size is None else size
+    pieces: list[tuple[int, int]] = []
+    at = 0
+    for bound in [*(m.span() for m in _SENTENCE_END.finditer(text)), (len(text), len(text))]:
+        sentence = text[at:bound[0]]
+        lead = len(sentence) - len(sentence.lstrip())
+        sentence = sentence.strip()
+        if sentence:
+            first = at + lead
+            if len(sentence) <= size:
+                pieces.append((first, first + len(sentence)))
+            else:
+                pieces.extend((first + a, first + b) for a, b in window_spans(
+                    sentence, passages(sentence, size=size, stride=size // 2)) if b > a)
+        at = bound[1]
+    units: list[tuple[int, int]] = []
+    for i, (a, b) in enumerate(pieces):
+        j = i + 1
+        while j < len(pieces) and pieces[j][1] - a <= size:
+            b, j = pieces[j][1], j + 1
+        if not units or b > units[-1][1]:
+            units.append((a, b))
+    return [text[a:b] for a, b in units] or [text]
+
+
 def rerank_texts(query: str, memory: Memory, *, reads: int | None = None,
                  focus: tuple[int, int] | None = None) -> list[str]:
     """Every text the cross-encoder reads of ``memory`` for ``query``, its logit the best of theirs: a long EPISODIC
-    memory's first ``reads`` (``TURN_READS``) windows of ``TURN_WINDOW`` characters (:func:`ranked_windows`, each with
-    the memory's header as :func:`rerank_text` builds it; ``focus`` as there), else :func:`rerank_text` alone."""
+    memory's first ``TURN_SENTENCES`` sentence units (:func:`sentence_units` in :func:`ranked_windows`' order, the
+    one holding most of ``focus`` first when given; each with the memory's header, its context only with
+    ``SENTENCE_CONTEXT``); with ``TURN_SENTENCES`` 0 its first ``reads`` (``TURN_READS``) windows of ``TURN_WINDOW``
+    characters (each with the header and context as :func:`rerank_text` builds them; ``focus`` as there); any other
+    memory :func:`rerank_text` alone."""
     reads = TURN_READS if reads is None else reads
-    if len(memory.content) <= PASSAGE_CHARS or memory.type != MemoryType.EPISODIC or reads <= 1:
+    long_turn = len(memory.content) > PASSAGE_CHARS and memory.type == MemoryType.EPISODIC
+    if long_turn and TURN_SENTENCES:
+        units = sentence_units(memory.content)
+        first = None if focus is None else focus_window(memory.content, units, focus)
+        order = ranked_windows(query, units, first)
+        take = len(order) if TURN_SENTENCES < 0 else TURN_SENTENCES
+        context = memory.context if SENTENCE_CONTEXT else ""
+        return [indexed_text(units[i], dated=True, created_at_ms=memory.created_at_ms, entities=memory.entities,
+                             context=context) for i in order[:take]]
+    if not long_turn or reads <= 1:
         return [rerank_text(query, memory, focus=focus)]
     windows = passages(memory.content, size=TURN_WINDOW, stride=TURN_WINDOW // 2)
     context = memory.context if TURN_READ_CONTEXT else ""

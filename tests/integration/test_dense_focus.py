@@ -13,6 +13,7 @@ from support import start_server
 
 from benchmarks.quality.long_turns import long_turn
 from engram_proto.v1 import messages_pb2 as pb
+from server.engine import passages
 from server.text import CONTEXT_MARK
 
 # (a fact said deep in a long turn, a question that shares none of its words)
@@ -27,6 +28,13 @@ FACTS = (
     ("Dad retired from the fire department after thirty-two years.", "How long was my father a firefighter?"),
 )
 CREATED_MS = 1_767_225_600_000
+
+
+@pytest.fixture(autouse=True)
+def _window_reads(monkeypatch):  # type: ignore[no-untyped-def]
+    """These tests read a long turn's TURN_WINDOW windows: the sentence reads (the default) are off here
+    (tests/unit/engine/test_sentence_reads.py tests them)."""
+    monkeypatch.setattr(passages, "TURN_SENTENCES", 0)
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,22 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 
 from server.domain import Memory, MemoryStatus, MemoryType
+from server.engine import passages as reads
 from server.engine.passages import TURN_WINDOW, dense_focus, focus_window, rerank_text, rerank_texts, window_spans
 from server.lexical.windows import passages
 
 FILLER = "Here is a short overview before getting to the details of the plan. "
 LINE = "Caroline: I finally signed up for the pottery class at the community centre."
+
+
+@pytest.fixture(autouse=True)
+def _window_reads(monkeypatch):  # type: ignore[no-untyped-def]
+    """These tests read a long turn's TURN_WINDOW windows: the sentence reads (the default) are off here
+    (tests/unit/engine/test_sentence_reads.py tests them)."""
+    monkeypatch.setattr(reads, "TURN_SENTENCES", 0)
 
 
 def turn() -> str:

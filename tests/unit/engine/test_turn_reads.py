@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from server.domain import Memory, MemoryStatus, MemoryType
 from server.engine import passages
 from server.text import memory_text
@@ -14,6 +16,13 @@ TALK = ("What did not work last time is worth writing down before you plan the n
         "deserves a note too. ")
 EVIDENCE = "The grey cat we adopted last weekend is called Pepper."   # no word of the question
 QUERY = "What did Maria name her kitten?"
+
+
+@pytest.fixture(autouse=True)
+def _window_reads(monkeypatch):  # type: ignore[no-untyped-def]
+    """These tests read a long turn's TURN_WINDOW windows: the sentence reads (the default) are off here
+    (tests/unit/engine/test_sentence_reads.py tests them)."""
+    monkeypatch.setattr(passages, "TURN_SENTENCES", 0)
 
 
 def memory(content: str, *, kind: MemoryType = MemoryType.EPISODIC) -> Memory:
