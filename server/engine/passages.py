@@ -73,6 +73,7 @@ DENSE_FOCUS = False
 TURN_SENTENCES = 3
 SENTENCE_CONTEXT = False
 SENTENCE_CHARS = 200
+MAX_UNITS = 64   # a turn of more units (over ~10 KB, or a text of tiny sentences) reads its windows, as before
 _CJK_STOPS = "\u3002\uff01\uff1f"   # a Chinese full stop, exclamation and question mark: no space after them
 _SENTENCE_END = re.compile(rf"(?<=[.!?])\s+|(?<=[{_CJK_STOPS}])\s*|\n+")
 SKIP_FUNCTION_WORDS = True   # off: every word of three letters or more counts, as before (kept for measurement)
@@ -138,11 +139,14 @@ def ranked_windows(query: str, windows: list[str], first: int | None = None) -> 
     return [first, *sorted((i for i in range(len(windows)) if i != first), key=lambda i: (-hits[i], i))]
 
 
-def sentence_units(text: str, size: int | None = None) -> list[str]:
+def sentence_units(text: str, size: int | None = None, *, limit: int = 0) -> list[str]:
     """``text``'s reading units: from each sentence on, it and the sentences after it while the unit stays within
     ``size`` (``SENTENCE_CHARS``) characters; a sentence longer than ``size`` is cut as :func:`passages` cuts. Each
-    unit is a stretch of ``text`` as written (its own spaces and line breaks), none inside the one before it."""
+    unit is a stretch of ``text`` as written (its own spaces and line breaks), none inside the one before it. With
+    ``limit``, ``[]`` when there would be more than ``limit`` units (linear time either way)."""
     size = SENTENCE_CHARS if size is None else size
+    if limit and len(text) > limit * size:   # units cover the text, each within size: more than limit of them
+        return []
     pieces: list[tuple[int, int]] = []
     at = 0
     for bound in [*(m.span() for m in _SENTENCE_END.finditer(text)), (len(text), len(text))]:
@@ -158,12 +162,16 @@ def sentence_units(text: str, size: int | None = None) -> list[str]:
                     sentence, passages(sentence, size=size, stride=size // 2)) if b > a)
         at = bound[1]
     units: list[tuple[int, int]] = []
-    for i, (a, b) in enumerate(pieces):
-        j = i + 1
+    j = 0   # one past the last piece of the unit from piece i: it only moves forward as i does
+    for i, (a, _) in enumerate(pieces):
+        j = max(j, i + 1)
         while j < len(pieces) and pieces[j][1] - a <= size:
-            b, j = pieces[j][1], j + 1
+            j += 1
+        b = pieces[j - 1][1]
         if not units or b > units[-1][1]:
             units.append((a, b))
+            if limit and len(units) > limit:
+                return []
     return [text[a:b] for a, b in units] or [text]
 
 
@@ -177,8 +185,8 @@ def rerank_texts(query: str, memory: Memory, *, reads: int | None = None,
     memory :func:`rerank_text` alone."""
     reads = TURN_READS if reads is None else reads
     long_turn = len(memory.content) > PASSAGE_CHARS and memory.type == MemoryType.EPISODIC
-    if long_turn and TURN_SENTENCES:
-        units = sentence_units(memory.content)
+    units = sentence_units(memory.content, limit=MAX_UNITS) if long_turn and TURN_SENTENCES else []
+    if units:
         first = None if focus is None else focus_window(memory.content, units, focus)
         order = ranked_windows(query, units, first)
         take = len(order) if TURN_SENTENCES < 0 else TURN_SENTENCES

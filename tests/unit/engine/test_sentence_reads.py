@@ -99,3 +99,14 @@ def test_units_cover_the_whole_text(size: int) -> None:
     units = passages.sentence_units(text, size)
     covered = " ".join(units)
     assert all(word in covered for word in text.split())
+
+
+def test_a_turn_of_too_many_units_reads_its_window_as_before() -> None:
+    tiny = "Ok. " * 400 + "By the way, Maria says: " + EVIDENCE + " " + "Sure. " * 400   # ~4 KB of tiny sentences
+    assert passages.sentence_units(tiny, limit=passages.MAX_UNITS) == []
+    assert len(passages.sentence_units(tiny)) > passages.MAX_UNITS
+    m = memory(tiny)
+    assert passages.rerank_texts(QUERY, m) == [passages.rerank_text(QUERY, m)]
+    huge = "word " * 3000                                             # longer than MAX_UNITS units could cover
+    assert passages.sentence_units(huge, limit=passages.MAX_UNITS) == []
+    assert passages.sentence_units(long_turn(), limit=passages.MAX_UNITS) == passages.sentence_units(long_turn())
