@@ -312,8 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                 units = re.search(r"cross-encoder reads (\w+) sentence units", name)
                 passages.TURN_SENTENCES = (-1 if units.group(1) == "every" else int(units.group(1))) if units else (
                     0 if re.search(r"cross-encoder (window|reads \d+ windows)", name) else saved[6])   # windows
-                passages.SENTENCE_CONTEXT = bool(units) and "without context" not in name or (
-                    not units and saved_sentence_context)
+                passages.SENTENCE_CONTEXT = "without context" not in name if units else saved_sentence_context
                 passages.TURN_READ_CONTEXT = "without context" not in name
                 passages.SKIP_FUNCTION_WORDS = name != "cross-encoder window by every word"
                 pipeline.dense_focus = ("at the closest passage vector" in name

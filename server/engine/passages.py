@@ -190,16 +190,20 @@ def rerank_texts(query: str, memory: Memory, *, reads: int | None = None,
         first = None if focus is None else focus_window(memory.content, units, focus)
         order = ranked_windows(query, units, first)
         take = len(order) if TURN_SENTENCES < 0 else TURN_SENTENCES
-        context = memory.context if SENTENCE_CONTEXT else ""
-        return [indexed_text(units[i], dated=True, created_at_ms=memory.created_at_ms, entities=memory.entities,
-                             context=context) for i in order[:take]]
+        return _reads(memory, [units[i] for i in order[:take]], context=SENTENCE_CONTEXT)
     if not long_turn or reads <= 1:
         return [rerank_text(query, memory, focus=focus)]
     windows = passages(memory.content, size=TURN_WINDOW, stride=TURN_WINDOW // 2)
-    context = memory.context if TURN_READ_CONTEXT else ""
     first = None if focus is None else focus_window(memory.content, windows, focus)
-    return [indexed_text(windows[i], dated=True, created_at_ms=memory.created_at_ms, entities=memory.entities,
-                         context=context) for i in ranked_windows(query, windows, first)[:reads]]
+    chosen = [windows[i] for i in ranked_windows(query, windows, first)[:reads]]
+    return _reads(memory, chosen, context=TURN_READ_CONTEXT)
+
+
+def _reads(memory: Memory, parts: Sequence[str], *, context: bool) -> list[str]:
+    """Each part of a long turn's content as the cross-encoder reads it: the memory's header (its date, unnamed
+    entities), the part, and the memory's context when ``context``."""
+    return [indexed_text(part, dated=True, created_at_ms=memory.created_at_ms, entities=memory.entities,
+                         context=memory.context if context else "") for part in parts]
 
 
 def rerank_text(query: str, memory: Memory, *, window: int | None = None,
