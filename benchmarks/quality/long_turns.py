@@ -170,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                              "0/L: advanced.passage_vectors L, the model's window): one more "
                              "index each, searched at the defaults")
     parser.add_argument("--quick", action="store_true", help="search the first index at the defaults alone")
+    parser.add_argument("--depths", default="0",
+                        help="comma-separated cross-encoder depths (memories read) to run each variant at; 0: the "
+                             "server's default (what the latency-target controller may lower under a budget)")
     parser.add_argument("--filler", default=",".join(map(str, FILLER_CHARS)),
                         help="filler characters before the said line, and the least and most after it")
     parser.add_argument("--skip-default", action="store_true",
@@ -299,11 +302,17 @@ def main(argv: list[str] | None = None) -> int:
             variants.append(("no speaker list", True, None, default_discount, True))
         if args.no_query_adapter:
             variants.append(("no query adapter", True, None, default_discount, True))
+        depths = [int(d) for d in args.depths.split(",") if d.strip()]
+        variants = [(f"{name} at depth {depth}" if depth else name, *rest, depth)
+                    for name, *rest in variants for depth in depths]
         pipeline = server._app.engine.search_pipeline   # type: ignore[union-attr]
+        saved_depth = pipeline.default_rerank_depth
         saved_focus, saved_list, saved_adapter = pipeline.dense_focus, pipeline.speaker_list, pipeline.query_adapter
         saved_sentence_context = passages.SENTENCE_CONTEXT
         try:
-            for name, dense_passages, chars, discount, bm25_windows in variants:
+            for name, dense_passages, chars, discount, bm25_windows, depth in variants:
+                pipeline.default_rerank_depth = depth or saved_depth
+                kind = re.sub(r" at depth \d+$", "", name)
                 passages.PASSAGE_CHARS = chars or saved[0]
                 window = re.search(r"cross-encoder window (\d+)", name)
                 passages.TURN_WINDOW = int(window.group(1)) if window else saved[4]
@@ -314,11 +323,11 @@ def main(argv: list[str] | None = None) -> int:
                     0 if re.search(r"cross-encoder (window|reads \d+ windows)", name) else saved[6])   # windows
                 passages.SENTENCE_CONTEXT = "without context" not in name if units else saved_sentence_context
                 passages.TURN_READ_CONTEXT = "without context" not in name
-                passages.SKIP_FUNCTION_WORDS = name != "cross-encoder window by every word"
+                passages.SKIP_FUNCTION_WORDS = kind != "cross-encoder window by every word"
                 pipeline.dense_focus = ("at the closest passage vector" in name
                                         or saved_focus and "window" not in name)
-                pipeline.speaker_list = saved_list and name != "no speaker list"
-                pipeline.query_adapter = None if name == "no query adapter" else saved_adapter
+                pipeline.speaker_list = saved_list and kind != "no speaker list"
+                pipeline.query_adapter = None if kind == "no query adapter" else saved_adapter
                 tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = dense_passages, discount
                 lucene.SEARCH_WINDOWS = bm25_windows
                 run, block, ms = {}, {}, []
@@ -331,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
                     block.update(docs)
                     ms += times
                 top = evaluate(run, qrels, ks=(5, 10))
-                results["variants"][name] = {"recall@10": round(top["recall@10"], 4), "recall@5": round(top["recall@5"], 4),
+                results["variants"][name] = {"rerank_depth": pipeline.default_rerank_depth,
+                                             "recall@10": round(top["recall@10"], 4),
+                                             "recall@5": round(top["recall@5"], 4),
                                              "block_recall": round(block_recall(block, qrels, list(qrels)), 4),
                                              "queries": len(qrels), "seconds": round(time.perf_counter() - t0, 1),
                                              **percentiles(ms)}
@@ -347,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
             passages.SKIP_FUNCTION_WORDS = True
             pipeline.dense_focus, pipeline.speaker_list = saved_focus, saved_list
             pipeline.query_adapter = saved_adapter
+            pipeline.default_rerank_depth = saved_depth
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -9,7 +9,9 @@ user/assistant exchange of ~1 KB, 480 of them in one tenant; a second tenant hol
 The data directory is written once through the first tree's server and copied for every run. Each run starts
 ``engram serve`` from its tree, warms it with 10 queries per tenant, then asks 40 LoCoMo questions of the long
 tenant and 20 of the short one, one at a time, and records the client latency and ``Timings.rerank_depth_used``
-of each. Trees alternate round by round. Writes JSON and a PNG under benchmarks/results/serving/.
+of each. Trees alternate round by round. Writes JSON and a PNG under benchmarks/results/serving/. Both tenants are
+SEMANTIC memories unless ``--memory-type episodic`` writes them as chat turns (a long one then gets its turn windows
+at write time and the cross-encoder's sentence reads at search time).
 """
 
 from __future__ import annotations
@@ -126,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tree", action="append", required=True, help="NAME=PATH of a checkout to serve from")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--name", default="long_memories")
+    p.add_argument("--memory-type", default="semantic", choices=("semantic", "episodic"),
+                   help="the type both tenants are written as (episodic: chat turns, read as a chat turn is read)")
     args = p.parse_args(argv)
     trees = [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in args.tree)]
     long, short, questions = conversation_texts()
@@ -137,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         for tenant, texts in ((LONG, long), (SHORT, short)):
             server.client.create_tenant(tenant)
             for i in range(0, len(texts), 32):
-                server.client.write(tenant, texts[i:i + 32], timeout_s=300)
+                server.client.write(tenant, texts[i:i + 32], timeout_s=300, type=args.memory_type)
     finally:
         server.stop()
     runs: list[dict[str, Any]] = []
@@ -166,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu, "cpus": os.cpu_count(),
            "command": "python -m benchmarks.serving.long_memories " + " ".join(sys.argv[1:] if argv is None else argv),
            "trees": {name: str(tree) for name, tree in trees},
-           "trees_commit": {name: _commit(tree) for name, tree in trees},
+           "trees_commit": {name: _commit(tree) for name, tree in trees}, "memory_type": args.memory_type,
            "memories": {"long": len(long), "long_mean_bytes": round(statistics.mean(len(t.encode()) for t in long)),
                         "short": len(short), "short_mean_bytes": round(statistics.mean(len(t.encode()) for t in short))},
            "pooled": pooled, "runs": runs}
