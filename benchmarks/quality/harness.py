@@ -103,14 +103,19 @@ def docs_of_hit(tenant: Ingested, hit: pb.Hit) -> list[str]:
 class EvalServer:
     """A started App plus a client channel; use as a context manager."""
 
-    def __init__(self, data_dir: Path, *, reranker: str = "", overrides: Mapping[str, Any] | None = None) -> None:
-        # Quality is measured at the default rerank depth, as one client on an idle server gets it: the harness
-        # sends its queries in chunks for speed, and the latency-target controller (search.latency_target_ms)
-        # would read each chunk as load and rerank shallower. What it does under load is the serving
-        # benchmark's (README "Serving benchmark").
+    def __init__(self, data_dir: Path, *, reranker: str = "", overrides: Mapping[str, Any] | None = None,
+                 one_client: bool = False) -> None:
+        # Quality is measured at the default rerank depth: the harness sends its queries in chunks for speed, and
+        # the latency-target controller (search.latency_target_ms) would read each chunk as load and rerank
+        # shallower. What it does under load is the serving benchmark's (README "Serving benchmark").
+        # ``one_client``: the controller on, at the server's target, and every search alone, one after another,
+        # as one client's questions: the depth is then what this machine's cost model gives an idle query.
+        self.one_client = one_client
+        self.depths_used: list[int] = []   # Timings.rerank_depth_used of every search, in order (a caller may clear it)
         settings: dict[str, Any] = {
             "listen": "127.0.0.1:0", "data_dir": data_dir, "admin_key": ADMIN_KEY,
-            "memory": {"audit_searches": False}, "search": {"latency_target_ms": 0}, **(overrides or {}),
+            "memory": {"audit_searches": False}, **({} if one_client else {"search": {"latency_target_ms": 0}}),
+            **(overrides or {}),
         }
         if reranker:
             settings.setdefault("models", {})["reranker"] = reranker
@@ -176,6 +181,11 @@ class EvalServer:
     def info(self) -> spb.InfoResponse:
         return self._memory.Info(spb.InfoRequest(), metadata=self._metadata)
 
+    def consolidate(self, tenant: Ingested) -> spb.ConsolidateResponse:
+        """Runs consolidation on ``tenant`` now (what the background job does at its next tick)."""
+        return self._memory.Consolidate(spb.ConsolidateRequest(tenant_id=tenant.tenant), metadata=self._metadata,
+                                        timeout=600)
+
     def ingest(self, tenant: str, items: Sequence[tuple[str, pb.MemoryInput]]) -> Ingested:
         """Creates ``tenant`` and writes ``(eval id, memory)`` pairs in order, in chunks."""
         self._admin.CreateTenant(spb.CreateTenantRequest(tenant_id=tenant), metadata=self._metadata)
@@ -221,6 +231,7 @@ class EvalServer:
                                         metadata=self._metadata, timeout=600)
             times_ms.append((time.perf_counter() - t0) * 1000)
             result = reply.results[0]
+            self.depths_used.append(result.timings.rerank_depth_used)
             items = [line for line in result.context_block.splitlines() if line.startswith("[")]   # "[i] (...) text"
             docs[q.id] = [d for h in result.hits if any(line.endswith(" " + " ".join(h.memory.content.split()))
                                                         for line in items) for d in docs_of_hit(tenant, h)]
@@ -246,7 +257,7 @@ class EvalServer:
             scoring.importance_weight = stage.importance_weight
         run: dict[str, list[pb.Hit]] = {}
         # Live searches go one at a time, in a fixed order, so each sees the accesses of those before it.
-        chunk_size = 1 if stage.live else QUERY_CHUNK
+        chunk_size = 1 if stage.live or self.one_client else QUERY_CHUNK
         for i in range(0, len(queries), chunk_size):
             chunk = queries[i:i + chunk_size]
             request = spb.SearchRequest(tenant_id=tenant.tenant, queries=[
@@ -257,4 +268,5 @@ class EvalServer:
             reply = self._memory.Search(request, metadata=self._metadata, timeout=600)
             for q, result in zip(chunk, reply.results, strict=True):
                 run[q.id] = list(result.hits)
+                self.depths_used.append(result.timings.rerank_depth_used)
         return run

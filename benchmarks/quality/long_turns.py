@@ -46,14 +46,16 @@ import json
 import logging
 import random
 import re
+import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.quality.block import LOCOMO_DEV, block_recall
 from benchmarks.quality.datasets import Query, evaluate, load_locomo, repo_root
-from benchmarks.quality.harness import BM25, DEFAULTS, DENSE, HYBRID, EvalServer, Stage
+from benchmarks.quality.harness import BM25, DEFAULTS, DENSE, HYBRID, EvalServer, Ingested, Stage
 from engram_proto.v1 import messages_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -141,6 +143,23 @@ def where(server: EvalServer, conversations, tenants, queries, qrels) -> dict[st
     return out
 
 
+def consolidation(server: EvalServer, tenant: Ingested, evidence: set[str],
+                  contents: dict[str, str]) -> Counter[str]:
+    """Consolidates ``tenant`` now: its clusters and members, the long ones (past ``passages.PASSAGE_CHARS``), and
+    the evidence turns folded under another turn's text (a default search returns the representative's content,
+    not theirs; the harness still counts a hit on it for every member, so recall understates that loss)."""
+    from server.engine.passages import PASSAGE_CHARS
+
+    reply = server.consolidate(tenant)
+    out: Counter[str] = Counter(clusters=reply.clusters, consolidated=reply.consolidated)
+    for c in reply.consolidations:
+        for member in c.consolidates:
+            docs = tenant.docs_of.get(member, [])
+            out["long_members"] += any(len(contents[d]) > PASSAGE_CHARS for d in docs)
+            out["evidence_folded_under_another"] += any(d in evidence and contents[d] != c.content for d in docs)
+    return out
+
+
 def percentiles(ms: list[float]) -> dict[str, float]:
     """p50 and p95 of the block searches' times (one query each)."""
     ordered = sorted(ms)
@@ -170,6 +189,15 @@ def main(argv: list[str] | None = None) -> int:
                              "0/L: advanced.passage_vectors L, the model's window): one more "
                              "index each, searched at the defaults")
     parser.add_argument("--quick", action="store_true", help="search the first index at the defaults alone")
+    parser.add_argument("--one-client", action="store_true",
+                        help="the latency-target controller on and every search alone: the depth this machine gives "
+                             "one client's idle queries (reported per variant)")
+    parser.add_argument("--consolidate", action="store_true",
+                        help="run consolidation on each conversation's tenant after it is written (what the server's "
+                             "background job does every advanced.consolidate_interval_s)")
+    parser.add_argument("--consolidate-any-length", action="store_true",
+                        help="with --consolidate: members of any length (hygiene.consolidate.MAX_CHARS off, the rule "
+                             "before the limit)")
     parser.add_argument("--depths", default="0",
                         help="comma-separated cross-encoder depths (memories read) to run each variant at; 0: the "
                              "server's default (what the latency-target controller may lower under a budget)")
@@ -198,9 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("server", "models"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from server.engine import passages
+    from server.hygiene import consolidate
     from server.index import tiered
     from server.lexical import lucene
 
+    if args.consolidate_any_length:
+        consolidate.MAX_CHARS = 10**9
     filler_chars = tuple(int(c) for c in args.filler.split(","))
     assert len(filler_chars) == 3, "--filler BEFORE,AFTER_MIN,AFTER_MAX"
     windows_sweep = [tuple(int(x) for x in pair.split("/")) for pair in args.windows.split(",") if pair.strip()]
@@ -210,8 +241,11 @@ def main(argv: list[str] | None = None) -> int:
                      "filler_chars": list(filler_chars), "long_share": args.long_share,
                      "filler_from_turns": args.filler_from_turns}
     # Near-duplicate merging off: the filler makes long turns' vectors alike (at the default threshold 79 of conv-26's
-    # 419 turns merged into others), which would measure merging, not reading.
-    overrides = {"memory": {"audit_searches": False, "dedupe_cosine": 1.01}}
+    # 419 turns merged into others), which would measure merging, not reading. The background consolidation off too:
+    # its first tick (10 minutes in) would change the index under the variants that run after it (--consolidate
+    # runs it once, before every variant).
+    overrides = {"memory": {"audit_searches": False},
+                 "advanced": {"dedupe_cosine": 1.01, "consolidate_interval_s": 0}}
     default_discount = tiered.PASSAGE_DISCOUNT
     # (name, dense side reads passage vectors, PASSAGE_CHARS or None, passage discount, BM25 reads windows)
     variants = [("passage vectors + BM25 windows + best passage (default)", True, None, default_discount, True),
@@ -228,9 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.first_tokens:
         variants.append(("passage vectors + first tokens", True, 10**9, default_discount, True))
     windows = [int(w) for w in args.ce_windows.split(",") if w.strip()]
-    with tempfile.TemporaryDirectory(prefix="engram-long-") as tmp, EvalServer(Path(tmp) / "data",
-                                                                               overrides=overrides) as server:
+    with tempfile.TemporaryDirectory(prefix="engram-long-") as tmp, EvalServer(Path(tmp) / "data", overrides=overrides,
+                                                                               one_client=args.one_client) as server:
         tenants, qrels, queries, items_of = {}, {}, {}, {}
+        consolidated: Counter[str] = Counter()
         long_chars = []
         ingest_s = 0.0
         for conv in conversations:
@@ -240,8 +275,14 @@ def main(argv: list[str] | None = None) -> int:
             long_chars += [len(m.content) for _, m in items if len(m.content) > filler_chars[0]]
             tenants[conv.id] = server.ingest(f"long-{conv.id}", items)
             ingest_s += tenants[conv.id].seconds
+            if args.consolidate:
+                consolidated += consolidation(server, tenants[conv.id], evidence,
+                                              {i: m.content for i, m in items})
             queries[conv.id] = [Query(id=q.id, text=q.text) for q in conv.questions]
             qrels.update({q.id: {d: 1 for d in q.evidence} for q in conv.questions})
+        if args.consolidate:
+            results["consolidation"] = {"max_chars": consolidate.MAX_CHARS, **consolidated}
+            log.info("consolidation: %s", results["consolidation"])
         turns = sum(len(c.turns) for c in conversations)
         registry = server._app.engine.registry   # type: ignore[union-attr]
         shards = [registry.shard(t.tenant) for t in tenants.values()]
@@ -331,9 +372,11 @@ def main(argv: list[str] | None = None) -> int:
                 tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = dense_passages, discount
                 lucene.SEARCH_WINDOWS = bm25_windows
                 run, block, ms = {}, {}, []
+                server.depths_used.clear()
                 t0 = time.perf_counter()
                 for conv in conversations:
                     now_ms = conv.now * 1000
+                    pair_cache.forget_tenant(tenants[conv.id].tenant)   # no pair scored by a variant before
                     run.update(server.search(tenants[conv.id], queries[conv.id], DEFAULTS, now_ms=now_ms, top_k=10))
                     pair_cache.forget_tenant(tenants[conv.id].tenant)
                     docs, times = server.block_docs(tenants[conv.id], queries[conv.id], now_ms=now_ms)
@@ -345,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                                              "recall@5": round(top["recall@5"], 4),
                                              "block_recall": round(block_recall(block, qrels, list(qrels)), 4),
                                              "queries": len(qrels), "seconds": round(time.perf_counter() - t0, 1),
+                                             "mean_depth_used": round(statistics.mean(server.depths_used), 2),
                                              **percentiles(ms)}
                 log.info("long turns, %s: %s", name, results["variants"][name])
                 if args.where and chars is None and discount == default_discount and dense_passages:

@@ -1,7 +1,7 @@
-"""Episodic → semantic consolidation. Episodic memories that say the same thing over time — cosine at least
-``CONSOLIDATE_COSINE``, a shared name or number, written in different sessions (an hour or more
-apart) — form a cluster; one SEMANTIC memory stands for it: content and context of the best representative
-(highest salience, then the most central, then the newest; no model writes anything), ``source_refs`` and
+"""Episodic → semantic consolidation. Episodic statements that say the same thing over time — cosine at least
+``CONSOLIDATE_COSINE``, a shared name or number, written in different sessions (an hour or more apart), each
+at most ``MAX_CHARS`` long — form a cluster; one SEMANTIC memory stands for it: content and context of the best
+representative (highest salience, then the most central, then the newest; no model writes anything), ``source_refs`` and
 ``consolidates`` = the members, importance lifted by repetition, entities their union. The members stay
 (they are history) with status CONSOLIDATED and ``consolidated_into``, so a search returns the one semantic
 memory instead of four copies.
@@ -28,6 +28,14 @@ SESSION_GAP_MS = 3600 * 1000          # "over time": members at least this far a
 # Members are at least this similar (e5 cosine; with a shared name or number). On LoCoMo dev it makes 40 clusters of
 # 104 turns, the duplicate share in the top 10 0.4% → 0.0%, recall@10 unchanged at 0.752 (benchmarks/hygiene/run.py)
 CONSOLIDATE_COSINE = 0.96
+# Members are statements or single turns: at most this many characters of content (every LoCoMo turn is, 444 at most,
+# so the figures above hold). A longer text (a run of turns, a long answer) says several things, and e5 puts two such
+# texts at 0.96 when they share a topic: over runs of consecutive LoCoMo turns past 900 characters (three dev
+# conversations, no filler) the rule folded 15 runs, 10 of them sharing under half their words with the representative
+# (a run holding "Lost my job as a banker yesterday" under one holding "I'm turning my loves of dance into a
+# business"): a default search returns the representative's text alone
+# (benchmarks/hygiene/long_consolidation.py; docs/concepts/hygiene.md).
+MAX_CHARS = 500
 NEIGHBOURS = 16
 IMPORTANCE_PER_REPEAT = 0.1
 _KEY = re.compile(r"\b[A-Z][a-z]{2,}\b|\d+")
@@ -47,8 +55,9 @@ class Cluster:
 
 
 def candidates(memories: Sequence[Memory]) -> list[Memory]:
+    """The memories consolidation may fold: active, unpinned EPISODIC statements of at most ``MAX_CHARS``."""
     return [m for m in memories if m.type == MemoryType.EPISODIC and m.status == MemoryStatus.ACTIVE
-            and not m.consolidated_into and not m.pinned]
+            and not m.consolidated_into and not m.pinned and len(m.content) <= MAX_CHARS]
 
 
 def find_clusters(memories: Sequence[Memory], vectors: np.ndarray, *, cosine: float) -> list[Cluster]:

@@ -57,3 +57,32 @@ def test_consolidate_rpc_search_audit_and_undo(server) -> None:  # type: ignore[
     members = c.memory.Get(spb.GetRequest(tenant_id="c", memory_ids=ids[:3]), metadata=c.metadata).memories
     assert {(m.status, m.consolidated_into) for m in members} == {(pb.MEMORY_STATUS_ACTIVE, "")}
     assert sum(h.memory.content in REPEATS for h in c.search("c", "Where does Max like to go?", top_k=4).hits) == 3
+
+
+# Two long turns that share most of their words (e5 cosine ~0.98: under the near-duplicate threshold, over
+# consolidation's) and each say something the other does not.
+BEACH = ("The tide was out, the sand was firm and he ran for ages after the gulls. We stopped at the kiosk by the "
+         "lifeguard tower for a coffee and a bowl of water for him, then walked back along the promenade while the "
+         "surfers were getting ready. He slept the whole afternoon after that, so I got some reading done on the "
+         "balcony while the neighbours argued about parking. ")
+LONG = ["Caroline: Walked Max on Carcavelos beach this morning. " + BEACH
+        + "Oh, and I finally told my manager that I am leaving the bank at the end of the month.",
+        "Caroline: Max and I spent the day on Carcavelos beach again. " + BEACH
+        + "Oh, and my sister called to say she is moving to Lisbon next spring with her kids."]
+
+
+def test_long_turns_are_not_folded_into_one(server, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from server.hygiene import consolidate
+
+    assert all(len(t) > consolidate.MAX_CHARS for t in LONG)
+    c = server.client()
+    c.create_tenant("long")
+    items = [pb.MemoryInput(content=t, type=pb.MEMORY_TYPE_EPISODIC, created_at_ms=T0 + i * 3 * DAY_MS)
+             for i, t in enumerate(LONG)]
+    ids = [r.memory_id for r in c.memory.Write(spb.WriteRequest(tenant_id="long", memories=items),
+                                               metadata=c.metadata).results]
+    assert len(set(ids)) == 2                                                 # not merged as near-duplicates
+    assert _consolidate(c, "long", dry_run=True).clusters == 0
+    monkeypatch.setattr(consolidate, "MAX_CHARS", 10**6)                      # without the limit they would fold
+    dry = _consolidate(c, "long", dry_run=True)
+    assert dry.clusters == 1 and sorted(dry.consolidations[0].consolidates) == sorted(ids)

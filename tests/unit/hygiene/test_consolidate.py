@@ -57,3 +57,13 @@ def test_semantic_memory_stands_for_members_and_orphans_come_back() -> None:
     back = orphans(marked, {"m0", "m1"})
     assert [(m.status, m.consolidated_into) for m in back] == [(MemoryStatus.ACTIVE, "")] * 2
     assert candidates([dataclasses.replace(ms[0], pinned=True)]) == []
+
+
+def test_only_statements_up_to_the_limit_are_candidates() -> None:
+    from server.hygiene.consolidate import MAX_CHARS
+
+    short = mem(0, "Caroline: I love hiking with Max", day=1)
+    at_limit = mem(1, "x" * MAX_CHARS, day=2)
+    past = mem(2, "Caroline: " + "we walked Max on the beach again. " * 20, day=3)
+    assert len(past.content) > MAX_CHARS
+    assert candidates([short, at_limit, past]) == [short, at_limit]
