@@ -47,6 +47,7 @@ import logging
 import random
 import re
 import statistics
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -237,7 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     windows_sweep = [tuple(int(x) for x in pair.split("/")) for pair in args.windows.split(",") if pair.strip()]
     conversations = [c for c in load_locomo() if (c.id in LOCOMO_DEV) == (args.split == "dev")]
     rng = random.Random(20260101)
-    results: dict = {"split": args.split, "conversations": [c.id for c in conversations], "variants": {},
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
+    results: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu,
+                     "command": "python -m benchmarks.quality.long_turns " + " ".join(argv if argv is not None
+                                                                                     else sys.argv[1:]),
+                     "split": args.split, "conversations": [c.id for c in conversations], "variants": {},
                      "filler_chars": list(filler_chars), "long_share": args.long_share,
                      "filler_from_turns": args.filler_from_turns}
     # Near-duplicate merging off: the filler makes long turns' vectors alike (at the default threshold 79 of conv-26's
