@@ -36,7 +36,11 @@ before the said line and the range after it (characters; default 1000,300,800: 1
 turns). ``--long-share 1`` wraps every turn (a third of those without evidence by default). Block searches are
 timed with the tenant's cached cross-encoder scores dropped first. ``--where`` adds, for the default
 and the BM25-without-windows variants, where each evidence turn ranks in the dense, BM25 and fused lists (top 100,
-no rerank) and at the defaults (top 50).
+no rerank) and at the defaults (top 50). ``--depths 6,11,0`` runs every variant at each cross-encoder depth (0: the
+server's default); ``--one-client`` keeps the latency-target controller on and sends every search alone, so each
+variant reads at the depth this machine gives one client (reported as ``mean_depth_used``). The background
+consolidation is off (its first tick would change the index under later variants); ``--consolidate`` runs it once on
+each tenant after writing, ``--consolidate-any-length`` with its members' length limit lifted (the rule before).
 """
 
 from __future__ import annotations
