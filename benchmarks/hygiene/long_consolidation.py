@@ -15,15 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from benchmarks.ingest.run import command_line, cpu_model
 from benchmarks.quality.block import LOCOMO_DEV
 from benchmarks.quality.datasets import load_locomo, repo_root
 from server.domain import Memory, MemoryStatus, MemoryType
@@ -103,11 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             row["with_limit"] = folded(memories, vectors)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               platform.processor())
-    out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu, "cpus": os.cpu_count(),
-           "command": "python -m benchmarks.hygiene.long_consolidation " + " ".join(sys.argv[1:] if argv is None
-                                                                                  else argv),
+    out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(), "cpus": os.cpu_count(),
+           "command": command_line(),
            "name": args.name, "max_chars": limit, "cosine": consolidate.CONSOLIDATE_COSINE, "rows": rows}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(out, indent=1) + "\n")

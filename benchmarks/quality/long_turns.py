@@ -51,13 +51,13 @@ import logging
 import random
 import re
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.ingest.run import command_line, cpu_model
 from benchmarks.quality.block import LOCOMO_DEV, block_recall
 from benchmarks.quality.datasets import Query, evaluate, load_locomo, repo_root
 from benchmarks.quality.harness import BM25, DEFAULTS, DENSE, HYBRID, EvalServer, Ingested, Stage
@@ -242,10 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     windows_sweep = [tuple(int(x) for x in pair.split("/")) for pair in args.windows.split(",") if pair.strip()]
     conversations = [c for c in load_locomo() if (c.id in LOCOMO_DEV) == (args.split == "dev")]
     rng = random.Random(20260101)
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
-    results: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu,
-                     "command": "python -m benchmarks.quality.long_turns " + " ".join(argv if argv is not None
-                                                                                     else sys.argv[1:]),
+    results: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
+                     "command": command_line(),
                      "split": args.split, "conversations": [c.id for c in conversations], "variants": {},
                      "filler_chars": list(filler_chars), "long_share": args.long_share,
                      "filler_from_turns": args.filler_from_turns}
