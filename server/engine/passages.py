@@ -17,6 +17,7 @@ Pure; no model runs here.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -82,14 +83,35 @@ SKIP_FUNCTION_WORDS = True   # off: every word of three letters or more counts, 
 def terms(text: str) -> frozenset[str]:
     """Casefolded words of three or more characters that are not :data:`FUNCTION_WORDS`, and each pair of adjacent
     CJK characters."""
+    return _terms(text, SKIP_FUNCTION_WORDS)
+
+
+# A query's candidates are read again for every query that finds them, and by the rerank cost model before the
+# rerank stage: a turn's units and each unit's words are computed once (pure functions of the text, so a cache).
+TEXT_CACHE = 16384
+
+
+@functools.lru_cache(maxsize=TEXT_CACHE)
+def _terms(text: str, skip: bool) -> frozenset[str]:
     out: set[str] = set()
     for word in _WORD.findall(text.casefold()):
-        cjk = [c for c in word if is_cjk_char(c)]
-        if cjk and len(cjk) == len(word):
+        if not word.isascii() and all(is_cjk_char(c) for c in word):
             out.update(word[i:i + 2] for i in range(max(1, len(word) - 1)))
-        elif len(word) >= 3 and not (SKIP_FUNCTION_WORDS and word in FUNCTION_WORDS):
+        elif len(word) >= 3 and not (skip and word in FUNCTION_WORDS):
             out.add(word)
     return frozenset(out)
+
+
+def _hits(query: str, windows: Sequence[str]) -> list[int]:
+    """The distinct query terms each window holds."""
+    wanted = terms(query)
+    return [len(wanted & terms(window)) for window in windows]
+
+
+def _best(hits: Sequence[int], margin: int | None) -> int:
+    margin = max(1, PASSAGE_MARGIN if margin is None else margin)
+    best = max(range(len(hits)), key=lambda i: (hits[i], -i))
+    return best if hits[best] >= hits[0] + margin else 0
 
 
 def best_window(query: str, windows: list[str], *, margin: int | None = None) -> int:
@@ -97,11 +119,7 @@ def best_window(query: str, windows: list[str], *, margin: int | None = None) ->
     ``margin`` (``PASSAGE_MARGIN``, at least 1) more than the first window; else 0."""
     if len(windows) <= 1:
         return 0
-    margin = max(1, PASSAGE_MARGIN if margin is None else margin)
-    wanted = terms(query)
-    hits = [len(wanted & terms(window)) for window in windows]
-    best = max(range(len(windows)), key=lambda i: (hits[i], -i))
-    return best if hits[best] >= hits[0] + margin else 0
+    return _best(_hits(query, windows), margin)
 
 
 def best_passage(query: str, text: str, *, size: int = PASSAGE_CHARS, margin: int | None = None) -> str:
@@ -133,9 +151,9 @@ def focus_window(text: str, windows: Sequence[str], focus: tuple[int, int]) -> i
 def ranked_windows(query: str, windows: list[str], first: int | None = None) -> list[int]:
     """Indexes of ``windows`` in the order the cross-encoder reads them: ``first`` (else :func:`best_window`'s),
     then the others by the distinct query terms they hold (ties: the earliest)."""
-    first = best_window(query, windows) if first is None else first
-    wanted = terms(query)
-    hits = [len(wanted & terms(window)) for window in windows]
+    hits = _hits(query, windows)
+    if first is None:
+        first = _best(hits, None) if len(windows) > 1 else 0
     return [first, *sorted((i for i in range(len(windows)) if i != first), key=lambda i: (-hits[i], i))]
 
 
@@ -144,9 +162,13 @@ def sentence_units(text: str, size: int | None = None, *, limit: int = 0) -> lis
     ``size`` (``SENTENCE_CHARS``) characters; a sentence longer than ``size`` is cut as :func:`passages` cuts. Each
     unit is a stretch of ``text`` as written (its own spaces and line breaks), none inside the one before it. With
     ``limit``, ``[]`` when there would be more than ``limit`` units (linear time either way)."""
-    size = SENTENCE_CHARS if size is None else size
+    return list(_units(text, SENTENCE_CHARS if size is None else size, limit))
+
+
+@functools.lru_cache(maxsize=TEXT_CACHE // 4)
+def _units(text: str, size: int, limit: int) -> tuple[str, ...]:
     if limit and len(text) > limit * size:   # units cover the text, each within size: more than limit of them
-        return []
+        return ()
     pieces: list[tuple[int, int]] = []
     at = 0
     for bound in [*(m.span() for m in _SENTENCE_END.finditer(text)), (len(text), len(text))]:
@@ -171,8 +193,8 @@ def sentence_units(text: str, size: int | None = None, *, limit: int = 0) -> lis
         if not units or b > units[-1][1]:
             units.append((a, b))
             if limit and len(units) > limit:
-                return []
-    return [text[a:b] for a, b in units] or [text]
+                return ()
+    return tuple(text[a:b] for a, b in units) or (text,)
 
 
 def rerank_texts(query: str, memory: Memory, *, reads: int | None = None,

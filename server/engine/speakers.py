@@ -58,7 +58,7 @@ USER_ROLES = frozenset({"user", "human", "用户"})   # speakers that stand for 
 # × on the relevance of a named speaker's turn that ends by asking (1: off): on the LoCoMo dev conversations the
 # best of 0.3 / 0.5 / 1 through the server (the ratio of the two evidence rates among the top 10 is 0.19).
 QUESTION_FACTOR = 0.3
-_TRAILING = re.compile(r"[^\w?？.!。！]+$")   # emoji, quotes, brackets after a turn's last sentence
+_ENDS = "?？.!。！"   # what a turn's last sentence ends with; emoji, quotes, brackets after it are not read
 _FIRST_EN = re.compile(r"(?<![\w'’])(?:i|me|my|mine|myself)(?![\w'’])|(?<![\w'’])i['’](?:m|ve|d|ll)(?!\w)",
                        re.IGNORECASE)
 _SECOND_EN = re.compile(r"(?<![\w'’])(?:you|your|yours|yourself)(?!\w)", re.IGNORECASE)
@@ -181,8 +181,19 @@ def speaker_relevance(query: str, memories: Sequence[Memory | None], relevance: 
 def asks(text: str) -> bool:
     """Whether a turn's text (after its speaker) ends with a question mark, symbols after it aside, in at most
     ``updates.MAX_WORDS`` words (``siblings.statement_words``: a CJK character counts as one)."""
-    body = _TRAILING.sub("", text.rstrip())
-    return body.endswith(("?", "？")) and statement_words(body) <= MAX_WORDS
+    body = _without_trailing(text.rstrip())
+    # statement_words counts at least the space-separated words: a long turn is out before its CJK runs are read
+    return body.endswith(("?", "？")) and len(body.split()) <= MAX_WORDS and statement_words(body) <= MAX_WORDS
+
+
+def _without_trailing(text: str) -> str:
+    """``text`` without the symbols after its last sentence: what follows its last word character (``\\w``:
+    alphanumeric or "_") or sentence end (:data:`_ENDS`). From the end: a regex anchored at ``$`` tries every
+    position of a long turn."""
+    end = len(text)
+    while end and not ((c := text[end - 1]).isalnum() or c == "_" or c in _ENDS):
+        end -= 1
+    return text[:end]
 
 
 def question_relevance(memories: Sequence[Memory | None], relevance: np.ndarray, *,

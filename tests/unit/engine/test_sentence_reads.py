@@ -110,3 +110,18 @@ def test_a_turn_of_too_many_units_reads_its_window_as_before() -> None:
     huge = "word " * 3000                                             # longer than MAX_UNITS units could cover
     assert passages.sentence_units(huge, limit=passages.MAX_UNITS) == []
     assert passages.sentence_units(long_turn(), limit=passages.MAX_UNITS) == passages.sentence_units(long_turn())
+
+
+def test_a_turns_units_are_read_once_and_every_caller_gets_its_own_list() -> None:
+    # The rerank cost model and the rerank stage read the same candidates, and a candidate comes back for many
+    # queries: its units and each unit's words are computed once, and a caller that changes its list changes nothing.
+    text = long_turn()
+    passages.sentence_units(text, limit=passages.MAX_UNITS)
+    hits = passages._units.cache_info().hits
+    units = passages.sentence_units(text, limit=passages.MAX_UNITS)
+    assert passages._units.cache_info().hits == hits + 1
+    units.clear()
+    assert passages.sentence_units(text, limit=passages.MAX_UNITS) == passages.sentence_units(text)
+    assert passages.sentence_units(text)
+    m = memory(text)
+    assert passages.rerank_texts(QUERY, m) == passages.rerank_texts(QUERY, m)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -143,6 +145,20 @@ def test_the_user_role_needs_another_speaker_beside_it_and_only_one_user_role() 
 ])
 def test_a_turn_asks_when_it_ends_with_a_question(text: str, asking: bool) -> None:
     assert speakers.asks(text) is asking
+
+
+@pytest.mark.parametrize("text", ["How about you? 😊", 'Did you keep the bowl?"', "Wow, cool! 🙂 ", "x²", "½ )",
+                                  "snake_case_", "Really… »", "好的。」", "你呢？\u3000", "", "!!", "🙂🙂", "a (b) [c]"])
+def test_the_symbols_after_the_last_sentence_go_as_the_rule_reads_them(text: str) -> None:
+    # The rule: a run of anything but word characters and sentence ends, at the end of the turn. Read from the end
+    # (a regex anchored at the end tries every position of a long turn); the same characters go.
+    assert speakers._without_trailing(text) == re.sub(r"[^\w?？.!。！]+$", "", text)
+
+
+def test_a_long_turn_with_a_question_inside_does_not_ask() -> None:
+    turn = "Caroline: Did you go? " + "We went to the lake and swam for hours, it was lovely. " * 20 + "🙂"
+    assert not speakers.asks(turn)
+    assert speakers.asks("Caroline: " + "so " * 20 + "did you go? 🙂")
 
 
 ASKING = [memory("Melanie: That's awesome! What made you pick pottery?"),
