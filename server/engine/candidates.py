@@ -26,6 +26,7 @@ class SearchItem:
     rerank_threads: int = 0                    # the controller's torch threads for this batch's rerank pass (0: as set)
     traced: bool = False                       # its request's span is sampled: the batch records stage marks
     trace: dict[str, str] | None = None        # then its request's W3C context, passed on by the batch's Ray hops
+    unnamed: dict[str, np.ndarray] | None = None   # its text's vector without a speaker's name, embedded beside it
     cjk: bool = field(init=False)              # the query text has CJK script: fusion and rerank both ask
 
     def __post_init__(self) -> None:

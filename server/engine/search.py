@@ -9,9 +9,11 @@ steps only schedule them.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import math
 import time
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
@@ -34,8 +36,8 @@ from server.engine.passages import DENSE_FOCUS, PASSAGE_CHARS, dense_focus, rera
 from server.engine.query_adapter import QueryAdapter
 from server.engine.ranking import RankStage
 from server.engine.rerank import PairScorer
-from server.engine.speakers import (QUESTION_FACTOR, SPEAKER_FACTOR, SPEAKER_LIST, SPEAKER_LIST_DEPTH, listed_speaker,
-                                    question_relevance, speaker_relevance, unnamed)
+from server.engine.speakers import (NAMES_KEPT, QUESTION_FACTOR, SPEAKER_FACTOR, SPEAKER_LIST, SPEAKER_LIST_DEPTH,
+                                    listed_speaker, names_in, question_relevance, speaker_relevance, unnamed)
 from server.engine.updates import split_speaker
 from server.fusion.calibration import Calibration, fused_features
 from server.fusion.rrf import rrf_filtered, rrf_max
@@ -132,6 +134,10 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         self.expand_turns, self.expand_window_ms = search.expand_turns, int(thread_window_s * 1000)
         self.speaker_factor = SPEAKER_FACTOR   # the speaker a question names (server/engine/speakers.py); 1: off
         self.speaker_list = SPEAKER_LIST   # ... and that speaker's own dense list (speakers.py); False: off
+        # The speakers each tenant's questions named lately (speakers.NAMES_KEPT), newest last: their unnamed texts are
+        # embedded with a question that names them again. Read and written on the event loop.
+        self._named: weakref.WeakKeyDictionary[TenantShard, collections.OrderedDict[str, None]] = (
+            weakref.WeakKeyDictionary())
         self.question_factor = QUESTION_FACTOR   # a named speaker's turn that ends by asking (speakers.py); 1: off
         self.cache = cache
         self.calibration = calibration
@@ -215,13 +221,17 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
                 # Short queries tokenize in well under a millisecond: on the device thread itself, so the
                 # forward pass never queues behind this or the next batch's BM25 in the CPU pool.
                 traces = [it.trace for it in need if it.trace]   # what a Ray hop passes on (server/tracing.py)
+                extra = [(it, name) for it in need for name in self._names_to_prefetch(it)]
                 vectors = await loop.run_in_executor(self.device_pool, carrying, traces, self._embed,
-                                                     [it.query.text for it in need])
+                                                     [it.query.text for it in need]
+                                                     + [unnamed(it.query.text, name) for it, name in extra])
                 run.timings.embed_ns = run.timings.lap("embed", t0)
-                for it, vec in zip(need, vectors, strict=True):
+                for it, vec in zip(need, vectors[:len(need)], strict=True):
                     it.vector = vec
                     if self.cache is not None:
                         self.cache.put(it.shard.tenant_id, it.query.text, vec)
+                for (it, name), vec in zip(extra, vectors[len(need):], strict=True):
+                    it.unnamed = {**(it.unnamed or {}), name: vec}
         except BaseException:
             await asyncio.gather(run.lexical, return_exceptions=True)   # never leave BM25 running unowned
             raise
@@ -249,9 +259,15 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         named = [(i, name) for i, (it, c) in enumerate(zip(items, cands, strict=True))
                  if i not in weak and (name := self._listed_speaker(it, c))]
         if named:   # the named speaker's own dense list (server/engine/speakers.py SPEAKER_LIST): one more pass
-            t0 = time.monotonic_ns()
-            vectors = await loop.run_in_executor(self.device_pool, self._embed,
-                                                 [unnamed(items[i].query.text, name) for i, name in named])
+            t0 = time.monotonic_ns()   # ... unless the question's own pass embedded its unnamed text too
+            for i, name in named:
+                self._remember(items[i].shard, name)
+            todo = [(i, name) for i, name in named if name not in (items[i].unnamed or {})]
+            fresh = iter(await loop.run_in_executor(self.device_pool, self._embed,
+                                                    [unnamed(items[i].query.text, name) for i, name in todo])
+                         if todo else ())
+            vectors = [(items[i].unnamed or {}).get(name) for i, name in named]
+            vectors = [next(fresh) if v is None else v for v in vectors]
             cands = await loop.run_in_executor(self.cpu_pool, self._speaker_stage, items, cands, named, vectors,
                                                dense, lexical_results)
             timings.ann_ns += timings.lap("speaker", t0)
@@ -416,8 +432,24 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         by_doc = it.shard.store.by_doc
         return listed_speaker(it.query.text, [by_doc(d) for d in cand.ids[:SPEAKER_SCAN].tolist()])
 
+    def _names_to_prefetch(self, it: SearchItem) -> list[str]:
+        """The speakers whose unnamed text embeds with ``it``'s own: those its tenant's questions named lately that it
+        names too, when its candidates may list one (:meth:`_listed_speaker`'s own conditions)."""
+        known = self._named.get(it.shard)
+        if (not known or not self.speaker_list or it.query.lexical_only or it.query.dense_only
+                or self.rerank_depth(it) <= 0):
+            return []
+        return names_in(it.query.text, reversed(known))
+
+    def _remember(self, shard: TenantShard, name: str) -> None:
+        known = self._named.setdefault(shard, collections.OrderedDict())
+        known[name] = None
+        known.move_to_end(name)
+        while len(known) > NAMES_KEPT:
+            known.popitem(last=False)
+
     def _speaker_stage(self, items: Sequence[SearchItem], cands: list[Candidates], named: Sequence[tuple[int, str]],
-                       vectors: np.ndarray, dense: list, lexical: list) -> list[Candidates]:
+                       vectors: Sequence[np.ndarray], dense: list, lexical: list) -> list[Candidates]:
         """For each query that names one speaker: the tenant's dense hits for its unnamed text kept to that
         speaker's turns, as deep as its dense list, fused as a third list (the dense weight) beside its own two."""
         out = list(cands)

@@ -79,3 +79,25 @@ def test_a_named_speakers_own_turns_come_in_through_their_own_list(chat) -> None
 def test_the_list_reads_the_question_without_the_name() -> None:
     assert speakers.unnamed(QUESTION, "Melanie") == "What hobbies does they have?"
     assert speakers.unnamed("What is Melanie's favourite hobby?", "Melanie") == "What is their favourite hobby?"
+
+
+def test_a_speaker_named_before_is_embedded_in_the_questions_own_pass(chat) -> None:  # type: ignore[no-untyped-def]
+    # The list's search reads the question without the name: a second forward pass once the candidates name the
+    # speaker, unless a question of the tenant named that speaker before (speakers.NAMES_KEPT): then both texts go
+    # into the question's own pass, and the list is the same.
+    running, client = chat
+    pipeline = running.app.engine.search_pipeline
+    now = {"now_ms": int(time.time() * 1000)}
+    client.search(T, QUESTION, top_k=5, scoring=now)   # names Melanie: kept for the tenant
+    shard = running.app.engine.registry.loaded_shard(T)
+    assert list(pipeline._named[shard]) == ["Melanie"]
+    question = "Which hobbies does Melanie enjoy these days?"
+    with mock.patch.object(pipeline, "_embed", wraps=pipeline._embed) as embed:
+        hits = client.search(T, question, top_k=30, scoring=now).hits
+    assert [c.args[0] for c in embed.call_args_list] == [[question, speakers.unnamed(question, "Melanie")]]
+    ranks = [i for i, h in enumerate(hits, 1) if h.memory.content in ANSWERS]
+    assert len(ranks) == len(ANSWERS) and max(ranks) <= 20, ranks
+    with mock.patch.object(pipeline, "_embed", wraps=pipeline._embed) as embed:   # a question naming nobody kept
+        client.search(T, "What hobbies does Caroline have?", top_k=5, scoring=now)
+    assert [len(c.args[0]) for c in embed.call_args_list] == [1, 1]   # its own pass, then the list's
+    assert list(pipeline._named[shard]) == ["Melanie", "Caroline"]

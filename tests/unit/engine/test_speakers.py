@@ -197,3 +197,11 @@ def test_the_listed_speaker_is_one_named_speaker_never_a_role_or_cjk(monkeypatch
     assert speakers.listed_speaker("李雷说了什么？", [memory("李雷：我去了北京。"), memory("韩梅梅：我也去了。")]) == ""
     monkeypatch.setattr(speakers, "SPEAKER_LIST", False)
     assert speakers.listed_speaker("What does Melanie paint?", turns) == ""
+
+
+def test_the_names_a_question_names_again_are_found_in_order_and_never_for_cjk() -> None:
+    known = ["Melanie", "Caroline", "Jon"]
+    assert speakers.names_in("Did Caroline and Melanie meet Jon?", known) == ["Melanie", "Caroline"]   # at most 2
+    assert speakers.names_in("What did Caroline's sister say?", known) == ["Caroline"]
+    assert speakers.names_in("What did Jonathan do?", known) == []   # a word, not a prefix
+    assert speakers.names_in("Caroline 最近在忙什么？", known) == []
