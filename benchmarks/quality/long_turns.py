@@ -20,7 +20,8 @@ cross-encoder reading a window of that many characters of a long turn (``passage
 context, ``passages.TURN_READ_CONTEXT`` off; a windows variant reads windows, the sentence reads off);
 ``--ce-sentences 3,5n,2fn`` the cross-encoder reading that many sentence units of a long turn
 (``passages.TURN_SENTENCES``, 3 by default, without the context; ``-1``: every unit; ``n``: without the memory's
-context, else with it; ``f``: the unit at the closest passage vector first); ``--every-word`` the window chosen
+context, else with it; ``f``: the unit at the closest passage vector first; ``a``: the units after the first apart from
+those taken, ``passages.UNITS_APART``); ``--every-word`` the window chosen
 by every query word, function words too (``passages.SKIP_FUNCTION_WORDS`` off, the rule before); ``--dense-focus``
 the window where the turn's passage vector closest to the question lies (``passages.DENSE_FOCUS`` on);
 ``--no-speaker-list`` without the named speaker's own dense list (``speakers.SPEAKER_LIST`` off);
@@ -185,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ce-sentences", default="",
                         help="comma-separated passages.TURN_SENTENCES values to add (sentence units of a long turn "
                              "the cross-encoder reads, the best logit kept; -1: every unit; n: each without the "
-                             "memory's context; f: the unit at the closest passage vector first)")
+                             "memory's context; f: the unit at the closest passage vector first; a: the units after "
+                             "the first apart from those taken)")
     parser.add_argument("--every-word", action="store_true",
                         help="also the cross-encoder's window of a long memory chosen by every query word of three "
                              "letters or more, function words too (passages.SKIP_FUNCTION_WORDS off)")
@@ -338,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
         variants += [(f"cross-encoder reads {r.rstrip('n')} windows{' without context' if r.endswith('n') else ''}",
                       True, None, default_discount, True)
                      for r in (x.strip() for x in args.ce_reads.split(",") if x.strip()) if r != str(saved[5])]
-        variants += [(f"cross-encoder reads {'every' if int(n.rstrip('fn')) < 0 else n.rstrip('fn')} sentence units"
+        variants += [(f"cross-encoder reads {'every' if int(n.rstrip('afn')) < 0 else n.rstrip('afn')} sentence units"
+                      f"{' apart' if 'a' in n else ''}"
                       f"{' at the closest passage vector' if 'f' in n else ''}{' without context' if 'n' in n else ''}",
                       True, None, default_discount, True)
                      for n in (x.strip() for x in args.ce_sentences.split(",") if x.strip()) if n != str(saved[6])]
@@ -370,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
                 passages.TURN_SENTENCES = (-1 if units.group(1) == "every" else int(units.group(1))) if units else (
                     0 if re.search(r"cross-encoder (window|reads \d+ windows)", name) else saved[6])   # windows
                 passages.SENTENCE_CONTEXT = "without context" not in name if units else saved_sentence_context
+                passages.UNITS_APART = " sentence units apart" in name
                 passages.TURN_READ_CONTEXT = "without context" not in name
                 passages.SKIP_FUNCTION_WORDS = kind != "cross-encoder window by every word"
                 pipeline.dense_focus = ("at the closest passage vector" in name
@@ -406,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
              passages.TURN_WINDOW, passages.TURN_READS, passages.TURN_SENTENCES) = saved
             passages.TURN_READ_CONTEXT = True
             passages.SENTENCE_CONTEXT = saved_sentence_context
+            passages.UNITS_APART = False
             passages.SKIP_FUNCTION_WORDS = True
             pipeline.dense_focus, pipeline.speaker_list = saved_focus, saved_list
             pipeline.query_adapter = saved_adapter

@@ -125,3 +125,19 @@ def test_a_turns_units_are_read_once_and_every_caller_gets_its_own_list() -> Non
     assert passages.sentence_units(text)
     m = memory(text)
     assert passages.rerank_texts(QUERY, m) == passages.rerank_texts(QUERY, m)
+
+
+def test_units_apart_take_the_units_sharing_nothing_with_those_taken_first() -> None:
+    # passages.UNITS_APART (off: measured, not the default): the order after the first unit puts the units that share
+    # no character with any taken before them first, then the others in their order.
+    spans = [(0, 100), (50, 150), (120, 220), (160, 260)]
+    assert passages._apart([1, 0, 2, 3], spans) == [1, 3, 0, 2]
+    assert passages._apart([0, 2, 1, 3], spans) == [0, 2, 1, 3]
+    text = long_turn()
+    saved = passages.UNITS_APART
+    try:
+        passages.UNITS_APART = True
+        reads = passages.rerank_texts(QUERY, memory(text))
+    finally:
+        passages.UNITS_APART = saved
+    assert len(reads) == passages.TURN_SENTENCES and reads != passages.rerank_texts(QUERY, memory(text))
