@@ -92,8 +92,10 @@ def terms(text: str) -> frozenset[str]:
 
 
 # A query's candidates are read again for every query that finds them, and by the rerank cost model before the
-# rerank stage: a turn's units and each unit's words are computed once (pure functions of the text, so a cache).
-TEXT_CACHE = 16384
+# rerank stage: a turn's units and each unit's words are computed once (pure functions of the text, so a cache). A
+# search reads ~60-250 texts; an entry holds ~2 KB (a unit's words, the unit included) to ~6 KB (an 800-character
+# window's): the caches stay under ~15 MB.
+TEXT_CACHE = 2048
 
 
 @functools.lru_cache(maxsize=TEXT_CACHE)
@@ -170,7 +172,7 @@ def sentence_units(text: str, size: int | None = None, *, limit: int = 0) -> lis
     return list(_units(text, SENTENCE_CHARS if size is None else size, limit))
 
 
-@functools.lru_cache(maxsize=TEXT_CACHE // 4)
+@functools.lru_cache(maxsize=TEXT_CACHE // 2)
 def _units(text: str, size: int, limit: int) -> tuple[str, ...]:
     if limit and len(text) > limit * size:   # units cover the text, each within size: more than limit of them
         return ()
