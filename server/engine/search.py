@@ -426,8 +426,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
     def _listed_speaker(self, it: SearchItem, cand: Candidates) -> str:
         """The speaker a reranked query names whose own turns get a dense list (speakers.listed_speaker), else
         ""."""
-        if (not self.speaker_list or it.vector is None or it.query.lexical_only or it.query.dense_only
-                or len(cand.ids) == 0 or self.rerank_depth(it) <= 0):
+        if it.vector is None or len(cand.ids) == 0 or not self._may_list(it):
             return ""
         by_doc = it.shard.store.by_doc
         return listed_speaker(it.query.text, [by_doc(d) for d in cand.ids[:SPEAKER_SCAN].tolist()])
@@ -436,10 +435,12 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
         """The speakers whose unnamed text embeds with ``it``'s own: those its tenant's questions named lately that it
         names too, when its candidates may list one (:meth:`_listed_speaker`'s own conditions)."""
         known = self._named.get(it.shard)
-        if (not known or not self.speaker_list or it.query.lexical_only or it.query.dense_only
-                or self.rerank_depth(it) <= 0):
-            return []
-        return names_in(it.query.text, reversed(known))
+        return names_in(it.query.text, reversed(known)) if known and self._may_list(it) else []
+
+    def _may_list(self, it: SearchItem) -> bool:
+        """Whether ``it`` may get a named speaker's list at all: the list on, a hybrid query, reranked."""
+        return (self.speaker_list and not it.query.lexical_only and not it.query.dense_only
+                and self.rerank_depth(it) > 0)
 
     def _remember(self, shard: TenantShard, name: str) -> None:
         known = self._named.setdefault(shard, collections.OrderedDict())

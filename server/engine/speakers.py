@@ -158,7 +158,7 @@ def unnamed(question: str, name: str) -> str:
 def names_in(query: str, known: Iterable[str], *, limit: int = NAMES_PREFETCHED) -> list[str]:
     """The names of ``known`` (speakers a tenant's questions named before) that ``query`` names, at most ``limit``,
     in ``known``'s order; none for a CJK query (:func:`listed_speaker` lists no speaker of one)."""
-    if not SPEAKER_LIST or has_cjk(query):
+    if has_cjk(query):
         return []
     return [name for name in known if _named_in(name, query)][:limit]
 
