@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.quality.roles [--split dev|held_out|all] [--limit N] [--out PATH]
                                                  [--long B,A1,A2] [--users both|one] [--conversations conv-41]
-                                                 [--reranker PATH] [--default-only]
+                                                 [--reranker PATH] [--default-only] [--unit-speaker]
 
 A memory server for agents mostly holds chats between a user and an assistant, written with roles for speakers
 (``"user: …"``, ``"assistant: …"``), and the user asks about them in the first person ("What did I research?"). No
@@ -20,7 +20,9 @@ halves are reported.
 ``--long 500,100,400`` writes every evidence turn and a third of the others as a long turn, the said line inside
 filler (``benchmarks/quality/long_turns.py``'s sentences: B characters before it, A1–A2 after; 500,100,400 makes
 ~1 KB turns), each under its own speaker's role, near-duplicate merging off as in that suite. ``--users one`` makes
-one tenant per conversation (its first speaker the user) instead of two. Writes
+one tenant per conversation (its first speaker the user) instead of two. ``--unit-speaker`` adds a pass (first-person
+rule on) with each sentence unit of a long turn read with the turn's speaker label, or without it where that is the
+default (``server/engine/passages.py`` ``UNIT_SPEAKER``), on the same index. Writes
 ``benchmarks/results/quality/roles.json`` (or ``--out``) and ``.png``.
 """
 
@@ -114,8 +116,9 @@ def role_tenants(conversations: Sequence, limit: int = 0, *,  # type: ignore[typ
 
 
 def run(split: str = "all", limit: int = 0, *, long: tuple[int, int, int] | None = None, users: str = "both",
-        only: frozenset[str] = frozenset(), reranker: str = "", rule_off: bool = True) -> dict:
-    from server.engine import speakers
+        only: frozenset[str] = frozenset(), reranker: str = "", rule_off: bool = True,
+        unit_speaker: bool = False) -> dict:
+    from server.engine import passages, speakers
 
     conversations = [c for c in load_locomo() if (split == "all" or (c.id in LOCOMO_DEV) == (split == "dev"))
                      and (not only or c.id in only)]
@@ -128,7 +131,10 @@ def run(split: str = "all", limit: int = 0, *, long: tuple[int, int, int] | None
                  "tenants": [{"conv": s["conv"], "user": s["user"], "questions": len(s["queries"])} for s in specs],
                  "examples": [{"asked": s["asked"][q.id], "as_the_user": q.text} for s in specs
                               for q in s["queries"][:3]], "variants": {}}
-    saved = speakers.FIRST_PERSON
+    saved = speakers.FIRST_PERSON, passages.UNIT_SPEAKER
+    variants = [("first person on (default)", True, saved[1]), ("first person off", False, saved[1])][:1 + rule_off]
+    if unit_speaker:
+        variants.append((f"sentence units {'without' if saved[1] else 'with'} the speaker", True, not saved[1]))
     # The background consolidation off: it folds repeated turns every ten minutes, so a pass after it would search
     # another index than the pass before. Long turns: near-duplicate merging off, as in
     # benchmarks/quality/long_turns.py (the filler makes them alike).
@@ -140,8 +146,8 @@ def run(split: str = "all", limit: int = 0, *, long: tuple[int, int, int] | None
         tenants = [server.ingest(f"roles-{s['conv']}-{i}", s["inputs"]) for i, s in enumerate(specs)]
         with server.caches_off():
             try:
-                for name, on in (("first person on (default)", True), ("first person off", False))[:1 + rule_off]:
-                    speakers.FIRST_PERSON = on
+                for name, on, labelled in variants:
+                    speakers.FIRST_PERSON, passages.UNIT_SPEAKER = on, labelled
                     top: dict[str, list[str]] = {}
                     block: dict[str, list[str]] = {}
                     items: dict[str, int] = {}
@@ -161,7 +167,7 @@ def run(split: str = "all", limit: int = 0, *, long: tuple[int, int, int] | None
                     out["variants"][name] = {"rows": rows, "seconds": round(time.perf_counter() - t0, 1)}
                     log.info("%s: %s", name, {h: r["all"] for h, r in rows.items()})
             finally:
-                speakers.FIRST_PERSON = saved
+                speakers.FIRST_PERSON, passages.UNIT_SPEAKER = saved
     return out
 
 
@@ -213,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversations", default="", help="comma-separated conversation ids (default: the split's)")
     parser.add_argument("--reranker", default="", help="a cross-encoder folder (default: the bundled one)")
     parser.add_argument("--default-only", action="store_true", help="the first-person rule on only (no rule-off pass)")
+    parser.add_argument("--unit-speaker", action="store_true",
+                        help="a pass with a long turn's sentence units read the other way (passages.UNIT_SPEAKER)")
     parser.add_argument("--out", type=Path, default=None,
                         help="JSON path (default benchmarks/results/quality/roles.json)")
     args = parser.parse_args(argv)
@@ -223,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     long = tuple(int(x) for x in args.long.split(",")) if args.long else None
     out = run(args.split, args.limit, long=long, users=args.users,  # type: ignore[arg-type]
               only=frozenset(c for c in args.conversations.split(",") if c), reranker=args.reranker,
-              rule_off=not args.default_only)
+              rule_off=not args.default_only, unit_speaker=args.unit_speaker)
     out.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)), machine=cpu_model(),
                command="python -m benchmarks.quality.roles " + " ".join(argv if argv is not None else sys.argv[1:]),
                seconds=round(time.time() - t0, 1))

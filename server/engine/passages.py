@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from server.domain import Memory, MemoryType
+from server.engine.updates import split_speaker
 from server.lexical.windows import passages
 from server.text import indexed_text, is_cjk_char, memory_text
 
@@ -78,6 +79,10 @@ SENTENCE_CONTEXT = False
 # neighbour, most of it the same text. Measured, not the default: dev ~1 KB turns R@10 / R@5 / block 0.768 / 0.675 /
 # 0.671 -> 0.759 / 0.652 / 0.649 (docs/concepts/retrieval.md "Units apart"): the overlap is what reaches a cut line.
 UNITS_APART = False
+# Whether each sentence unit of a long turn whose content starts with a speaker ("user: …", "Caroline: …") reads
+# with that label before it, as the turn's first unit and every short turn do: a unit from the middle of a user's
+# long turn otherwise reads as nobody's words.
+UNIT_SPEAKER = False
 SENTENCE_CHARS = 200
 MAX_UNITS = 64   # a turn of more units (over ~10 KB, or a text of tiny sentences) reads its windows, as before
 _CJK_STOPS = "\u3002\uff01\uff1f"   # a Chinese full stop, exclamation and question mark: no space after them
@@ -221,13 +226,27 @@ def rerank_texts(query: str, memory: Memory, *, reads: int | None = None,
         if UNITS_APART:
             order = _apart(order, window_spans(memory.content, units))
         take = len(order) if TURN_SENTENCES < 0 else TURN_SENTENCES
-        return _reads(memory, [units[i] for i in order[:take]], context=SENTENCE_CONTEXT)
+        chosen = [units[i] for i in order[:take]]
+        if UNIT_SPEAKER:
+            chosen = _labelled(memory.content, chosen)
+        return _reads(memory, chosen, context=SENTENCE_CONTEXT)
     if not long_turn or reads <= 1:
         return [rerank_text(query, memory, focus=focus)]
     windows = passages(memory.content, size=TURN_WINDOW, stride=TURN_WINDOW // 2)
     first = None if focus is None else focus_window(memory.content, windows, focus)
     chosen = [windows[i] for i in ranked_windows(query, windows, first)[:reads]]
     return _reads(memory, chosen, context=TURN_READ_CONTEXT)
+
+
+def _labelled(content: str, units: Sequence[str]) -> list[str]:
+    """``units`` of ``content``, each that does not start the content with the content's speaker label before it
+    (``"user: "``, ``"Caroline: "`` as written); the units as they are when the content names no speaker."""
+    speaker, rest = split_speaker(content)
+    if not speaker:
+        return list(units)
+    label = content[:len(content) - len(rest)].strip()
+    label += "" if label.endswith("\uff1a") else " "   # a full-width colon takes no space after it
+    return [u if content.startswith(u) else label + u for u in units]
 
 
 def _apart(order: Sequence[int], spans: Sequence[tuple[int, int]]) -> list[int]:

@@ -141,3 +141,20 @@ def test_units_apart_take_the_units_sharing_nothing_with_those_taken_first() -> 
     finally:
         passages.UNITS_APART = saved
     assert len(reads) == passages.TURN_SENTENCES and reads != passages.rerank_texts(QUERY, memory(text))
+
+
+def test_units_with_the_speaker_carry_the_turns_label(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # passages.UNIT_SPEAKER (off: measured, not the default): each unit that does not start the content reads with the
+    # content's speaker label as written; a content that names no speaker reads its units as they are.
+    assert not passages.UNIT_SPEAKER
+    text = long_turn()
+    bare = passages.rerank_texts(QUERY, memory(text))
+    monkeypatch.setattr(passages, "UNIT_SPEAKER", True)
+    labelled = passages.rerank_texts(QUERY, memory(text))
+    assert len(labelled) == len(bare) == passages.TURN_SENTENCES
+    for b, lab in zip(bare, labelled, strict=True):
+        unit = b.removeprefix("[8 May 2023] ")
+        assert lab == ("[8 May 2023] " + unit if unit.startswith("assistant: ") else f"[8 May 2023] assistant: {unit}")
+    assert passages._labelled("Caroline: Hi. Bye.", ["Caroline: Hi.", "Bye."]) == ["Caroline: Hi.", "Caroline: Bye."]
+    assert passages._labelled("用户：你好。再见。", ["用户：你好。", "再见。"]) == ["用户：你好。", "用户：再见。"]
+    assert passages._labelled("Hi there. Bye now.", ["Hi there.", "Bye now."]) == ["Hi there.", "Bye now."]
