@@ -205,15 +205,22 @@ def replay_groups(cache: Path) -> list[Group]:
     return recipe.training_groups(stage_one, docs, seed=SEED)[0][:REPLAY]
 
 
-def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m training.qa_stage", description=__doc__,
+def stage_parser(prog: str, description: str | None, *, init: str) -> argparse.ArgumentParser:
+    """A further stage's options: the weights it starts from (``init``: what they are), where it writes, stage
+    one's mined cache, ``--force`` and the dev conversations it trains on."""
+    p = argparse.ArgumentParser(prog=prog, description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--init", type=Path, default=DEFAULT_OUT, help="stage one's weights")
+    p.add_argument("--init", type=Path, default=DEFAULT_OUT, help=init)
     p.add_argument("--out", type=Path, default=None, help="where to write (default: --init, replaced)")
     p.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     p.add_argument("--force", action="store_true", help="train on top of weights that already had this stage")
     p.add_argument("--conversations", default=",".join(LOCOMO_DEV),
                    help="the dev conversations whose questions train (a subset: leave one out to measure the stage)")
+    return p
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = stage_parser("python -m training.qa_stage", __doc__, init="stage one's weights")
     p.add_argument("--own-sets", default=",".join(OWN_SETS),
                    help="the project's own sets whose dev half's English questions train too (\"updates\"; \"\": none)")
     p.add_argument("--roles", action=argparse.BooleanOptionalAction, default=ROLES,
@@ -221,17 +228,23 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def stage_inputs(args: argparse.Namespace, stage: str) -> tuple[Path, dict[str, Any], tuple[str, ...]]:
+    """A further stage's output folder, the provenance of the weights it starts from (refused when they already had
+    ``stage``, unless ``--force``) and the dev conversations it trains on (refused when any is not a dev one)."""
+    before = json.loads((args.init / PROVENANCE_FILE).read_text(encoding="utf-8"))
+    if stage in before.get("stages", []) and not args.force:
+        raise SystemExit(f"{args.init} already had the {stage} stage (--force trains it again on top)")
+    conversations = tuple(c for c in args.conversations.split(",") if c)
+    if not conversations or not set(conversations) <= set(LOCOMO_DEV):
+        raise SystemExit(f"--conversations must name dev conversations ({', '.join(LOCOMO_DEV)})")
+    return args.out or args.init, before, conversations
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from server.app import load_embedder
     from server.config import load_config
 
-    out = args.out or args.init
-    stage_one = json.loads((args.init / PROVENANCE_FILE).read_text(encoding="utf-8"))
-    if STAGE in stage_one.get("stages", []) and not args.force:
-        raise SystemExit(f"{args.init} already had the {STAGE} stage (--force trains it again on top)")
-    conversations = tuple(c for c in args.conversations.split(",") if c)
-    if not conversations or not set(conversations) <= set(LOCOMO_DEV):
-        raise SystemExit(f"--conversations must name dev conversations ({', '.join(LOCOMO_DEV)})")
+    out, stage_one, conversations = stage_inputs(args, STAGE)
     own_sets = tuple(x for x in args.own_sets.split(",") if x)
     check_own_sets(own_sets)   # both before the embedder loads
     started = time.perf_counter()
@@ -266,19 +279,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                   "data": data,
                   "stages": [*stage_one.get("stages", ["stage one (make reranker)"]), STAGE],
                   "qa_stage_training": config_dict(CONFIG)}
-    save(tokenizer, model, out, max_length=CONFIG.max_length, provenance=provenance)
     report = {"stage": STAGE, "init": str(args.init), "training": config_dict(CONFIG), "data": data["qa_stage"],
               "history": history, "seconds": {"train": round(train_s, 1),
-                                              "total": round(time.perf_counter() - started, 1)},
-              "weights_sha256": hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()}
-    (out / "training_log_qa_stage.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+                                              "total": round(time.perf_counter() - started, 1)}}
+    return write_stage(tokenizer, model, out, provenance=provenance, report=report,
+                       log_name="training_log_qa_stage.json")
+
+
+def write_stage(tokenizer: Any, model: Any, out: Path, *, provenance: dict[str, Any], report: dict[str, Any],
+                log_name: str, cfg: TrainConfig = CONFIG) -> dict[str, Any]:
+    """A further stage's weights and provenance saved over ``out``, its ``report`` (with the weights' sha256) beside
+    them as ``log_name``; the report."""
+    save(tokenizer, model, out, max_length=cfg.max_length, provenance=provenance)
+    report = {**report, "weights_sha256": hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()}
+    (out / log_name).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
 
 
-def main(argv: list[str] | None = None) -> None:
+def stage_main(run: Any, parse: Any, argv: list[str] | None) -> None:
+    """A further stage's command line: ``run(parse(argv))``, its summary printed."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     report = run(parse(argv))
     print(json.dumps({k: report[k] for k in ("stage", "data", "seconds", "weights_sha256")}, indent=2))
+
+
+def main(argv: list[str] | None = None) -> None:
+    stage_main(run, parse, argv)
 
 
 if __name__ == "__main__":

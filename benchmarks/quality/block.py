@@ -14,6 +14,7 @@ apart; ``block_vs_top5`` is the share of the top 5's evidence the block kept.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 from collections.abc import Mapping, Sequence
@@ -43,6 +44,7 @@ VARIANTS: dict[str, dict[str, float]] = {"defaults": {}, "no speaker rule": {"sp
                                              f"{analysis.__name__}.QUERY_FUNCTION_WORDS": True},
                                          "flat BM25 query": {f"{analysis.__name__}.CONTENT_MATCH": False}}
 DEFAULT_VARIANTS = ("defaults", "no speaker rule")
+RERANKER_VARIANT = "reranker "   # "reranker PATH": the defaults, another cross-encoder (EvalServer.reranker_swapped)
 
 
 def block_recall(block: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]],
@@ -80,6 +82,31 @@ def _target(pipeline: object, attr: str) -> tuple[object, str]:
     return importlib.import_module(module), name
 
 
+def _block_pass(server: EvalServer, conversations: Sequence, tenants: Mapping, qrels: Mapping,  # type: ignore[type-arg]
+                category: Mapping[str, int], split: Mapping[str, str]) -> dict:
+    """Every question searched top 10 and as the SDK's recall (the context block): the rows by half and category."""
+    run: dict[str, list[str]] = {}
+    block: dict[str, list[str]] = {}
+    items: dict[str, int] = {}
+    times: dict[str, list[float]] = {"dev": [], "held_out": []}
+    for conv in conversations:
+        queries = [Query(id=q.id, text=q.text) for q in conv.questions]
+        tenant, now_ms = tenants[conv.id], conv.now * 1000
+        run.update(server.search(tenant, queries, DEFAULTS, now_ms=now_ms, top_k=10))
+        docs, ms = server.block_docs(tenant, queries, now_ms=now_ms)
+        block.update(docs)
+        items.update({q: len(d) for q, d in docs.items()})
+        times["dev" if conv.id in LOCOMO_DEV else "held_out"].extend(ms)
+    rows: dict = {}
+    for half in ("dev", "held_out", "all"):
+        ids = [q for q in qrels if half == "all" or split[q] == half]
+        rows[half] = category_rows(run, block, qrels, ids, category, items)
+        ms = times["dev"] + times["held_out"] if half == "all" else times[half]
+        rows[half]["all"].update(p50_ms=round(float(np.percentile(ms, 50)), 1),
+                                 p95_ms=round(float(np.percentile(ms, 95)), 1))
+    return rows
+
+
 def run_block(server: EvalServer, variants: Sequence[str] = DEFAULT_VARIANTS) -> dict:
     from benchmarks.quality.suites import locomo_inputs
 
@@ -99,29 +126,13 @@ def run_block(server: EvalServer, variants: Sequence[str] = DEFAULT_VARIANTS) ->
     with server.caches_off():
         try:
             for name in variants:
-                for attr, value in {**saved, **VARIANTS[name]}.items():
+                for attr, value in {**saved, **VARIANTS.get(name, {})}.items():
                     setattr(*_target(pipeline, attr), value)
-                run: dict[str, list[str]] = {}
-                block: dict[str, list[str]] = {}
-                items: dict[str, int] = {}
-                times: dict[str, list[float]] = {"dev": [], "held_out": []}
-                for conv in conversations:
-                    queries = [Query(id=q.id, text=q.text) for q in conv.questions]
-                    tenant, now_ms = tenants[conv.id], conv.now * 1000
-                    run.update(server.search(tenant, queries, DEFAULTS, now_ms=now_ms, top_k=10))
-                    docs, ms = server.block_docs(tenant, queries, now_ms=now_ms)
-                    block.update(docs)
-                    items.update({q: len(d) for q, d in docs.items()})
-                    times["dev" if conv.id in LOCOMO_DEV else "held_out"].extend(ms)
-                rows: dict = {}
-                for half in ("dev", "held_out", "all"):
-                    ids = [q for q in qrels if half == "all" or split[q] == half]
-                    rows[half] = category_rows(run, block, qrels, ids, category, items)
-                    ms = times["dev"] + times["held_out"] if half == "all" else times[half]
-                    rows[half]["all"].update(p50_ms=round(float(np.percentile(ms, 50)), 1),
-                                             p95_ms=round(float(np.percentile(ms, 95)), 1))
-                out["variants"][name] = rows
-                log.info("block %s: dev %s, held out %s", name, rows["dev"]["all"], rows["held_out"]["all"])
+                other = name.removeprefix(RERANKER_VARIANT) if name.startswith(RERANKER_VARIANT) else ""
+                with server.reranker_swapped(other) if other else contextlib.nullcontext():
+                    out["variants"][name] = _block_pass(server, conversations, tenants, qrels, category, split)
+                log.info("block %s: dev %s, held out %s", name, out["variants"][name]["dev"]["all"],
+                         out["variants"][name]["held_out"]["all"])
         finally:
             for attr, value in saved.items():
                 setattr(*_target(pipeline, attr), value)

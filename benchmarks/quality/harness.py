@@ -178,6 +178,26 @@ class EvalServer:
             for cache, size in zip(caches, sizes, strict=True):
                 cache.max_entries = size
 
+    @contextlib.contextmanager
+    def reranker_swapped(self, path: str) -> Iterator[None]:
+        """The cross-encoder at ``path`` (a folder ``models.reranker`` accepts, loaded as the server loads its own)
+        scores every pair inside the block, on the same index, with the same calibration; the server's own after
+        it. The tenants' cached pair scores are the caller's to drop (``engine.pair_cache.forget_tenant``)."""
+        from server.app import load_reranker
+
+        engine = self._app.engine   # type: ignore[union-attr]
+        pipeline = engine.search_pipeline
+        config = load_config(env={}, overrides={"models": {"reranker": path, "dtype": self.config.models.dtype,
+                                                           "rerank_dtype": self.config.models.rerank_dtype}})
+        other = load_reranker(config, engine.device)
+        assert other is not None and pipeline.scorer is not None
+        saved = pipeline.reranker, pipeline.scorer.reranker, engine.reranker
+        try:
+            pipeline.reranker = pipeline.scorer.reranker = engine.reranker = other
+            yield
+        finally:
+            pipeline.reranker, pipeline.scorer.reranker, engine.reranker = saved
+
     def info(self) -> spb.InfoResponse:
         return self._memory.Info(spb.InfoRequest(), metadata=self._metadata)
 

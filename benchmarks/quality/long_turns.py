@@ -21,13 +21,16 @@ context, ``passages.TURN_READ_CONTEXT`` off; a windows variant reads windows, th
 ``--ce-sentences 3,5n,2fn`` the cross-encoder reading that many sentence units of a long turn
 (``passages.TURN_SENTENCES``, 3 by default, without the context; ``-1``: every unit; ``n``: without the memory's
 context, else with it; ``f``: the unit at the closest passage vector first; ``a``: the units after the first apart from
-those taken, ``passages.UNITS_APART``); ``--every-word`` the window chosen
+those taken, ``passages.UNITS_APART``; ``s``: each unit with the turn's speaker label, ``passages.UNIT_SPEAKER``);
+``--every-word`` the window chosen
 by every query word, function words too (``passages.SKIP_FUNCTION_WORDS`` off, the rule before); ``--dense-focus``
 the window where the turn's passage vector closest to the question lies (``passages.DENSE_FOCUS`` on);
 ``--no-speaker-list`` without the named speaker's own dense list (``speakers.SPEAKER_LIST`` off);
-``--no-query-adapter`` without the query adapter (the dense side
-searching with the query's own vector: server/engine/query_adapter.py). ``--filler-from-turns`` draws the filler from
-the conversation's own turns that are no question's evidence instead of the generic FILLER sentences.
+``--rerankers PATH,…`` another cross-encoder folder (``models.reranker``) in the server's place, each a variant at
+the defaults on the same index (``EvalServer.reranker_swapped``); ``--no-query-adapter`` without the query adapter
+(the dense side searching with the query's own vector: server/engine/query_adapter.py). ``--filler-from-turns``
+draws the filler from the conversation's own turns that are no question's evidence instead of the generic FILLER
+sentences.
 ``--windows 48/16,128/8`` ingests the set again for each width/limit pair (tokens of a chat turn's dense passage
 window, ``advanced.turn_passage_tokens``; passage vectors a turn gets at most, ``advanced.turn_passage_vectors``;
 every memory here is a chat turn, EPISODIC), set on the running server's write stage between ingests, and searches
@@ -47,6 +50,7 @@ each tenant after writing, ``--consolidate-any-length`` with its members' length
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import random
@@ -59,7 +63,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.ingest.run import command_line, cpu_model
-from benchmarks.quality.block import LOCOMO_DEV, block_recall
+from benchmarks.quality.block import LOCOMO_DEV, RERANKER_VARIANT, block_recall
 from benchmarks.quality.datasets import Query, evaluate, load_locomo, repo_root
 from benchmarks.quality.harness import BM25, DEFAULTS, DENSE, HYBRID, EvalServer, Ingested, Stage
 from engram_proto.v1 import messages_pb2 as pb
@@ -224,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
                              "query lies, not by words (passages.DENSE_FOCUS on)")
     parser.add_argument("--long-share", type=float, default=LONG_SHARE,
                         help="share of the turns without evidence wrapped too (1: every turn ~1-2 KB)")
+    parser.add_argument("--rerankers", default="",
+                        help="comma-separated cross-encoder folders, each a variant at the defaults on the same index")
     parser.add_argument("--out", type=Path, default=None,
                         help="default benchmarks/results/quality/long_turns[_held_out].json")
     args = parser.parse_args(argv)
@@ -340,8 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         variants += [(f"cross-encoder reads {r.rstrip('n')} windows{' without context' if r.endswith('n') else ''}",
                       True, None, default_discount, True)
                      for r in (x.strip() for x in args.ce_reads.split(",") if x.strip()) if r != str(saved[5])]
-        variants += [(f"cross-encoder reads {'every' if int(n.rstrip('afn')) < 0 else n.rstrip('afn')} sentence units"
-                      f"{' apart' if 'a' in n else ''}"
+        variants += [(f"cross-encoder reads {'every' if int(n.rstrip('afns')) < 0 else n.rstrip('afns')} sentence units"
+                      f"{' apart' if 'a' in n else ''}{' with the speaker' if 's' in n else ''}"
                       f"{' at the closest passage vector' if 'f' in n else ''}{' without context' if 'n' in n else ''}",
                       True, None, default_discount, True)
                      for n in (x.strip() for x in args.ce_sentences.split(",") if x.strip()) if n != str(saved[6])]
@@ -353,13 +359,15 @@ def main(argv: list[str] | None = None) -> int:
             variants.append(("no speaker list", True, None, default_discount, True))
         if args.no_query_adapter:
             variants.append(("no query adapter", True, None, default_discount, True))
+        variants += [(f"{RERANKER_VARIANT}{path}", True, None, default_discount, True)
+                     for path in (x.strip() for x in args.rerankers.split(",")) if path]
         depths = [int(d) for d in args.depths.split(",") if d.strip()]
         variants = [(f"{name} at depth {depth}" if depth else name, *rest, depth)
                     for name, *rest in variants for depth in depths]
         pipeline = server._app.engine.search_pipeline   # type: ignore[union-attr]
         saved_depth = pipeline.default_rerank_depth
         saved_focus, saved_list, saved_adapter = pipeline.dense_focus, pipeline.speaker_list, pipeline.query_adapter
-        saved_sentence_context = passages.SENTENCE_CONTEXT
+        saved_sentence_context, saved_unit_speaker = passages.SENTENCE_CONTEXT, passages.UNIT_SPEAKER
         try:
             for name, dense_passages, chars, discount, bm25_windows, depth in variants:
                 pipeline.default_rerank_depth = depth or saved_depth
@@ -374,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
                     0 if re.search(r"cross-encoder (window|reads \d+ windows)", name) else saved[6])   # windows
                 passages.SENTENCE_CONTEXT = "without context" not in name if units else saved_sentence_context
                 passages.UNITS_APART = " sentence units apart" in name
+                passages.UNIT_SPEAKER = " with the speaker" in name if units else saved_unit_speaker
                 passages.TURN_READ_CONTEXT = "without context" not in name
                 passages.SKIP_FUNCTION_WORDS = kind != "cross-encoder window by every word"
                 pipeline.dense_focus = ("at the closest passage vector" in name
@@ -382,17 +391,19 @@ def main(argv: list[str] | None = None) -> int:
                 pipeline.query_adapter = None if kind == "no query adapter" else saved_adapter
                 tiered.SEARCH_PASSAGES, tiered.PASSAGE_DISCOUNT = dense_passages, discount
                 lucene.SEARCH_WINDOWS = bm25_windows
-                run, block, ms = {}, {}, []
-                server.depths_used.clear()
-                t0 = time.perf_counter()
-                for conv in conversations:
-                    now_ms = conv.now * 1000
-                    pair_cache.forget_tenant(tenants[conv.id].tenant)   # no pair scored by a variant before
-                    run.update(server.search(tenants[conv.id], queries[conv.id], DEFAULTS, now_ms=now_ms, top_k=10))
-                    pair_cache.forget_tenant(tenants[conv.id].tenant)
-                    docs, times = server.block_docs(tenants[conv.id], queries[conv.id], now_ms=now_ms)
-                    block.update(docs)
-                    ms += times
+                other = kind.removeprefix(RERANKER_VARIANT) if kind.startswith(RERANKER_VARIANT) else ""
+                with server.reranker_swapped(other) if other else contextlib.nullcontext():
+                    run, block, ms = {}, {}, []
+                    server.depths_used.clear()
+                    t0 = time.perf_counter()
+                    for conv in conversations:
+                        now_ms = conv.now * 1000
+                        pair_cache.forget_tenant(tenants[conv.id].tenant)   # no pair scored by a variant before
+                        run.update(server.search(tenants[conv.id], queries[conv.id], DEFAULTS, now_ms=now_ms, top_k=10))
+                        pair_cache.forget_tenant(tenants[conv.id].tenant)
+                        docs, times = server.block_docs(tenants[conv.id], queries[conv.id], now_ms=now_ms)
+                        block.update(docs)
+                        ms += times
                 top = evaluate(run, qrels, ks=(5, 10))
                 results["variants"][name] = {"rerank_depth": pipeline.default_rerank_depth,
                                              "recall@10": round(top["recall@10"], 4),
@@ -411,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
             passages.TURN_READ_CONTEXT = True
             passages.SENTENCE_CONTEXT = saved_sentence_context
             passages.UNITS_APART = False
+            passages.UNIT_SPEAKER = saved_unit_speaker
             passages.SKIP_FUNCTION_WORDS = True
             pipeline.dense_focus, pipeline.speaker_list = saved_focus, saved_list
             pipeline.query_adapter = saved_adapter
