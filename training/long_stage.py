@@ -34,6 +34,7 @@ from typing import Any
 
 from benchmarks.quality.block import LOCOMO_DEV
 from benchmarks.quality.datasets import load_locomo, load_locomo_turns
+from benchmarks.quality.long_turns import filler
 from training import qa_stage
 from training.bm25 import BM25
 from training.conversation import doc_id, turn_docs
@@ -58,22 +59,15 @@ PROVENANCE = ("; then trained further (training/long_stage.py) on the same dev c
               "reads a long turn, its sentence units")
 
 
-def _filler(pool: list[str], chars: int, rng: random.Random) -> str:
-    out: list[str] = []
-    while sum(len(x) + 1 for x in out) < chars:
-        out.append(rng.choice(pool))
-    return " ".join(out)
-
-
 def long_form(speaker: str, text: str, pool: list[str], rng: random.Random) -> tuple[str, tuple[int, int]]:
     """``"<speaker>: <talk> <text> <talk>"``, longer than ``passages.PASSAGE_CHARS`` (a long turn), and where
     ``text`` lies in it."""
     from server.engine.passages import PASSAGE_CHARS
 
-    head = f"{speaker}: {_filler(pool, rng.randint(*FILLER_BEFORE), rng)} "
+    head = f"{speaker}: {filler(rng.randint(*FILLER_BEFORE), rng, pool)} "
     after = rng.randint(*FILLER_AFTER)
     after = max(after, PASSAGE_CHARS + 1 - len(head) - len(text))
-    content = f"{head}{text} {_filler(pool, after, rng)}"
+    content = f"{head}{text} {filler(after, rng, pool)}"
     return content, (len(head), len(head) + len(text))
 
 
