@@ -59,8 +59,9 @@ class ModelsConfig:
         "Hugging Face folder | \"\" = none"))
     query_adapter: str = option(BUNDLED, (
         "the dense search's learned map of a query's vector: \"bundled\" = models/weights/engram-query-adapter "
-        "(`make query-adapter`), used where it was fitted for models.embedder | a folder of the same form | \"\" = "
-        "none. Memories and the index are untouched (docs/concepts/retrieval.md \"The query adapter\")"))
+        "(`make query-adapter`), used where it was fitted for models.embedder | a folder of the same form, or of a "
+        "query tower (`python -m training.query_tower`) | \"\" = none. Memories and the index are untouched "
+        "(docs/concepts/retrieval.md \"The query adapter\")"))
     device: str = option("auto", "auto | cpu | cuda")
     dtype: str = option("auto", (
         "auto (CUDA float16; CPU bfloat16 where native, else float32) | int8 (CPU; README \"Reranker\") | float32 | "

@@ -38,6 +38,7 @@ from server.engine.admin import Admin
 from server.engine.ingest import SEARCH_HOLD_MS, EmbedStage, Ingest, WriteTexts
 from server.engine.memories import Memories, Page
 from server.engine.query_adapter import QueryAdapter, load_query_adapter
+from server.engine.query_tower import QueryTower, load_query_tower
 from server.engine.recall import Recall
 from server.engine.search import SearchItem, SearchPipeline, auto_rerank_depth
 from server.engine.updates import LINK_COSINE_DEFAULT
@@ -69,11 +70,17 @@ def load_calibration_for(config: ServerConfig, embedder: Embedder, reranker: Rer
     return load_calibration(path, embedder=embedder.name, reranker=reranker.name if reranker is not None else "")
 
 
-def load_query_adapter_for(config: ServerConfig, embedder: Embedder) -> QueryAdapter | None:
-    """The query adapter of ``advanced.query_adapter`` where it was fitted for this embedder, else None."""
+def load_query_adapter_for(config: ServerConfig, embedder: Embedder) -> QueryAdapter | QueryTower | None:
+    """The query side of ``advanced.query_adapter`` where it was trained for this embedder, else None: a folder with a
+    query tower's weights (server/engine/query_tower.py) loads the tower, else its linear map."""
     folder = BUNDLED_QUERY_ADAPTER if config.models.query_adapter == BUNDLED else config.models.query_adapter
     if not folder:
         return None
+    tower = load_query_tower(folder, embedder=embedder)
+    if tower is not None:
+        log.info("query tower %s (sha256 %s, layers from %d) for %s", folder, tower.sha256[:12], tower.start,
+                 embedder.name)
+        return tower
     adapter = load_query_adapter(folder, embedder=embedder.name, dim=embedder.dim)
     if adapter is not None:
         log.info("query adapter %s (sha256 %s) for %s", folder, adapter.sha256[:12], embedder.name)

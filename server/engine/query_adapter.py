@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,11 @@ class QueryAdapter:
         out = q + q @ self.matrix
         norm = float(np.linalg.norm(out))
         return out / norm if norm > 0 else q
+
+    def map_all(self, texts: Sequence[str], vectors: Sequence[np.ndarray], mapped: Sequence[bool]) -> list[np.ndarray]:
+        """``vectors`` with each ``mapped`` row mapped (the texts are the query tower's to read; server/engine/
+        query_tower.py has the same call)."""
+        return [self.apply(v) if m else v for v, m in zip(vectors, mapped, strict=True)]
 
 
 def load_query_adapter(folder: str | Path, *, embedder: str, dim: int) -> QueryAdapter | None:

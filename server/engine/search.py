@@ -34,6 +34,7 @@ from server.engine.expand import adjacent_turns, second_hop, seeds_of
 from server.engine.feedback import FEEDBACK_BELOW, FEEDBACK_WEIGHT, is_weak, rocchio
 from server.engine.passages import DENSE_FOCUS, PASSAGE_CHARS, dense_focus, rerank_texts
 from server.engine.query_adapter import QueryAdapter
+from server.engine.query_tower import QueryTower
 from server.engine.ranking import RankStage
 from server.engine.rerank import PairScorer
 from server.engine.speakers import (NAMES_KEPT, QUESTION_FACTOR, SPEAKER_FACTOR, SPEAKER_LIST, SPEAKER_LIST_DEPTH,
@@ -117,7 +118,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
                  scoring: ScoringConfig, calibration: Calibration, cache: QueryEmbeddingCache | None = None,
                  controller: RerankController | None = None, pair_cache: PairScoreCache | None = None,
                  thread_window_s: float = 1800.0, turn_tokens: int = 0, turn_passages: int = 0,
-                 query_adapter: QueryAdapter | None = None) -> None:
+                 query_adapter: QueryAdapter | QueryTower | None = None) -> None:
         self.embedder = embedder
         # A long chat turn's cross-encoder window where its passage vector closest to the query lies (passages.py
         # DENSE_FOCUS, off: measured, not the default), read with the write stage's layout of a turn's windows.
@@ -342,7 +343,7 @@ class SearchPipeline(Stage[SearchItem, _InFlight]):
             adapter = self.query_adapter
             mapped = [adapter is not None and c is None for c in centring]
             if adapter is not None:
-                vectors = [adapter.apply(v) if m else v for v, m in zip(vectors, mapped, strict=True)]
+                vectors = adapter.map_all([items[i].query.text for i in members], vectors, mapped)
             scores, ids = shard.dense.search(np.stack(vectors), k)  # type: ignore[misc]
             for row, i in enumerate(members):
                 if mapped[row]:   # the mapped vector chose the memories; each keeps its cosine with the query
