@@ -45,6 +45,7 @@ VARIANTS: dict[str, dict[str, float]] = {"defaults": {}, "no speaker rule": {"sp
                                          "flat BM25 query": {f"{analysis.__name__}.CONTENT_MATCH": False}}
 DEFAULT_VARIANTS = ("defaults", "no speaker rule")
 RERANKER_VARIANT = "reranker "   # "reranker PATH": the defaults, another cross-encoder (EvalServer.reranker_swapped)
+ADAPTER_VARIANT = "query adapter "   # "query adapter PATH": another query adapter or tower (EvalServer.adapter_swapped)
 
 
 def block_recall(block: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]],
@@ -129,7 +130,9 @@ def run_block(server: EvalServer, variants: Sequence[str] = DEFAULT_VARIANTS) ->
                 for attr, value in {**saved, **VARIANTS.get(name, {})}.items():
                     setattr(*_target(pipeline, attr), value)
                 other = name.removeprefix(RERANKER_VARIANT) if name.startswith(RERANKER_VARIANT) else ""
-                with server.reranker_swapped(other) if other else contextlib.nullcontext():
+                adapter = name.removeprefix(ADAPTER_VARIANT) if name.startswith(ADAPTER_VARIANT) else ""
+                with (server.reranker_swapped(other) if other else contextlib.nullcontext(),
+                      server.adapter_swapped(adapter) if adapter else contextlib.nullcontext()):
                     out["variants"][name] = _block_pass(server, conversations, tenants, qrels, category, split)
                 log.info("block %s: dev %s, held out %s", name, out["variants"][name]["dev"]["all"],
                          out["variants"][name]["held_out"]["all"])

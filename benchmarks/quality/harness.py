@@ -198,6 +198,24 @@ class EvalServer:
         finally:
             pipeline.reranker, pipeline.scorer.reranker, engine.reranker = saved
 
+    @contextlib.contextmanager
+    def adapter_swapped(self, path: str) -> Iterator[None]:
+        """The query adapter or tower in ``path`` (a folder ``models.query_adapter`` accepts, loaded as the server
+        loads its own) maps every dense search's query inside the block; the server's own after it."""
+        from server.engine.engine import load_query_adapter_for
+
+        engine = self._app.engine   # type: ignore[union-attr]
+        pipeline = engine.search_pipeline
+        other = load_query_adapter_for(load_config(env={}, overrides={"advanced": {"query_adapter": path}}),
+                                       engine.embedder)
+        assert other is not None, f"no query adapter or tower for this embedder in {path}"
+        saved = pipeline.query_adapter
+        try:
+            pipeline.query_adapter = other
+            yield
+        finally:
+            pipeline.query_adapter = saved
+
     def info(self) -> spb.InfoResponse:
         return self._memory.Info(spb.InfoRequest(), metadata=self._metadata)
 

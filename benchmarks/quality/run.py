@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.quality import report, suites
-from benchmarks.quality.block import DEFAULT_VARIANTS, RERANKER_VARIANT, VARIANTS, run_block
+from benchmarks.quality.block import ADAPTER_VARIANT, DEFAULT_VARIANTS, RERANKER_VARIANT, VARIANTS, run_block
 from benchmarks.quality.sessions import SETS, run_set
 from benchmarks.quality.datasets import DataMissing, repo_root
 from benchmarks.quality.harness import EvalServer
@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="LoCoMo memory text: speaker (the headline), conversation, raw, contextualised")
     parser.add_argument("--block-variants", default=",".join(DEFAULT_VARIANTS),
                         help=f"the block suite's server variants, comma-separated: {', '.join(VARIANTS)}; "
-                             f"'{RERANKER_VARIANT}PATH': another cross-encoder folder on the same index")
+                             f"'{RERANKER_VARIANT}PATH': another cross-encoder folder on the same index; "
+                             f"'{ADAPTER_VARIANT}PATH': another query adapter or tower folder")
     parser.add_argument("--out", type=Path, default=repo_root() / "benchmarks" / "results" / "quality")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -81,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
                     results["zh"] = suites.run_chinese(server)
                 elif name == "block":
                     names = [v.strip() for v in args.block_variants.split(",") if v.strip()]
-                    unknown = {n for n in names if n not in VARIANTS and not n.startswith(RERANKER_VARIANT)}
+                    swapped = (RERANKER_VARIANT, ADAPTER_VARIANT)
+                    unknown = {n for n in names if n not in VARIANTS and not n.startswith(swapped)}
                     if unknown:
                         parser.error(f"unknown block variants: {sorted(unknown)}")
                     results["block"] = run_block(server, names)

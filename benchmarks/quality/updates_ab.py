@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.quality.updates_ab [--off | --without intent,links,siblings,importance,newest]
         [--query-rules]
-        [--sets updates,recency,recency_dev2,recency_held,zh,locomo] [--links]
+        [--sets updates,recency,recency_dev2,recency_held,zh,locomo] [--links] [--query-adapter PATH]
 
 One in-process server at its defaults (as benchmarks/quality/run.py starts it), the *defaults* stage only.
 ``--off`` runs the same code with every feature off in process (``--without`` names some): ``time_intent.detect`` answers no intent, the
@@ -15,6 +15,7 @@ writes made (the spot check of the false-link rate on LoCoMo). Prints recall@1 p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import tempfile
 from pathlib import Path
@@ -65,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="turn on ranking.SIBLING_RULE (sibling statements, off by default) in process")
     parser.add_argument("--sets", default="updates,recency,recency_dev2,recency_held,zh,locomo")
     parser.add_argument("--links", action="store_true", help="print the links the writes made")
+    parser.add_argument("--query-adapter", default="",
+                        help="the query adapter or tower in this folder, not the server's (EvalServer.adapter_swapped)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     without = set(FEATURES) if args.off else {f.strip() for f in args.without.split(",") if f.strip()}
@@ -76,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     _turn_off(without)
     sets = args.sets.split(",")
     now_ms = suites.RECENCY_NOW_MS
-    with tempfile.TemporaryDirectory(prefix="engram-updates-ab-") as tmp, EvalServer(Path(tmp) / "data") as server:
+    with (tempfile.TemporaryDirectory(prefix="engram-updates-ab-") as tmp, EvalServer(Path(tmp) / "data") as server,
+          server.adapter_swapped(args.query_adapter) if args.query_adapter else contextlib.nullcontext()):
         if "updates" in sets:
             us = load_updates()
             cells: dict[tuple[str, str], list[bool]] = {}
