@@ -91,6 +91,7 @@ class Trainer:
         config = self.model.config
         self.heads = int(config.num_attention_heads)
         self.head_dim = int(config.hidden_size) // self.heads
+        self.gelu_tanh = config.hidden_act in ("gelu_new", "gelu_pytorch_tanh")
 
     def _layer(self, layer: Any, x: Any, mask: Any) -> Any:
         functional = self.torch.nn.functional
@@ -104,7 +105,8 @@ class Trainer:
                                                       attn_mask=mask[:, None, None, :])
         x = layer.attention.output.LayerNorm(layer.attention.output.dense(ctx.transpose(1, 2).reshape(
             batch, length, hidden)) + x)
-        return layer.output.LayerNorm(layer.output.dense(functional.gelu(layer.intermediate.dense(x))) + x)
+        inner = functional.gelu(layer.intermediate.dense(x), approximate="tanh" if self.gelu_tanh else "none")
+        return layer.output.LayerNorm(layer.output.dense(inner) + x)
 
     def lower_states(self, texts: list[str]) -> list[Any]:
         """Each text's token states after the frozen layers, ``(tokens, hidden)``."""
@@ -196,9 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
     from server.app import load_embedder
-    from server.config import load_config
+    from server.config import BUNDLED_QUERY_ADAPTER, load_config
     from server.engine.query_adapter import load_query_adapter
-    from server.config import BUNDLED_QUERY_ADAPTER
 
     started = time.time()
     embedder = load_embedder(load_config(env={}), "cpu")

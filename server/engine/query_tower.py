@@ -48,6 +48,7 @@ class QueryTower:
         config = model.config
         self.heads = int(config.num_attention_heads)
         self.head_dim = int(config.hidden_size) // self.heads
+        self.gelu_tanh = config.hidden_act in ("gelu_new", "gelu_pytorch_tanh")   # as models/unpadded.py reads it
         self.device = next(model.parameters()).device
         self._torch = torch
         self._lock = threading.Lock()   # the tokenizer and the shared modules: one forward at a time
@@ -64,7 +65,7 @@ class QueryTower:
                                                       attn_mask=mask[:, None, None, :])
         x = layer.attention.output.LayerNorm(layer.attention.output.dense(ctx.transpose(1, 2).reshape(
             batch, length, hidden)) + x)
-        inner = functional.gelu(layer.intermediate.dense(x))
+        inner = functional.gelu(layer.intermediate.dense(x), approximate="tanh" if self.gelu_tanh else "none")
         return layer.output.LayerNorm(layer.output.dense(inner) + x)
 
     def search_vectors(self, texts: Sequence[str]) -> np.ndarray:
