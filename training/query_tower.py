@@ -33,6 +33,7 @@ import numpy as np
 
 from benchmarks.quality.block import LOCOMO_DEV, LOCOMO_HELD_OUT
 from benchmarks.quality.datasets import load_locomo, load_scifact, ndcg_at_k, recall_at_k
+from server.engine.query_tower import bert_layer
 from training.query_adapter import TAU, is_check_claim
 
 log = logging.getLogger(__name__)
@@ -90,23 +91,10 @@ class Trainer:
         self.start = start
         config = self.model.config
         self.heads = int(config.num_attention_heads)
-        self.head_dim = int(config.hidden_size) // self.heads
         self.gelu_tanh = config.hidden_act in ("gelu_new", "gelu_pytorch_tanh")
 
     def _layer(self, layer: Any, x: Any, mask: Any) -> Any:
-        functional = self.torch.nn.functional
-        batch, length, hidden = x.shape
-        sa = layer.attention.self
-
-        def heads(t: Any) -> Any:
-            return t.view(batch, length, self.heads, self.head_dim).transpose(1, 2)
-
-        ctx = functional.scaled_dot_product_attention(heads(sa.query(x)), heads(sa.key(x)), heads(sa.value(x)),
-                                                      attn_mask=mask[:, None, None, :])
-        x = layer.attention.output.LayerNorm(layer.attention.output.dense(ctx.transpose(1, 2).reshape(
-            batch, length, hidden)) + x)
-        inner = functional.gelu(layer.intermediate.dense(x), approximate="tanh" if self.gelu_tanh else "none")
-        return layer.output.LayerNorm(layer.output.dense(inner) + x)
+        return bert_layer(layer, x, mask, heads=self.heads, gelu_tanh=self.gelu_tanh)
 
     def lower_states(self, texts: list[str]) -> list[Any]:
         """Each text's token states after the frozen layers, ``(tokens, hidden)``."""

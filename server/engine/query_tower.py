@@ -31,6 +31,26 @@ WEIGHTS = "tower.safetensors"
 PROVENANCE = "engram_provenance.json"
 
 
+def bert_layer(layer: Any, x: Any, mask: Any, *, heads: int, gelu_tanh: bool) -> Any:
+    """One BERT encoder layer (a transformers ``BertLayer``'s modules, eval mode) on padded states ``x`` ``(batch,
+    length, hidden)`` with ``mask`` ``(batch, length)`` marking the real tokens; training/query_tower.py trains
+    through the same function."""
+    import torch.nn.functional as functional
+
+    batch, length, hidden = x.shape
+    sa = layer.attention.self
+
+    def split(t: Any) -> Any:
+        return t.view(batch, length, heads, hidden // heads).transpose(1, 2)
+
+    ctx = functional.scaled_dot_product_attention(split(sa.query(x)), split(sa.key(x)), split(sa.value(x)),
+                                                  attn_mask=mask[:, None, None, :])
+    x = layer.attention.output.LayerNorm(layer.attention.output.dense(ctx.transpose(1, 2).reshape(
+        batch, length, hidden)) + x)
+    inner = functional.gelu(layer.intermediate.dense(x), approximate="tanh" if gelu_tanh else "none")
+    return layer.output.LayerNorm(layer.output.dense(inner) + x)
+
+
 class QueryTower:
     """``search_vectors(texts)``: each query's tower vector (float32, unit norm), the text read as the embedder
     reads a query (its query prefix). The lower layers are the embedder's own modules, shared, not copied."""
@@ -47,26 +67,10 @@ class QueryTower:
         self.sha256 = sha256
         config = model.config
         self.heads = int(config.num_attention_heads)
-        self.head_dim = int(config.hidden_size) // self.heads
         self.gelu_tanh = config.hidden_act in ("gelu_new", "gelu_pytorch_tanh")   # as models/unpadded.py reads it
         self.device = next(model.parameters()).device
         self._torch = torch
         self._lock = threading.Lock()   # the tokenizer and the shared modules: one forward at a time
-
-    def _layer(self, layer: Any, x: Any, mask: Any) -> Any:
-        functional = self._torch.nn.functional
-        batch, length, hidden = x.shape
-        sa = layer.attention.self
-
-        def heads(t: Any) -> Any:
-            return t.view(batch, length, self.heads, self.head_dim).transpose(1, 2)
-
-        ctx = functional.scaled_dot_product_attention(heads(sa.query(x)), heads(sa.key(x)), heads(sa.value(x)),
-                                                      attn_mask=mask[:, None, None, :])
-        x = layer.attention.output.LayerNorm(layer.attention.output.dense(ctx.transpose(1, 2).reshape(
-            batch, length, hidden)) + x)
-        inner = functional.gelu(layer.intermediate.dense(x), approximate="tanh" if self.gelu_tanh else "none")
-        return layer.output.LayerNorm(layer.output.dense(inner) + x)
 
     def search_vectors(self, texts: Sequence[str]) -> np.ndarray:
         torch = self._torch
@@ -83,7 +87,7 @@ class QueryTower:
         with self._lock, torch.inference_mode():
             x = self.embeddings(input_ids=ids, token_type_ids=torch.zeros_like(ids))
             for layer in [*self.lower, *self.layers]:
-                x = self._layer(layer, x, mask)
+                x = bert_layer(layer, x, mask, heads=self.heads, gelu_tanh=self.gelu_tanh)
             weights = mask[..., None].to(x.dtype)
             pooled = (x * weights).sum(1) / weights.sum(1)
             return torch.nn.functional.normalize(pooled.float(), dim=-1).cpu().numpy()
